@@ -61,3 +61,190 @@ _MISSING = object()
 def te_absent() -> Iterator[None]:
     with te_absent_shims():
         yield
+
+
+# ------------------------------------------------------------------------------------------------
+# Tiny CPU GPT harness (written for patches post-layernorm and mtp-rl; reusable by any test)
+#
+# A tiny local-spec (no TE) GPT runs forward and backward on a CPU with gloo, world size 1, once
+# five small upstream assumptions of a GPU are shimmed:
+#
+# - ``torch.cuda.synchronize`` becomes a no-op (called on some paths even without CUDA work);
+# - ``parallel_state``'s ``GlobalMemoryBuffer`` allocates on the CPU instead of
+#   ``torch.cuda.current_device()``;
+# - the model-parallel RNG tracker is the inference-mode one (``fork`` is a null context), since
+#   the training tracker stores and restores CUDA RNG states;
+# - ``MTPLossLoggingHelper.save_loss_to_tracker`` is a no-op (it allocates its tracker on CUDA);
+# - attention gets an explicit boolean causal mask (upstream's default causal mask is built on
+#   "cuda"), and the model uses learned absolute positions (no RoPE kernels).
+#
+# Use the ``single_rank_gloo`` fixture (process group + model parallel state + the shims, torn down
+# afterwards), then ``tiny_gpt(...)`` and ``tiny_batch(...)``.
+# ------------------------------------------------------------------------------------------------
+
+TINY_VOCAB = 64
+TINY_MAX_SEQ = 32
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def cpu_model_shims() -> Iterator[None]:
+    """Install the CPU shims above; needs model parallel state to be initialised already."""
+    import megatron.core.parallel_state as ps
+    import megatron.core.tensor_parallel.random as tp_random
+    import megatron.core.transformer.multi_token_prediction as mtp
+    import torch
+    from megatron.core.utils import GlobalMemoryBuffer
+
+    class CPUGlobalMemoryBuffer(GlobalMemoryBuffer):
+        """Upstream's buffer, allocated on the CPU."""
+
+        def get_tensor(  # type: ignore[override]
+            self, tensor_shape: Any, dtype: Any, name: str, mem_alloc_context: Any = None
+        ) -> Any:
+            required = 1
+            for dim in tensor_shape:
+                required *= int(dim)
+            buf = self.buffer.get((name, dtype))
+            if buf is None or buf.numel() < required:
+                buf = torch.empty(required, dtype=dtype, device="cpu", requires_grad=False)
+                self.buffer[(name, dtype)] = buf
+            return buf[0:required].view(*tensor_shape)
+
+    saved: list[tuple[Any, str, Any]] = []
+
+    def patch(obj: Any, name: str, value: Any) -> None:
+        saved.append((obj, name, getattr(obj, name, _MISSING)))
+        setattr(obj, name, value)
+
+    patch(torch.cuda, "synchronize", lambda *args, **kwargs: None)
+    patch(ps, "_GLOBAL_MEMORY_BUFFER", CPUGlobalMemoryBuffer())
+    patch(tp_random, "_CUDA_RNG_STATE_TRACKER", None)
+    patch(tp_random, "_CUDA_RNG_STATE_TRACKER_INITIALIZED", False)
+    tp_random.initialize_rng_tracker(inference_rng_tracker=True)
+    patch(
+        mtp.MTPLossLoggingHelper,
+        "save_loss_to_tracker",
+        staticmethod(lambda *args, **kwargs: None),
+    )
+    try:
+        yield
+    finally:
+        for obj, name, value in reversed(saved):
+            if value is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, value)
+
+
+@contextlib.contextmanager
+def single_rank_gloo_context() -> Iterator[None]:
+    """torch.distributed gloo with world size 1, Megatron model parallel (all sizes 1), CPU shims.
+
+    Reuses an already initialised default process group (and then leaves it up).
+    """
+    import megatron.core.parallel_state as ps
+    import torch.distributed as dist
+
+    owns_pg = not dist.is_initialized()
+    if owns_pg:
+        dist.init_process_group(
+            backend="gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", world_size=1, rank=0
+        )
+    ps.destroy_model_parallel()
+    ps.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1)
+    try:
+        with cpu_model_shims():
+            yield
+    finally:
+        ps.destroy_model_parallel()
+        if owns_pg:
+            dist.destroy_process_group()
+
+
+@pytest.fixture
+def single_rank_gloo() -> Iterator[None]:
+    """Fixture form of :func:`single_rank_gloo_context`."""
+    with single_rank_gloo_context():
+        yield
+
+
+def causal_mask(seq_len: int) -> Any:
+    """Boolean causal attention mask [1, 1, s, s]; True marks a masked-out (future) position."""
+    import torch
+
+    return torch.triu(torch.ones(1, 1, seq_len, seq_len, dtype=torch.bool), diagonal=1)
+
+
+def tiny_gpt_config(**overrides: Any) -> Any:
+    """TransformerConfig of the tiny GPT (2 layers, hidden 32, 4 heads, CPU init, no dropout)."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    kwargs: dict[str, Any] = {
+        "num_layers": 2,
+        "hidden_size": 32,
+        "num_attention_heads": 4,
+        "use_cpu_initialization": True,
+        "hidden_dropout": 0.0,
+        "attention_dropout": 0.0,
+    }
+    kwargs.update(overrides)
+    return TransformerConfig(**kwargs)
+
+
+def tiny_gpt(
+    config: Any = None,
+    *,
+    tie_embeddings: bool = True,
+    mtp: bool | None = None,
+    spec_kwargs: dict[str, Any] | None = None,
+    vocab_size: int = TINY_VOCAB,
+    max_sequence_length: int = TINY_MAX_SEQ,
+    seed: int = 0,
+) -> Any:
+    """A local-spec GPTModel with learned absolute positions, built under ``single_rank_gloo``.
+
+    ``spec_kwargs`` go to ``get_gpt_layer_local_spec``; an MTP block is built when ``mtp`` is true
+    (default: when ``config.mtp_num_layers`` is set).
+    """
+    import torch
+    from megatron.core.models.gpt.gpt_layer_specs import (
+        get_gpt_layer_local_spec,
+        get_gpt_mtp_block_spec,
+    )
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    config = config if config is not None else tiny_gpt_config()
+    spec = get_gpt_layer_local_spec(**(spec_kwargs or {}))
+    if mtp is None:
+        mtp = bool(config.mtp_num_layers)
+    mtp_spec = get_gpt_mtp_block_spec(config, spec, use_transformer_engine=False) if mtp else None
+    torch.manual_seed(seed)
+    return GPTModel(
+        config=config,
+        transformer_layer_spec=spec,
+        vocab_size=vocab_size,
+        max_sequence_length=max_sequence_length,
+        share_embeddings_and_output_weights=tie_embeddings,
+        position_embedding_type="learned_absolute",
+        mtp_block_spec=mtp_spec,
+    )
+
+
+def tiny_batch(
+    batch: int = 2, seq_len: int = 8, vocab_size: int = TINY_VOCAB, seed: int = 0
+) -> tuple[Any, Any, Any]:
+    """(input_ids [b, s], position_ids [b, s], causal boolean mask) for the tiny GPT."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (batch, seq_len), generator=gen)
+    pos = torch.arange(seq_len).unsqueeze(0).expand(batch, seq_len).contiguous()
+    return ids, pos, causal_mask(seq_len)
