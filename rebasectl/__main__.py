@@ -1,0 +1,5 @@
+"""``python -m rebasectl``."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,186 @@
+"""The click commands: parse arguments, call one function, render its result.
+
+No logic lives here. Every failure below arrives as ``RebasectlError`` and leaves as one line on
+stderr with the exit code of DESIGN.md (2 for bad input, 1 for conflicts, 3 for failed tests,
+130 for Ctrl-C); click's usage errors are folded into the same one-line form.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from . import actions, checks, ui
+from .errors import ConflictError, ExitCode, RebasectlError
+from .workspace import Workspace
+
+pass_ws = click.make_pass_decorator(Workspace)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), default=".",
+              help="Run as if started in DIR (the repository holding series.yaml).")
+@click.version_option(package_name="rebasectl")
+@click.pass_context
+def cli(ctx: click.Context, directory: Path) -> None:
+    """Carry a patch series on a moving upstream: apply, report, bump, test."""
+    ctx.obj = Workspace.at(directory)
+
+
+# -- inspection --------------------------------------------------------------------------------
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_ws
+def status(ws: Workspace, as_json: bool) -> None:
+    """Upstream, base, patches (files, +/-) and any apply in progress."""
+    data = checks.status(ws)
+    if as_json:
+        ui.emit_json(data)
+        return
+    up = data["upstream"]
+    ui.line(f"upstream {up['name']} {up['url']} ({up['branch']}) base {up['base'][:12]}")
+    ui.table(None, ["#", "id", "kind", "files", "+", "-", "title"],
+             [[p["index"], p["id"], p["kind"], p["files"], p["added"], p["removed"], p["title"]]
+              for p in data["patches"]])
+    progress = data["apply_in_progress"]
+    if progress:
+        ui.line(f"apply in progress: {progress['applied']}/{progress['total']} applied, "
+                f"stopped at {progress['stopped_at']} in {progress['worktree']}")
+
+
+@cli.command()
+@click.option("--apply", "apply_", is_flag=True,
+              help="Also prove the series applies exactly on the pinned base (no work tree).")
+@click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ws
+def check(ws: Workspace, apply_: bool, upstream: str | None, as_json: bool) -> None:
+    """Validate series.yaml and the patch files; with --apply, that they apply."""
+    with ui.progress("checking"):
+        data = checks.check(ws, apply_, upstream)
+    if as_json:
+        ui.emit_json(data)
+    else:
+        for problem in data["problems"]:
+            ui.line(f"problem: {problem}")
+        verdict = "ok" if data["valid"] else "needs attention"
+        extra = f", applies on the base (tip {data['tip'][:12]})" if data.get("applies") else ""
+        ui.line(f"{data['patches']} patches: {verdict}{extra}")
+    if not data["valid"]:
+        raise RebasectlError("check found problems", ExitCode.CONFLICT)
+
+
+@cli.command()
+@click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@pass_ws
+def fetch(ws: Workspace, upstream: str | None) -> None:
+    """Create or update the cached bare mirror of the upstream."""
+    with ui.progress("fetching upstream"):
+        path = actions.fetch(ws, upstream)
+    ui.line(f"mirror up to date: {path}")
+
+
+# -- apply session -----------------------------------------------------------------------------
+def _render_apply(outcome: Any, as_json: bool) -> None:
+    if as_json:
+        ui.emit_json({"schema": "rebasectl.apply/1", "result": "clean", "base": outcome.base,
+                      "tip": outcome.tip, "worktree": str(outcome.worktree),
+                      "patches": outcome.steps})
+        return
+    ui.line(f"applied on {outcome.base[:12]}: work tree {outcome.worktree} at {outcome.tip[:12]}")
+
+
+@cli.command()
+@click.option("--base", help="Upstream revision to apply on (default: the pinned base).")
+@click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@click.option("--worktree", type=click.Path(path_type=Path), help="Work tree (default .rebasectl/tree).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ws
+def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
+          as_json: bool) -> None:
+    """Materialise base + one commit per patch in a work tree."""
+    with ui.progress("applying"):
+        outcome = actions.apply(ws, base, upstream, worktree)
+    _render_apply(outcome, as_json)
+
+
+@cli.command("continue")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ws
+def continue_(ws: Workspace, as_json: bool) -> None:
+    """Resume after resolving a conflict."""
+    _render_apply(actions.cont(ws), as_json)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_ws
+def skip(ws: Workspace, as_json: bool) -> None:
+    """Drop the patch stopped at and go on."""
+    _render_apply(actions.skip(ws), as_json)
+
+
+@cli.command()
+@pass_ws
+def abort(ws: Workspace) -> None:
+    """Give up the apply in progress, leaving everything as before."""
+    path = actions.abort(ws)
+    ui.line(f"aborted; removed {path}")
+
+
+# -- series exchange ---------------------------------------------------------------------------
+@cli.command()
+@click.option("--worktree", type=click.Path(path_type=Path), help="Work tree to export from.")
+@pass_ws
+def export(ws: Workspace, worktree: Path | None) -> None:
+    """Write patches/ and series.yaml from the work tree's commits."""
+    series, changed = actions.export(ws, worktree)
+    ui.line(f"exported {len(series.patches)} patches; {len(changed)} files changed")
+    for path in changed:
+        ui.line(f"  {path}")
+
+
+@cli.command("import")
+@click.argument("rev_range", metavar="RANGE")
+@click.option("--repo", type=click.Path(path_type=Path), default=".",
+              help="Repository holding the range (default: current directory).")
+@click.option("--branch", help="Upstream branch name to record (new series only).")
+@pass_ws
+def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> None:
+    """Build patches/ and series.yaml from a commit range BASE..TIP."""
+    series, changed = actions.do_import(ws, rev_range, repo, branch)
+    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]}; "
+            f"{len(changed)} files changed")
+
+
+def main() -> None:
+    """Entry point: run the CLI, mapping every failure to one line and an exit code."""
+    debug = bool(os.environ.get("REBASECTL_DEBUG"))
+    try:
+        cli.main(standalone_mode=False, prog_name="rebasectl")
+    except ConflictError as exc:
+        ui.error(exc.message)
+        sys.exit(int(exc.exit_code))
+    except RebasectlError as exc:
+        ui.error(exc.message)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.Abort:
+        ui.error("interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except click.ClickException as exc:
+        ui.error(exc.format_message().replace("\n", " "))
+        sys.exit(int(ExitCode.BAD_INPUT))
+    except KeyboardInterrupt:
+        ui.error("interrupted; state is saved: rerun or `rebasectl continue`/`abort`")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:  # a bug: one line, the traceback only on request
+        if debug:
+            raise
+        ui.error(f"internal error: {type(exc).__name__}: {exc} (set REBASECTL_DEBUG=1 for details)")
+        sys.exit(70)

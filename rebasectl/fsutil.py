@@ -1,0 +1,120 @@
+"""Atomic file updates: single files via rename, several files as one journaled transaction.
+
+``export`` and ``import`` rewrite patches/ and series.yaml. A crash or SIGKILL halfway must never
+leave a mixture of old and new files, so (as StGit does for its stack) every change is first
+staged complete under ``.rebasectl/txn/``, then a journal is written that lists the moves, then the
+moves happen. ``recover`` rolls an interrupted transaction forward: each step is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from .errors import RebasectlError
+
+JOURNAL = "journal.json"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RebasectlError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+class FileTransaction:
+    """Collect writes and deletes under ``root``; ``commit`` applies them all or (after a crash)
+    ``recover`` finishes them."""
+
+    def __init__(self, root: Path, journal_dir: Path) -> None:
+        self.root = root
+        self.journal_dir = journal_dir
+        self.writes: dict[str, bytes] = {}
+        self.deletes: set[str] = set()
+
+    def write(self, rel: str, data: bytes) -> None:
+        self.writes[rel] = data
+        self.deletes.discard(rel)
+
+    def delete(self, rel: str) -> None:
+        if rel not in self.writes:
+            self.deletes.add(rel)
+
+    def changed(self) -> list[str]:
+        """Paths whose bytes would change (deleted or different content)."""
+        out = [rel for rel, data in self.writes.items() if _read(self.root / rel) != data]
+        out += [rel for rel in self.deletes if (self.root / rel).exists()]
+        return sorted(out)
+
+    def commit(self) -> list[str]:
+        changed = self.changed()
+        if not changed:
+            return []
+        _check_writable(self.root, [r for r in changed if r in self.writes])
+        if self.journal_dir.exists():
+            shutil.rmtree(self.journal_dir)
+        staged = self.journal_dir / "staged"
+        staged.mkdir(parents=True)
+        moves: list[list[str]] = []
+        for i, rel in enumerate(sorted(r for r in changed if r in self.writes)):
+            tmp = staged / f"{i:05d}"
+            tmp.write_bytes(self.writes[rel])
+            moves.append([str(tmp.relative_to(self.journal_dir)), rel])
+        deletes = sorted(r for r in changed if r in self.deletes)
+        journal = {"moves": moves, "deletes": deletes}
+        atomic_write(self.journal_dir / JOURNAL, json.dumps(journal).encode())
+        _roll_forward(self.root, self.journal_dir)
+        return changed
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _check_writable(root: Path, rels: list[str]) -> None:
+    for rel in rels:
+        parent = (root / rel).parent
+        probe = parent
+        while not probe.exists():
+            probe = probe.parent
+        if not os.access(probe, os.W_OK):
+            raise RebasectlError(f"{probe}: not writable")
+        target = root / rel
+        if target.exists() and not os.access(target, os.W_OK) and not os.access(parent, os.W_OK):
+            raise RebasectlError(f"{target}: not writable")
+
+
+def _roll_forward(root: Path, journal_dir: Path) -> None:
+    journal = json.loads((journal_dir / JOURNAL).read_text())
+    for tmp_rel, rel in journal["moves"]:
+        tmp = journal_dir / tmp_rel
+        target = root / rel
+        if tmp.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+    for rel in journal["deletes"]:
+        (root / rel).unlink(missing_ok=True)
+    shutil.rmtree(journal_dir, ignore_errors=True)
+
+
+def recover(root: Path, journal_dir: Path) -> bool:
+    """Finish an interrupted transaction (journal written) or discard one that never committed."""
+    if not journal_dir.exists():
+        return False
+    if (journal_dir / JOURNAL).exists():
+        _roll_forward(root, journal_dir)
+        return True
+    shutil.rmtree(journal_dir, ignore_errors=True)
+    return False

@@ -1,0 +1,110 @@
+"""The cached upstream mirror: where the upstream comes from, creating and updating the bare
+mirror under ``.rebasectl/upstream.git``, and resolving revisions in it.
+
+Source precedence (DESIGN.md): ``--upstream`` > ``REBASECTL_UPSTREAM`` > series.yaml's url. Only
+https, ssh, git and file transports (and local paths, scp-style ``host:path``) are accepted: a
+``ext::`` or other ``transport::`` URL could run commands.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from .errors import RebasectlError
+from .gitio import Git
+from .workspace import Workspace
+
+ENV_UPSTREAM = "REBASECTL_UPSTREAM"
+_SCHEMES = ("https://", "ssh://", "git://", "file://", "http://")
+_SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:[^:]")
+
+
+def choose_source(explicit: str | None, series_url: str | None) -> str | None:
+    return explicit or os.environ.get(ENV_UPSTREAM) or series_url
+
+
+def validate_source(source: str) -> str:
+    """A URL or path we are willing to hand to git; a one-line refusal otherwise."""
+    if not source or source.startswith("-"):
+        raise RebasectlError(f"upstream {source!r}: not a URL or path")
+    if "::" in source.split("/", 1)[0] or source.startswith("ext::") or source.startswith("fd::"):
+        raise RebasectlError(f"upstream {source!r}: transport refused (use https, ssh, git, file)")
+    if source.lower().startswith(_SCHEMES):
+        return source
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", source):
+        raise RebasectlError(f"upstream {source!r}: transport refused (use https, ssh, git, file)")
+    if _SCP.match(source):
+        return source
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise RebasectlError(f"upstream {source}: no such path")
+    try:
+        Git.open(path)
+    except RebasectlError:
+        raise RebasectlError(f"upstream {source}: not a git repository") from None
+    return str(path.resolve())
+
+
+def mirror(ws: Workspace) -> Git | None:
+    return Git(ws.mirror) if (ws.mirror / "HEAD").exists() else None
+
+
+def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) -> Git:
+    """The mirror, created from ``source`` if absent, fetched when asked or when the source
+    changed."""
+    existing = mirror(ws)
+    if existing is not None:
+        if source is not None:
+            src = validate_source(source)
+            if existing.remote_url() != src:
+                existing.set_remote_url(src)
+                update = True
+        if update:
+            existing.fetch_all()
+        return existing
+    if source is None:
+        raise RebasectlError("no upstream mirror yet: pass --upstream URL|PATH or set "
+                             f"{ENV_UPSTREAM}")
+    src = validate_source(source)
+    ws.ensure_state_dir()
+    tmp = ws.state_dir / f"upstream.git.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        Git.init_bare_clone(src, tmp)
+        os.replace(tmp, ws.mirror)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Git(ws.mirror)
+
+
+def resolve(git: Git, rev: str, *, what: str = "revision", source: str | None = None) -> str:
+    sha = git.resolve(rev)
+    if sha is None:
+        hint = "run `rebasectl fetch --upstream URL|PATH`" if source is None else \
+            f"is it in {source}? run `rebasectl fetch`"
+        raise RebasectlError(f"{what} {rev!r} not found in the upstream mirror: {hint}")
+    return sha
+
+
+def open_for(ws: Workspace, explicit: str | None, series_url: str | None,
+             needed: list[str]) -> Git:
+    """The mirror holding every revision in ``needed``; fetches once if one is missing."""
+    source = choose_source(explicit, None)
+    git = mirror(ws)
+    if git is None:
+        source = choose_source(explicit, series_url)
+        git = ensure_mirror(ws, source)
+    elif source is not None:
+        git = ensure_mirror(ws, source)
+    if all(git.resolve(r) for r in needed):
+        return git
+    fallback = choose_source(explicit, series_url)
+    if fallback is not None:
+        try:
+            git = ensure_mirror(ws, fallback, update=True)
+        except RebasectlError:
+            pass
+    return git

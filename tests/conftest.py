@@ -1,0 +1,54 @@
+"""Hermetic git for every tool test: no user or system config, fixed identities and dates.
+
+The user's git config must never leak into tests (a ``diff.algorithm`` or ``format.signature``
+there would change patch bytes), so every test runs with HOME in a tmp dir, global and system
+config off, and fixed author/committer identities and dates.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_HERMETIC = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.invalid",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.invalid",
+    "GIT_AUTHOR_DATE": "1767225600 +0000",
+    "GIT_COMMITTER_DATE": "1767225600 +0000",
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
+
+
+@pytest.fixture(autouse=True)
+def hermetic_git(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))
+    (home / "gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    for key, value in _HERMETIC.items():
+        monkeypatch.setenv(key, value)
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "REBASECTL_UPSTREAM",
+                "REBASECTL_DEBUG"):
+        monkeypatch.delenv(key, raising=False)
+    yield
+
+
+@pytest.fixture
+def mirror_path() -> Path:
+    """The real Megatron-LM mirror, for tests that need it (skipped without it)."""
+    env = os.environ.get("REBASECTL_MEGATRON_MIRROR")
+    if not env:
+        pytest.skip("REBASECTL_MEGATRON_MIRROR is not set (path to a Megatron-LM git mirror)")
+    path = Path(env)
+    if not path.exists():
+        pytest.skip(f"REBASECTL_MEGATRON_MIRROR={env} does not exist")
+    return path
