@@ -32,8 +32,9 @@ def locked(ws: Workspace, command: str) -> Iterator[None]:
 
 def fetch(ws: Workspace, upstream: str | None) -> str:
     with locked(ws, "fetch"):
-        series_url = load(ws.root, check_files=False).upstream.url if ws.series_file.exists() \
-            else None
+        series_url = (
+            load(ws.root, check_files=False).upstream.url if ws.series_file.exists() else None
+        )
         source = choose_source(upstream, series_url)
         if source is None:
             raise RebasectlError("no upstream: pass --upstream URL|PATH")
@@ -45,8 +46,9 @@ def mirror_for(ws: Workspace, series: Series, upstream: str | None, revs: list[s
     return open_for(ws, upstream, series.upstream.url, revs)
 
 
-def apply(ws: Workspace, base: str | None, upstream: str | None,
-          worktree: Path | None) -> session.ApplyOutcome:
+def apply(
+    ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None
+) -> session.ApplyOutcome:
     with locked(ws, "apply"):
         series = load(ws.root)
         rev = base or series.upstream.base
@@ -80,13 +82,44 @@ def abort(ws: Workspace) -> Path:
 def export(ws: Workspace, worktree: Path | None) -> tuple[Series, list[str]]:
     with locked(ws, "export"):
         if session.load_state(ws) is not None:
-            raise RebasectlError("an apply is in progress: finish it (`rebasectl continue`) or "
-                                 "`rebasectl abort` before exporting")
+            raise RebasectlError(
+                "an apply is in progress: finish it (`rebasectl continue`) or "
+                "`rebasectl abort` before exporting"
+            )
         tmap = load_tree_map(ws)
-        path = worktree or (Path(str(tmap["worktree"])) if tmap else ws.default_tree)
+        path = worktree or (tmap.worktree if tmap else ws.default_tree)
         return export_tree(ws, path)
 
 
-def do_import(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> tuple[Series, list[str]]:
+def do_import(
+    ws: Workspace, rev_range: str, repo: Path, branch: str | None
+) -> tuple[Series, list[str]]:
     with locked(ws, "import"):
         return import_range(ws, repo, rev_range, branch)
+
+
+def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | None) -> Path:
+    """The tree ``rebasectl test`` runs on: given, or the patched work tree (applied if needed),
+    or a checkout of the unpatched base."""
+    if tree is not None:
+        if not (tree / "megatron").is_dir() and not tree.is_dir():
+            raise RebasectlError(f"--tree {tree}: not a directory")
+        return tree.resolve()
+    series = load(ws.root)
+    if against == "base":
+        with locked(ws, "test --against base"):
+            git = mirror_for(ws, series, upstream, [series.upstream.base])
+            base = resolve(git, series.upstream.base, what="base")
+            from .testing import ensure_base_tree
+
+            return ensure_base_tree(ws, git, base)
+    tmap = load_tree_map(ws)
+    if session.load_state(ws) is not None:
+        raise RebasectlError("an apply is in progress: finish it before testing")
+    if (
+        tmap is not None
+        and (tmap.worktree / ".git").exists()
+        and tmap.base == series.upstream.base
+    ):
+        return tmap.worktree
+    return apply(ws, None, upstream, None).worktree

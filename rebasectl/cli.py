@@ -97,7 +97,9 @@ def _render_apply(outcome: Any, as_json: bool) -> None:
 @cli.command()
 @click.option("--base", help="Upstream revision to apply on (default: the pinned base).")
 @click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
-@click.option("--worktree", type=click.Path(path_type=Path), help="Work tree (default .rebasectl/tree).")
+@click.option(
+    "--worktree", type=click.Path(path_type=Path), help="Work tree (default .rebasectl/tree)."
+)
 @click.option("--json", "as_json", is_flag=True)
 @pass_ws
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
@@ -155,6 +157,42 @@ def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> No
     series, changed = actions.do_import(ws, rev_range, repo, branch)
     ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]}; "
             f"{len(changed)} files changed")
+
+
+@cli.command("test")
+@click.option("--cpu", "device", flag_value="cpu", help="Only tests that run on a CPU.")
+@click.option("--gpu", "device", flag_value="gpu", help="Only tests that need a GPU.")
+@click.option("--patch", "patch_id", help="Only the tests of this patch id.")
+@click.option("--against", type=click.Choice(["patched", "base"]), default="patched",
+              show_default=True, help="Run on the patched tree or on the unpatched base.")
+@click.option("--tree", type=click.Path(file_okay=False, path_type=Path),
+              help="Run on this Megatron tree as it is (no apply).")
+@click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ws
+def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
+          tree: Path | None, upstream: str | None, as_json: bool) -> None:
+    """Run tests/regression against the patched tree (or the base), per patch."""
+    from . import testing
+
+    path = actions.test_tree(ws, against, upstream, tree)
+    with ui.progress(f"running regression tests on {path}"):
+        run = testing.run_tests(ws, path, against=against, device=device, patch_id=patch_id)
+    if as_json:
+        ui.emit_json(run.to_json())
+    else:
+        ui.table(f"regression tests against {against} ({path})",
+                 ["patch", "passed", "failed", "skipped"],
+                 [[p.id, p.passed, p.failed, p.skipped] for p in run.patches])
+        for p in run.patches:
+            for failure in p.failures:
+                ui.line(f"FAILED {p.id}: {failure}")
+        if run.result == "failed" and against == "patched":
+            ui.line(run.log_tail)
+    if run.result == "failed":
+        what = f"not covered (no test fails on the base): {', '.join(run.uncovered)}" \
+            if against == "base" else "regression tests failed"
+        raise RebasectlError(what, ExitCode.TESTS_FAILED)
 
 
 def main() -> None:

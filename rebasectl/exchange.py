@@ -58,30 +58,59 @@ def load_series_dir(directory: Path) -> tuple[Series, list[LoadedPatch]]:
 
 def patch_from_commit(git: Git, info: CommitInfo) -> Patch:
     parent = info.parents[0] if info.parents else None
-    diff = git.diff(parent, info.sha) if parent else git.diff("4b825dc642cb6eb9a060e54bf8d69288fbee4904",
-                                                              info.sha)
-    return Patch(info.author.name, info.author.email, raw_to_rfc2822(info.author.date),
-                 info.message, diff)
+    diff = (
+        git.diff(parent, info.sha)
+        if parent
+        else git.diff("4b825dc642cb6eb9a060e54bf8d69288fbee4904", info.sha)
+    )
+    return Patch(
+        info.author.name, info.author.email, raw_to_rfc2822(info.author.date), info.message, diff
+    )
 
 
 # -- tree map: which commit of the work tree is which patch -------------------------------------
-def save_tree_map(ws: Workspace, base: str, worktree: Path, commits: Sequence[tuple[str, str]]) -> None:
+@dataclass(frozen=True)
+class TreeMap:
+    """Which commit of the work tree is which patch (written by apply, read by export)."""
+
+    base: str
+    worktree: Path
+    commits: list[tuple[str, str]]  # (patch id, commit sha), in order
+
+    @property
+    def tip(self) -> str:
+        return self.commits[-1][1] if self.commits else self.base
+
+
+def save_tree_map(
+    ws: Workspace, base: str, worktree: Path, commits: Sequence[tuple[str, str]]
+) -> None:
     ws.ensure_state_dir()
     data = {"base": base, "worktree": str(worktree), "commits": [list(c) for c in commits]}
     atomic_write(ws.state_dir / "tree.json", json.dumps(data, indent=1).encode())
 
 
-def load_tree_map(ws: Workspace) -> dict[str, object] | None:
+def load_tree_map(ws: Workspace) -> TreeMap | None:
     try:
         data = json.loads((ws.state_dir / "tree.json").read_text())
-    except (OSError, ValueError):
+        return TreeMap(
+            str(data["base"]),
+            Path(str(data["worktree"])),
+            [(str(pid), str(sha)) for pid, sha in data["commits"]],
+        )
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 # -- building a series from commits ------------------------------------------------------------
-def series_from_commits(git: Git, base: str, shas: Sequence[str], upstream: Upstream,
-                        previous: Series | None, known_ids: dict[str, str]) -> tuple[Series, dict[str, bytes]]:
+def series_from_commits(
+    git: Git,
+    base: str,
+    shas: Sequence[str],
+    upstream: Upstream,
+    previous: Series | None,
+    known_ids: dict[str, str],
+) -> tuple[Series, dict[str, bytes]]:
     """Entries + canonical file bytes for ``shas`` on ``base``; metadata carried from
     ``previous`` by id (``known_ids``: sha -> id), else by title."""
     old_by_id = {p.id: p for p in previous.patches} if previous else {}
@@ -101,11 +130,14 @@ def series_from_commits(git: Git, base: str, shas: Sequence[str], upstream: Upst
         if old is not None:
             entry = old.with_changes(file=name, title=patch.subject)
         else:
-            entry = PatchEntry(id=pid, file=name, title=patch.subject,
-                               kind=_guess_kind(patch.subject))
+            entry = PatchEntry(
+                id=pid, file=name, title=patch.subject, kind=_guess_kind(patch.subject)
+            )
         entries.append(entry)
         files[name] = patch.render()
-    return Series(Upstream(upstream.name, upstream.url, upstream.branch, base), tuple(entries)), files
+    return Series(
+        Upstream(upstream.name, upstream.url, upstream.branch, base), tuple(entries)
+    ), files
 
 
 def _unique(slug: str, used: set[str]) -> str:
@@ -119,8 +151,14 @@ def _unique(slug: str, used: set[str]) -> str:
 
 def _guess_kind(subject: str) -> str:
     low = subject.lower()
-    for prefix, kind in (("fix", "fix"), ("revert", "fix"), ("backport", "backport"),
-                         ("compat", "compat"), ("tmp", "temporary"), ("temp", "temporary")):
+    for prefix, kind in (
+        ("fix", "fix"),
+        ("revert", "fix"),
+        ("backport", "backport"),
+        ("compat", "compat"),
+        ("tmp", "temporary"),
+        ("temp", "temporary"),
+    ):
         if low.split("]")[-1].strip().startswith(prefix):
             return kind
     return "feature"
@@ -140,7 +178,9 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes]) -> list
     return txn.commit()
 
 
-def import_range(ws: Workspace, repo: Path, rev_range: str, branch: str | None) -> tuple[Series, list[str]]:
+def import_range(
+    ws: Workspace, repo: Path, rev_range: str, branch: str | None
+) -> tuple[Series, list[str]]:
     if rev_range.count("..") != 1 or "..." in rev_range:
         raise RebasectlError(f"range {rev_range!r}: expected BASE..TIP")
     start, tip = rev_range.split("..")
@@ -150,8 +190,9 @@ def import_range(ws: Workspace, repo: Path, rev_range: str, branch: str | None) 
     base = git.resolve(start)
     end = git.resolve(tip)
     if base is None or end is None:
-        raise RebasectlError(f"range {rev_range!r}: unknown revision "
-                             f"{start if base is None else tip!r} in {repo}")
+        raise RebasectlError(
+            f"range {rev_range!r}: unknown revision {start if base is None else tip!r} in {repo}"
+        )
     if not git.is_ancestor(base, end):
         raise RebasectlError(f"range {rev_range!r}: {start} is not an ancestor of {tip}")
     shas = git.rev_list([f"{base}..{end}"], first_parent=True)
@@ -181,16 +222,18 @@ def export_tree(ws: Workspace, worktree: Path) -> tuple[Series, list[str]]:
     if tree_map is None or not (worktree / ".git").exists():
         raise RebasectlError(f"no work tree at {worktree}: run `rebasectl apply` first")
     git = Git(worktree)
-    base = str(tree_map["base"])
+    base = tree_map.base
     head = git.head()
     if not git.is_ancestor(base, head):
         raise RebasectlError(f"{worktree}: HEAD is not based on {base[:12]}")
     shas = git.rev_list([f"{base}..{head}"], first_parent=True)
     merges = [s for s in git.commits(shas) if len(s.parents) > 1]
     if merges:
-        raise RebasectlError(f"{worktree}: merge commit {merges[0].sha[:12]} between base and HEAD; "
-                             "a series is a straight line of commits")
-    known = {sha: pid for pid, sha in tree_map.get("commits", [])}  # type: ignore[union-attr]
+        raise RebasectlError(
+            f"{worktree}: merge commit {merges[0].sha[:12]} between base and HEAD; "
+            "a series is a straight line of commits"
+        )
+    known = {sha: pid for pid, sha in tree_map.commits}
     series, files = series_from_commits(git, base, shas, previous.upstream, previous, known)
     changed = write_series(ws, series, files)
     save_tree_map(ws, base, worktree, [(p.id, s) for p, s in zip(series.patches, shas)])

@@ -164,8 +164,10 @@ class Git:
     def resolve(self, rev: str) -> str | None:
         if rev.startswith("-"):
             return None
-        proc = self.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
-                        check=False)
+        proc = self.run(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+            check=False,
+        )
         sha = proc.stdout.decode().strip()
         return sha if proc.returncode == 0 and len(sha) == 40 else None
 
@@ -176,8 +178,14 @@ class Git:
         proc = self.run(["merge-base", a, b], check=False)
         return proc.stdout.decode().strip() or None
 
-    def rev_list(self, spec: Sequence[str], *, first_parent: bool = False, reverse: bool = True,
-                 paths: Sequence[str] = ()) -> list[str]:
+    def rev_list(
+        self,
+        spec: Sequence[str],
+        *,
+        first_parent: bool = False,
+        reverse: bool = True,
+        paths: Sequence[str] = (),
+    ) -> list[str]:
         args = ["rev-list"]
         if first_parent:
             args.append("--first-parent")
@@ -194,16 +202,25 @@ class Git:
         if not shas:
             return []
         fmt = "%H%x00%T%x00%P%x00%an%x00%ae%x00%ad%x00%B%x00%x01"
-        out = self.run(["log", "--no-walk=unsorted", "--date=raw", f"--format={fmt}",
-                        "--stdin"], input="\n".join(shas).encode()).stdout
+        out = self.run(
+            ["log", "--no-walk=unsorted", "--date=raw", f"--format={fmt}", "--stdin"],
+            input="\n".join(shas).encode(),
+        ).stdout
         infos: list[CommitInfo] = []
         for record in out.decode("utf-8", errors="replace").split("\x00\x01"):
             record = record.lstrip("\n")
             if not record:
                 continue
             sha, tree, parents, an, ae, ad, body = record.split("\x00", 6)
-            infos.append(CommitInfo(sha, tree, tuple(parents.split()), Identity(an, ae, ad),
-                                    body.rstrip("\n") + "\n"))
+            infos.append(
+                CommitInfo(
+                    sha,
+                    tree,
+                    tuple(parents.split()),
+                    Identity(an, ae, ad),
+                    body.rstrip("\n") + "\n",
+                )
+            )
         by_sha = {i.sha: i for i in infos}
         return [by_sha[s] for s in shas]
 
@@ -234,8 +251,9 @@ class Git:
     def read_tree(self, index: Path, tree: str) -> None:
         self.run(["read-tree", tree], env={"GIT_INDEX_FILE": str(index)})
 
-    def apply_to_index(self, index: Path, patch: bytes, *, three_way: bool,
-                       check_only: bool = False) -> ApplyResult:
+    def apply_to_index(
+        self, index: Path, patch: bytes, *, three_way: bool, check_only: bool = False
+    ) -> ApplyResult:
         args = ["apply", "--cached", "--whitespace=nowarn"]
         if check_only:
             args.append("--check")
@@ -271,8 +289,9 @@ class Git:
     def write_tree(self, index: Path) -> str:
         return self.out(["write-tree"], env={"GIT_INDEX_FILE": str(index)})
 
-    def commit_tree(self, tree: str, parents: Sequence[str], message: str,
-                    identity: Identity) -> str:
+    def commit_tree(
+        self, tree: str, parents: Sequence[str], message: str, identity: Identity
+    ) -> str:
         args = ["commit-tree", tree]
         for parent in parents:
             args += ["-p", parent]
@@ -301,8 +320,9 @@ class Git:
         self.run(["clean", "-fdq"])
 
     def apply_to_worktree(self, patch: bytes) -> ApplyResult:
-        proc = self.run(["apply", "--index", "--3way", "--whitespace=nowarn"], input=patch,
-                        check=False)
+        proc = self.run(
+            ["apply", "--index", "--3way", "--whitespace=nowarn"], input=patch, check=False
+        )
         conflicted = tuple(self.unmerged_paths()) if proc.returncode != 0 else ()
         return ApplyResult(proc.returncode == 0, conflicted, proc.stderr.decode(errors="replace"))
 
@@ -316,7 +336,9 @@ class Git:
         return not self.out(["status", "--porcelain", "--untracked-files=no"])
 
     # -- history questions (attribution and the report) ---------------------------------------
-    def log_touching(self, rev_range: str, paths: Sequence[str], *, first_parent: bool) -> list[str]:
+    def log_touching(
+        self, rev_range: str, paths: Sequence[str], *, first_parent: bool
+    ) -> list[str]:
         args = ["log", "--format=%H", "--reverse"]
         if first_parent:
             args.append("--first-parent")
@@ -330,4 +352,3 @@ class Git:
     def files_changed(self, old: str, new: str) -> int:
         out = self.out(["diff", "--name-only", "--no-renames", old, new])
         return len(out.splitlines()) if out else 0
-

@@ -45,8 +45,12 @@ class RepoLock:
         return data if isinstance(data, dict) else None
 
     def acquire(self) -> None:
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command,
-                "since": int(time.time())}
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": self.command,
+            "since": int(time.time()),
+        }
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -65,7 +69,8 @@ class RepoLock:
                     continue
                 raise LockedError(
                     f"another rebasectl is running here: `{holder.get('command')}` (pid {pid}); "
-                    f"wait for it, or remove {self.path} if that process is gone") from None
+                    f"wait for it, or remove {self.path} if that process is gone"
+                ) from None
             with os.fdopen(fd, "w") as fh:
                 json.dump(info, fh)
             self.held = True
@@ -81,6 +86,7 @@ class RepoLock:
         self.acquire()
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.release()

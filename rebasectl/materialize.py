@@ -62,9 +62,15 @@ def commit_patch(git: Git, tree: str, parent: str, patch: Patch) -> str:
     return git.commit_tree(tree, [parent], patch.message, identity_of(patch))
 
 
-def materialise(git: Git, base: str, patches: Sequence[tuple[str, Patch]], *,
-                three_way: bool = True, keep_going: bool = False,
-                start_index: int = 1) -> Materialised:
+def materialise(
+    git: Git,
+    base: str,
+    patches: Sequence[tuple[str, Patch]],
+    *,
+    three_way: bool = True,
+    keep_going: bool = False,
+    start_index: int = 1,
+) -> Materialised:
     """Apply ``patches`` in order on ``base``. Stops at the first conflict unless ``keep_going``,
     in which case a failing patch is left out and the next ones go on top of the last good one."""
     result = Materialised(base)

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
 
 from .errors import RebasectlError
 
@@ -142,8 +142,10 @@ def render(patch: Patch) -> bytes:
         f"Subject: {_format_subject(subject)}\n".encode(),
     ]
     if non_ascii:
-        header.append(b"MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
-                      b"Content-Transfer-Encoding: 8bit\n")
+        header.append(
+            b"MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
+            b"Content-Transfer-Encoding: 8bit\n"
+        )
     out = b"".join(header) + b"\n"
     if body:
         out += body.encode("utf-8")
@@ -167,8 +169,10 @@ def parse(data: bytes, source: str) -> Patch:
     if not data.strip():
         raise PatchError(f"{source}:1: empty file, not a patch")
     if b"\r\n" in data and data.count(b"\r\n") >= data.count(b"\n") // 2:
-        raise PatchError(f"{source}:1: CRLF line endings (converted by an editor or autocrlf?); "
-                         "convert the file back to LF")
+        raise PatchError(
+            f"{source}:1: CRLF line endings (converted by an editor or autocrlf?); "
+            "convert the file back to LF"
+        )
     if b"\0" in data:
         line = data[: data.index(b"\0")].count(b"\n") + 1
         raise PatchError(f"{source}:{line}: NUL byte: binary data is not a patch")
@@ -178,8 +182,10 @@ def parse(data: bytes, source: str) -> Patch:
     headers = _parse_headers(head.decode("utf-8", errors="replace"), source)
     for key in ("from", "subject"):
         if key not in headers:
-            raise PatchError(f"{source}:1: missing '{key.capitalize()}:' header "
-                             "(expected a git format-patch file)")
+            raise PatchError(
+                f"{source}:1: missing '{key.capitalize()}:' header "
+                "(expected a git format-patch file)"
+            )
     name, addr = email.utils.parseaddr(_decode_header(headers["from"]))
     if not addr:
         raise PatchError(f"{source}:1: 'From:' header has no email address")
@@ -230,10 +236,10 @@ def _split_body(rest: bytes) -> tuple[bytes, bytes]:
         body = rest
         diff = b""
     else:
-        body, diff = rest[: match.start()], rest[match.start():]
+        body, diff = rest[: match.start()], rest[match.start() :]
         diff = re.sub(rb"(?m)^-- \n[^\n]*\n*\Z", b"", diff)  # format-patch signature
     sep = body.rfind(b"---\n")
-    if sep != -1 and (sep == 0 or body[sep - 1: sep] == b"\n"):
+    if sep != -1 and (sep == 0 or body[sep - 1 : sep] == b"\n"):
         body = body[:sep]
     return body, diff
 
@@ -284,7 +290,9 @@ def _check_diff(diff: bytes, source: str, first_line: int) -> None:
             if mode == "120000":
                 symlink_new = True
         elif line.startswith(("GIT binary patch", "Binary files ")):
-            raise PatchError(f"{where}: binary patch refused ({current}); rebasectl carries text only")
+            raise PatchError(
+                f"{where}: binary patch refused ({current}); rebasectl carries text only"
+            )
         elif symlink_new and line.startswith("+") and not line.startswith("+++") and current:
             check_symlink(current, line[1:], where)
     try:
@@ -293,8 +301,10 @@ def _check_diff(diff: bytes, source: str, first_line: int) -> None:
         raise PatchError(f"{source}:{first_line}: corrupt diff: {exc}") from None
     declared = sum(1 for line in lines if line.startswith("diff --git "))
     if len(patchset) != declared:
-        raise PatchError(f"{source}:{first_line}: corrupt diff: {declared} files declared, "
-                         f"{len(patchset)} parsed")
+        raise PatchError(
+            f"{source}:{first_line}: corrupt diff: {declared} files declared, "
+            f"{len(patchset)} parsed"
+        )
     for pf in patchset:
         for hunk in pf:
             if len(hunk.source) != hunk.source_length or len(hunk.target) != hunk.target_length:

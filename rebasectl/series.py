@@ -71,9 +71,15 @@ class Series:
 # -- loading -----------------------------------------------------------------------------------
 _UPSTREAM_KEYS = {"name": str, "url": str, "branch": str, "base": str}
 _PATCH_KEYS: dict[str, tuple[type, ...]] = {
-    "id": (str,), "file": (str,), "title": (str,), "kind": (str,), "why": (str,),
-    "upstream": (str, type(None)), "drop_when": (str, type(None)),
-    "absorbs": (list,), "tests": (list,),
+    "id": (str,),
+    "file": (str,),
+    "title": (str,),
+    "kind": (str,),
+    "why": (str,),
+    "upstream": (str, type(None)),
+    "drop_when": (str, type(None)),
+    "absorbs": (list,),
+    "tests": (list,),
 }
 _REQUIRED_PATCH_KEYS = ("id", "file", "title")
 
@@ -83,8 +89,9 @@ def load(root: Path, *, check_files: bool = True) -> Series:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SeriesError(f"{SERIES_FILE}: not found in {root} (run `rebasectl import` to create "
-                          "one)") from None
+        raise SeriesError(
+            f"{SERIES_FILE}: not found in {root} (run `rebasectl import` to create one)"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SeriesError(f"{SERIES_FILE}: cannot read: {exc}") from None
     return parse(text, root, check_files=check_files)
@@ -104,8 +111,10 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
     _only_keys(top, {"version", "upstream", "patches"}, name)
     version = _scalar(top, "version", name, (int,), node)
     if version != 1:
-        raise SeriesError(f"{name}:{_line(top['version'][1])}: unsupported version {version!r} "
-                          "(this rebasectl reads version 1)")
+        raise SeriesError(
+            f"{name}:{_line(top['version'][1])}: unsupported version {version!r} "
+            "(this rebasectl reads version 1)"
+        )
     if "upstream" not in top:
         raise SeriesError(f"{name}:{_line(node)}: missing key 'upstream'")
     up_node = top["upstream"][1]
@@ -113,13 +122,16 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
     _only_keys(up, set(_UPSTREAM_KEYS), name)
     values = {k: _scalar(up, k, name, (str,), up_node) for k in _UPSTREAM_KEYS}
     if not SHA_RE.match(values["base"]):
-        raise SeriesError(f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
-                          f"sha, got {values['base']!r}")
+        raise SeriesError(
+            f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
+            f"sha, got {values['base']!r}"
+        )
     upstream = Upstream(**values)
     patches_node = top.get("patches", (None, None))[1]
     entries: list[PatchEntry] = []
-    if patches_node is not None and not (isinstance(patches_node, yaml.ScalarNode)
-                                         and patches_node.value in ("", "null", "~")):
+    if patches_node is not None and not (
+        isinstance(patches_node, yaml.ScalarNode) and patches_node.value in ("", "null", "~")
+    ):
         if not isinstance(patches_node, yaml.SequenceNode):
             raise SeriesError(f"{name}:{_line(patches_node)}: 'patches' must be a list")
         seen: dict[str, int] = {}
@@ -128,8 +140,10 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
             entry = _patch_entry(item, name, root, check_files)
             line = _line(item)
             if entry.id in seen:
-                raise SeriesError(f"{name}:{line}: duplicate patch id {entry.id!r} "
-                                  f"(first at line {seen[entry.id]})")
+                raise SeriesError(
+                    f"{name}:{line}: duplicate patch id {entry.id!r} "
+                    f"(first at line {seen[entry.id]})"
+                )
             if entry.file in files:
                 raise SeriesError(f"{name}:{line}: patch file {entry.file!r} listed twice")
             seen[entry.id] = line
@@ -140,7 +154,7 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
             for absorbed in entry.absorbs:
                 if absorbed in known:
                     continue
-                # ids of patches no longer in the series are lineage, allowed; they must look like ids
+                # ids of patches no longer in the series are lineage: allowed, if they look like ids
                 if not ID_RE.match(absorbed):
                     raise SeriesError(f"{name}:{_line(item)}: absorbs: {absorbed!r} is not an id")
     return Series(upstream, tuple(entries), version)
@@ -174,8 +188,9 @@ def _patch_entry(item: yaml.Node, name: str, root: Path, check_files: bool) -> P
         raise SeriesError(f"{name}:{line}: id {pid!r} must be a slug (a-z, 0-9, '.', '_', '-')")
     kind = values.get("kind", "feature")
     if kind not in KINDS:
-        raise SeriesError(f"{name}:{_line(fields['kind'][1])}: kind {kind!r} is not one of "
-                          f"{', '.join(KINDS)}")
+        raise SeriesError(
+            f"{name}:{_line(fields['kind'][1])}: kind {kind!r} is not one of {', '.join(KINDS)}"
+        )
     if not values["title"].strip():
         raise SeriesError(f"{name}:{line}: empty title")
     file_line = _line(fields["file"][1])
@@ -216,15 +231,24 @@ def _mapping(node: yaml.Node, name: str, what: str) -> dict[str, tuple[yaml.Node
     return result
 
 
-def _only_keys(fields: dict[str, tuple[yaml.Node, yaml.Node]], allowed: set[str], name: str) -> None:
+def _only_keys(
+    fields: dict[str, tuple[yaml.Node, yaml.Node]], allowed: set[str], name: str
+) -> None:
     for key, (knode, _) in fields.items():
         if key not in allowed:
-            raise SeriesError(f"{name}:{_line(knode)}: unknown key {key!r} "
-                              f"(allowed: {', '.join(sorted(allowed))})")
+            raise SeriesError(
+                f"{name}:{_line(knode)}: unknown key {key!r} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
 
 
-def _scalar(fields: dict[str, tuple[yaml.Node, yaml.Node]], key: str, name: str,
-            types: tuple[type, ...], parent: yaml.Node) -> Any:
+def _scalar(
+    fields: dict[str, tuple[yaml.Node, yaml.Node]],
+    key: str,
+    name: str,
+    types: tuple[type, ...],
+    parent: yaml.Node,
+) -> Any:
     if key not in fields:
         raise SeriesError(f"{name}:{_line(parent)}: missing key {key!r}")
     vnode = fields[key][1]
@@ -262,8 +286,9 @@ def dump(series: Series) -> bytes:
             for p in series.patches
         ],
     }
-    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                          width=100)
+    text = yaml.safe_dump(
+        doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100
+    )
     return text.encode("utf-8")
 
 

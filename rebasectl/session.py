@@ -56,8 +56,9 @@ def load_state(ws: Workspace) -> ApplyState | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise RebasectlError(f"{ws.apply_state}: unreadable apply state ({exc}); "
-                             "`rebasectl abort` clears it") from None
+        raise RebasectlError(
+            f"{ws.apply_state}: unreadable apply state ({exc}); `rebasectl abort` clears it"
+        ) from None
     return ApplyState(**data)
 
 
@@ -89,12 +90,13 @@ def _make_room(ws: Workspace, worktree: Path) -> None:
     tmap = load_tree_map(ws)
     if (worktree / ".git").exists():
         tree_git = Git(worktree)
-        recorded = [sha for _, sha in tmap.get("commits", [])] if tmap else []  # type: ignore[union-attr]
-        tip = recorded[-1] if recorded else (str(tmap["base"]) if tmap else None)
+        tip = tmap.tip if tmap else None
         head = tree_git.run(["rev-parse", "HEAD"], check=False).stdout.decode().strip()
         if not tree_git.is_clean() or (tip is not None and head != tip):
-            raise RebasectlError(f"{worktree} has changes or commits that were not exported: "
-                                 "`rebasectl export` them, or remove the work tree")
+            raise RebasectlError(
+                f"{worktree} has changes or commits that were not exported: "
+                "`rebasectl export` them, or remove the work tree"
+            )
         if ws.mirror.exists():
             Git(ws.mirror).worktree_remove(worktree)
     if worktree.exists():
@@ -103,15 +105,18 @@ def _make_room(ws: Workspace, worktree: Path) -> None:
         shutil.rmtree(worktree)
 
 
-def _run(ws: Workspace, git: Git, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
-    """Apply the remaining patches in memory, put the work tree at the result, stop at a conflict."""
+def _run(
+    ws: Workspace, git: Git, state: ApplyState, patches: dict[str, LoadedPatch]
+) -> ApplyOutcome:
+    """Apply the remaining patches in memory, move the work tree there, stop at a conflict."""
     worktree = Path(state.worktree)
     remaining = state.remaining()
     if state.current in remaining:
         remaining.remove(state.current)
     start_index = len(state.ids) - len(remaining) + 1
-    result = materialise(git, state.tip, [(i, patches[i].patch) for i in remaining],
-                         start_index=start_index)
+    result = materialise(
+        git, state.tip, [(i, patches[i].patch) for i in remaining], start_index=start_index
+    )
     for step in result.steps:
         if step.commit:
             state.done.append([step.id, step.commit])
@@ -122,12 +127,12 @@ def _run(ws: Workspace, git: Git, state: ApplyState, patches: dict[str, LoadedPa
     tree_git = _checkout(git, worktree, state.tip)
     if stopped is not None:
         tree_git.apply_to_worktree(patches[stopped.id].patch.diff)
-        raise ConflictError(_conflict_message(state, stopped.id, patches, stopped.conflicts),
-                            ) from None
+        raise ConflictError(
+            _conflict_message(state, stopped.id, patches, stopped.conflicts),
+        ) from None
     save_tree_map(ws, state.base, worktree, [(i, c) for i, c in state.done])
     ws.apply_state.unlink(missing_ok=True)
-    return ApplyOutcome(state.base, worktree, state.tip,
-                        [asdict(s) for s in result.steps])
+    return ApplyOutcome(state.base, worktree, state.tip, [asdict(s) for s in result.steps])
 
 
 def _checkout(git: Git, worktree: Path, commit: str) -> Git:
@@ -142,16 +147,21 @@ def _checkout(git: Git, worktree: Path, commit: str) -> Git:
     return git.worktree_add(worktree, commit)
 
 
-def _conflict_message(state: ApplyState, pid: str, patches: dict[str, LoadedPatch],
-                      conflicts: tuple[Conflict, ...]) -> str:
+def _conflict_message(
+    state: ApplyState, pid: str, patches: dict[str, LoadedPatch], conflicts: tuple[Conflict, ...]
+) -> str:
     number = state.ids.index(pid) + 1
     lp = patches[pid]
-    lines = [f"patch {number}/{len(state.ids)} {pid} ({lp.entry.file}) does not apply: "
-             f"{lp.patch.subject}"]
+    lines = [
+        f"patch {number}/{len(state.ids)} {pid} ({lp.entry.file}) does not apply: "
+        f"{lp.patch.subject}"
+    ]
     for c in conflicts:
         lines.append(f"  {c.path}: " + (", ".join(c.hunks) if c.hunks else "(whole file)"))
-    lines.append(f"resolve in {state.worktree} (git add the files), then `rebasectl continue`; "
-                 "or `rebasectl skip` to drop this patch, `rebasectl abort` to give up")
+    lines.append(
+        f"resolve in {state.worktree} (git add the files), then `rebasectl continue`; "
+        "or `rebasectl skip` to drop this patch, `rebasectl abort` to give up"
+    )
     return "\n".join(lines)
 
 
@@ -184,13 +194,16 @@ def resume(ws: Workspace, git: Git) -> ApplyOutcome:
     return _run(ws, git, state, patches)
 
 
-def _commit_resolution(ws: Workspace, tree_git: Git, state: ApplyState,
-                       patches: dict[str, LoadedPatch]) -> None:
+def _commit_resolution(
+    ws: Workspace, tree_git: Git, state: ApplyState, patches: dict[str, LoadedPatch]
+) -> None:
     assert state.current is not None
     unresolved = tree_git.unmerged_paths()
     if unresolved:
-        raise ConflictError(f"still unresolved: {', '.join(unresolved)} (edit, `git add`, then "
-                            "`rebasectl continue`)")
+        raise ConflictError(
+            f"still unresolved: {', '.join(unresolved)} (edit, `git add`, then "
+            "`rebasectl continue`)"
+        )
     tree_git.stage_all()
     markers = tree_git.run(["diff", "--cached", "--check", state.tip], check=False)
     if b"conflict marker" in markers.stdout:
@@ -241,7 +254,12 @@ def describe(ws: Workspace) -> dict[str, object] | None:
     state = load_state(ws)
     if state is None:
         return None
-    return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
-            "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
-            "conflicts": state.conflicts}
-
+    return {
+        "base": state.base,
+        "worktree": state.worktree,
+        "applied": len(state.done),
+        "total": len(state.ids),
+        "stopped_at": state.current,
+        "skipped": state.skipped,
+        "conflicts": state.conflicts,
+    }

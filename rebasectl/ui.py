@@ -33,7 +33,9 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
         return
     if title:
         print(title)
-    widths = [max(len(str(c)) for c in [col, *(r[i] for r in rows)]) for i, col in enumerate(columns)]
+    widths = [
+        max(len(str(c)) for c in [col, *(r[i] for r in rows)]) for i, col in enumerate(columns)
+    ]
     print("  ".join(col.ljust(w) for col, w in zip(columns, widths)).rstrip())
     for row in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())

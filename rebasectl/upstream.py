@@ -66,8 +66,9 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
             existing.fetch_all()
         return existing
     if source is None:
-        raise RebasectlError("no upstream mirror yet: pass --upstream URL|PATH or set "
-                             f"{ENV_UPSTREAM}")
+        raise RebasectlError(
+            f"no upstream mirror yet: pass --upstream URL|PATH or set {ENV_UPSTREAM}"
+        )
     src = validate_source(source)
     ws.ensure_state_dir()
     tmp = ws.state_dir / f"upstream.git.tmp-{os.getpid()}"
@@ -83,14 +84,16 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
 def resolve(git: Git, rev: str, *, what: str = "revision", source: str | None = None) -> str:
     sha = git.resolve(rev)
     if sha is None:
-        hint = "run `rebasectl fetch --upstream URL|PATH`" if source is None else \
-            f"is it in {source}? run `rebasectl fetch`"
+        hint = (
+            "run `rebasectl fetch --upstream URL|PATH`"
+            if source is None
+            else f"is it in {source}? run `rebasectl fetch`"
+        )
         raise RebasectlError(f"{what} {rev!r} not found in the upstream mirror: {hint}")
     return sha
 
 
-def open_for(ws: Workspace, explicit: str | None, series_url: str | None,
-             needed: list[str]) -> Git:
+def open_for(ws: Workspace, explicit: str | None, series_url: str | None, needed: list[str]) -> Git:
     """The mirror holding every revision in ``needed``; fetches once if one is missing."""
     source = choose_source(explicit, None)
     git = mirror(ws)
