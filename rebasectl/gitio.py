@@ -15,8 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import git as gitpython
-
 from .errors import GitError
 
 NULL_SHA = "0" * 40
@@ -139,6 +137,8 @@ class Git:
     @staticmethod
     def open(path: Path) -> Git:
         """Open an existing repository (bare or not); a clear error if it is not one."""
+        import git as gitpython  # imported here: it costs ~45 ms at startup
+
         try:
             gitpython.Repo(str(path), search_parent_directories=False)
         except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
@@ -305,7 +305,9 @@ class Git:
 
     # -- work trees ----------------------------------------------------------------------------
     def worktree_add(self, path: Path, commit: str) -> Git:
-        self.run(["worktree", "add", "--detach", "--quiet", str(path), commit])
+        # parallel checkout (one worker per core): the checkout is most of an apply's time
+        self.run(["-c", "checkout.workers=0", "worktree", "add", "--detach", "--quiet", str(path),
+                  commit])
         return Git(path)
 
     def worktree_remove(self, path: Path) -> None:
@@ -316,7 +318,7 @@ class Git:
         return self.out(["rev-parse", "HEAD"])
 
     def reset_hard(self, commit: str) -> None:
-        self.run(["reset", "--hard", "--quiet", commit])
+        self.run(["-c", "checkout.workers=0", "reset", "--hard", "--quiet", commit])
         self.run(["clean", "-fdq"])
 
     def apply_to_worktree(self, patch: bytes) -> ApplyResult:
@@ -352,3 +354,174 @@ class Git:
     def files_changed(self, old: str, new: str) -> int:
         out = self.out(["diff", "--name-only", "--no-renames", old, new])
         return len(out.splitlines()) if out else 0
+
+    # -- report: pickaxe, blame, dates ---------------------------------------------------------
+    def pickaxe(self, rev_range: str, needle: str, path: str) -> list[str]:
+        """Commits in ``rev_range`` (oldest first, side branches included) that changed the
+        number of occurrences of ``needle`` in ``path``."""
+        out = self.out(["log", "--format=%H", "--reverse", "--no-renames", f"-S{needle}",
+                        rev_range, "--", path])
+        return out.split() if out else []
+
+    def blame_commits(self, rev: str, path: str, ranges: Sequence[tuple[int, int]], *,
+                      since: str | None = None, reverse: bool = False) -> list[str]:
+        """For each line in ``ranges`` (1-based, inclusive) of ``path`` at ``rev``, the commit
+        blame names (``--reverse``: the last commit where the line still was); lines older than
+        ``since`` come back as ``since`` itself (boundary)."""
+        if not ranges:
+            return []
+        args = ["blame", "--porcelain", "--no-progress"]
+        for start, end in ranges:
+            args += ["-L", f"{start},{end}"]
+        if reverse:
+            args += ["--reverse", f"{since}..{rev}"]
+        elif since:
+            args.append(f"{since}..{rev}")
+        else:
+            args.append(rev)
+        proc = self.run([*args, "--", path], check=False)
+        if proc.returncode != 0:
+            return []
+        shas: list[str] = []
+        boundary: set[str] = set()
+        current = ""
+        for line in proc.stdout.decode(errors="replace").split("\n"):
+            head = line.split(" ", 1)[0]
+            if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
+                current = head
+                shas.append(current)
+            elif line == "boundary":
+                boundary.add(current)
+        return [since if (s in boundary and since) else s for s in shas]
+
+    def first_touching_after(self, rev_range: str, path: str) -> str | None:
+        """The oldest commit in ``rev_range`` (ancestry path) that changed ``path``."""
+        out = self.out(["log", "--format=%H", "--reverse", "--ancestry-path", rev_range, "--",
+                        path])
+        return out.split()[0] if out else None
+
+    def committer_date(self, rev: str) -> str:
+        """Committer date of ``rev`` in strict ISO 8601."""
+        return self.out(["log", "-1", "--format=%cI", rev, "--"])
+
+    # -- attribution (bump / blame) -------------------------------------------------------------
+    def parents_in(self, rev_range: str) -> dict[str, tuple[str, ...]]:
+        """Every commit of ``rev_range`` (all branches of it) -> its parents."""
+        out = self.out(["rev-list", "--parents", rev_range])
+        return {f[0]: tuple(f[1:]) for f in (ln.split() for ln in out.splitlines()) if f}
+
+    def blobs_at(self, rev: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """path -> (mode, blob) at ``rev`` for those of ``paths`` that exist there."""
+        if not paths:
+            return {}
+        out = self.run(["ls-tree", "-z", "--full-tree", rev, "--", *paths]).stdout.decode()
+        found: dict[str, tuple[str, str]] = {}
+        for entry in out.split("\0"):
+            if "\t" in entry:
+                meta, path = entry.split("\t", 1)
+                mode, kind, blob = meta.split()
+                if kind == "blob":
+                    found[path] = (mode, blob)
+        return found
+
+    def raw_changes(self, rev_range: str, paths: Sequence[str], *,
+                    first_parent: bool) -> list[tuple[str, dict[str, tuple[str, str] | None]]]:
+        """Oldest first: (commit, {path: (mode, new blob) or None when deleted}) for each commit of
+        ``rev_range`` that changes ``paths`` (a merge on the first-parent chain: vs. its first
+        parent)."""
+        args = ["log", "--reverse", "--raw", "--no-abbrev", "--no-renames", "--format=%x00%H"]
+        if first_parent:
+            args.append("--first-parent")
+        out = self.run([*args, rev_range, "--", *paths]).stdout.decode(errors="replace")
+        result: list[tuple[str, dict[str, tuple[str, str] | None]]] = []
+        for record in out.split("\0")[1:]:
+            lines = record.strip("\n").splitlines()
+            if not lines:
+                continue
+            changes: dict[str, tuple[str, str] | None] = {}
+            for ln in lines[1:]:
+                if not ln.startswith(":") or "\t" not in ln:
+                    continue
+                meta, path = ln[1:].split("\t", 1)
+                _, new_mode, _, new_blob, status = meta.split()[:5]
+                changes[path] = None if status.startswith("D") else (new_mode, new_blob)
+            result.append((lines[0].strip(), changes))
+        return result
+
+    def index_from_entries(self, index: Path, entries: Mapping[str, tuple[str, str]]) -> None:
+        """A fresh index holding only ``entries`` (path -> (mode, blob)): a sparse stage on which
+        ``git apply --cached`` decides exactly as on the full tree for those paths."""
+        index.unlink(missing_ok=True)
+        data = "".join(f"{mode} {blob}\t{path}\0" for path, (mode, blob) in sorted(entries.items()))
+        self.run(["update-index", "-z", "--index-info"], input=data.encode(),
+                 env={"GIT_INDEX_FILE": str(index)})
+
+    def reverse_applies(self, index: Path, patch: bytes) -> bool:
+        proc = self.run(["apply", "--cached", "--check", "--reverse", "--whitespace=nowarn"],
+                        input=patch, env={"GIT_INDEX_FILE": str(index)}, check=False)
+        return proc.returncode == 0
+
+    def blame_reverse(self, old: str, new: str, path: str,
+                      ranges: Sequence[tuple[int, int]]) -> dict[int, str]:
+        """For lines of ``path`` at ``old``: the last commit of ``old..new`` in which each line
+        still existed (``new`` itself when it survived)."""
+        args = ["blame", "--porcelain", "--reverse", f"{old}..{new}"]
+        for start, end in ranges:
+            args += ["-L", f"{start},{end}"]
+        proc = self.run([*args, "--", path], check=False)
+        found: dict[int, str] = {}
+        if proc.returncode != 0:
+            return found
+        for ln in proc.stdout.decode(errors="replace").splitlines():
+            parts = ln.split()
+            if len(parts) >= 3 and len(parts[0]) == 40 and all(c in "0123456789abcdef"
+                                                                for c in parts[0]):
+                found[int(parts[1])] = parts[0]  # sha, line in old, line in final, [count]
+        return found
+
+    def log_patches(self, rev_range: str, paths: Sequence[str], *,
+                    no_merges: bool = True) -> list[tuple[str, bytes]]:
+        """(commit, its diff limited to ``paths``) for the commits of ``rev_range`` touching
+        them, newest first."""
+        args = ["log", "-p", *CANONICAL_DIFF, "--format=%x00%x01%H"]
+        if no_merges:
+            args.append("--no-merges")
+        out = self.run([*args, rev_range, "--", *paths]).stdout
+        result: list[tuple[str, bytes]] = []
+        for record in out.split(b"\0\x01")[1:]:
+            head, _, body = record.partition(b"\n")
+            result.append((head.decode().strip(), body.strip(b"\n") + b"\n"))
+        return result
+
+    def patch_ids_of(self, diffs: Sequence[tuple[str, bytes]]) -> dict[str, str]:
+        """patch-id (stable) -> commit for (commit, diff) pairs, in one git process."""
+        text = b"".join(b"commit " + sha.encode() + b"\n" + diff for sha, diff in diffs if diff)
+        if not text:
+            return {}
+        out = self.run(["patch-id", "--stable"], input=text).stdout.decode().split("\n")
+        ids: dict[str, str] = {}
+        for ln in out:
+            parts = ln.split()
+            if len(parts) == 2:
+                ids.setdefault(parts[0], parts[1])
+        return ids
+
+    def merge_file(self, ours: bytes, base: bytes, theirs: bytes,
+                   labels: tuple[str, str, str]) -> tuple[bytes, int]:
+        """``git merge-file -p --diff3``: the merged text with conflict markers, and how many
+        conflicts it has."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="rebasectl-merge-") as tmp:
+            names = []
+            for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+                path = Path(tmp) / name
+                path.write_bytes(data)
+                names.append(str(path))
+            args = ["merge-file", "-p", "--diff3"]
+            for label in labels:
+                args += ["-L", label]
+            proc = self.run([*args, *names], check=False)
+        if proc.returncode < 0 or proc.returncode > 127:
+            raise GitError(f"git merge-file failed: {proc.stderr.decode(errors='replace')}")
+        return proc.stdout, proc.returncode

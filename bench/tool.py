@@ -1,0 +1,174 @@
+"""Benchmark the tool against raw git on a real Megatron-LM mirror, as ratios from one run.
+
+Each pair is run interleaved (ours, raw, ours, raw, ...) ``--repeat`` times on the same warm mirror;
+the table gives medians, the ratio ours/raw and the peak RSS of each command (from wait4). Targets
+(issue 9): apply <= 1.2x raw `git worktree add --detach` + `git am -3`; `check --apply` <= 0.5x
+raw `git am` on a work tree; report < 2 s; bump with attribution < 5 s.
+
+Usage: python bench/tool.py --mirror PATH [--series DIR] [--repeat 5]
+The series defaults to this repository's patches/ + series.yaml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HERMETIC = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+}
+
+
+@dataclass
+class Sample:
+    seconds: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def peak(self) -> float:
+        return max(self.rss_mb)
+
+
+def timed(cmds: Sequence[Sequence[str]], cwd: Path) -> tuple[float, float]:
+    """Run commands one after another; (wall seconds, peak RSS MiB of any of them)."""
+    env = {**os.environ, **HERMETIC}
+    start = time.perf_counter()
+    peak = 0.0
+    for cmd in cmds:
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err}")
+        peak = max(peak, usage.ru_maxrss / 1024)
+    return time.perf_counter() - start, peak
+
+
+def rebasectl(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rebasectl", *args]
+
+
+def setup(mirror: Path, series: Path, work: Path) -> tuple[Path, Path, str, list[Path]]:
+    """A copy of the series with a warm mirror, and a raw clone for the git side."""
+    ours = work / "ours"
+    ours.mkdir()
+    shutil.copy(series / "series.yaml", ours / "series.yaml")
+    shutil.copytree(series / "patches", ours / "patches")
+    subprocess.run(rebasectl("-C", str(ours), "fetch", "--upstream", str(mirror)), check=True,
+                   capture_output=True, env={**os.environ, **HERMETIC})
+    raw = work / "raw.git"
+    subprocess.run(["git", "clone", "-q", "--mirror", str(mirror), str(raw)], check=True)
+    import yaml
+
+    data = yaml.safe_load((series / "series.yaml").read_text())
+    base = data["upstream"]["base"]
+    patch_files = [ours / "patches" / p["file"] for p in data["patches"]]
+    return ours, raw, base, patch_files
+
+
+def bench_apply(ours: Path, raw: Path, base: str, patch_files: list[Path],
+                work: Path) -> tuple[list[str], list[str]]:
+    tree = work / "raw-tree"
+
+    def ours_cmd() -> list[list[str]]:
+        shutil.rmtree(ours / ".rebasectl" / "tree", ignore_errors=True)
+        (ours / ".rebasectl" / "tree.json").unlink(missing_ok=True)
+        subprocess.run(["git", "-C", str(ours / ".rebasectl" / "upstream.git"), "worktree",
+                        "prune"], check=True)
+        return [rebasectl("-C", str(ours), "apply")]
+
+    def raw_cmd() -> list[list[str]]:
+        shutil.rmtree(tree, ignore_errors=True)
+        subprocess.run(["git", "-C", str(raw), "worktree", "prune"], check=True)
+        return [["git", "-C", str(raw), "worktree", "add", "-q", "--detach", str(tree), base],
+                ["git", "-C", str(tree), "am", "-q", "-3", "-k", *map(str, patch_files)]]
+
+    return compare("apply (warm mirror) vs worktree add + am -3", ours_cmd, raw_cmd, work,
+                   target="<= 1.2")
+
+
+def bench_check(ours: Path, raw: Path, base: str, patch_files: list[Path],
+                work: Path) -> tuple[list[str], list[str]]:
+    tree = work / "raw-tree"
+
+    def ours_cmd() -> list[list[str]]:
+        return [rebasectl("-C", str(ours), "check", "--apply")]
+
+    def raw_cmd() -> list[list[str]]:
+        shutil.rmtree(tree, ignore_errors=True)
+        subprocess.run(["git", "-C", str(raw), "worktree", "prune"], check=True)
+        return [["git", "-C", str(raw), "worktree", "add", "-q", "--detach", str(tree), base],
+                ["git", "-C", str(tree), "am", "-q", "-k", *map(str, patch_files)]]
+
+    return compare("check --apply vs worktree add + am", ours_cmd, raw_cmd, work,
+                   target="<= 0.5")
+
+
+REPEAT = 5
+ROWS: list[list[str]] = []
+
+
+def compare(name: str, ours: Callable[[], list[list[str]]], raw: Callable[[], list[list[str]]],
+            cwd: Path, target: str) -> tuple[list[str], list[str]]:
+    a, b = Sample(), Sample()
+    for _ in range(REPEAT):
+        for sample, make in ((a, ours), (b, raw)):
+            seconds, rss = timed(make(), cwd)
+            sample.seconds.append(seconds)
+            sample.rss_mb.append(rss)
+    ratio = a.median / b.median
+    row = [name, f"{a.median:.3f}", f"{b.median:.3f}", f"{ratio:.2f}", target,
+           f"{a.peak:.0f}", f"{b.peak:.0f}"]
+    ROWS.append(row)
+    return row, []
+
+
+def main() -> None:
+    global REPEAT
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mirror", type=Path, required=True)
+    parser.add_argument("--series", type=Path, default=REPO)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    REPEAT = args.repeat
+    with tempfile.TemporaryDirectory(prefix="rebasectl-bench-") as tmp:
+        work = Path(tmp)
+        ours, raw, base, patch_files = setup(args.mirror.resolve(), args.series.resolve(), work)
+        bench_apply(ours, raw, base, patch_files, work)
+        bench_check(ours, raw, base, patch_files, work)
+        for extra in EXTRA_BENCHES:
+            extra(ours, raw, base, patch_files, work)
+    header = ["benchmark", "ours s", "raw s", "ratio", "target", "ours MiB", "raw MiB"]
+    widths = [max(len(r[i]) for r in [header, *ROWS]) for i in range(len(header))]
+    for row in [header, *ROWS]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+# Other benchmarks (report, bump) register here: f(ours, raw, base, patch_files, work) -> None,
+# appending their rows to ROWS (use `compare` or `timed`).
+EXTRA_BENCHES: list[Callable[[Path, Path, str, list[Path], Path], object]] = []
+
+
+if __name__ == "__main__":
+    main()
