@@ -195,6 +195,40 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
         raise RebasectlError(what, ExitCode.TESTS_FAILED)
 
 
+@cli.command()
+@click.option("--old-rev", help="Old side: the series at this revision of this repository.")
+@click.option("--new-rev", help="New side: the series at this revision of this repository.")
+@click.option("--old-series", type=click.Path(file_okay=False), help="Old side: a series dir.")
+@click.option("--new-series", type=click.Path(file_okay=False), help="New side: a series dir.")
+@click.option("--old-range", help="Old side: commits BASE..TIP in --repo.")
+@click.option("--new-range", help="New side: commits BASE..TIP in --repo.")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path),
+              help="Repository holding --old-range/--new-range (default: this one).")
+@click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "html"]),
+              default="markdown", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the report to FILE instead of stdout.")
+@pass_ws
+def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: str | None,
+           new_series: str | None, old_range: str | None, new_range: str | None,
+           repo: Path | None, upstream: str | None, fmt: str, as_json: bool,
+           output: Path | None) -> None:
+    """The rebase report: every patch of the old series mapped to the new one, with evidence."""
+    from .fsutil import atomic_write
+    from .report.inputs import choose, report_text
+
+    old = choose("old", old_rev, old_series, old_range)
+    new = choose("new", new_rev, new_series, new_range)
+    with ui.progress("building the report"):
+        text = report_text(ws, old, new, repo, upstream, "json" if as_json else fmt)
+    if output is not None:
+        atomic_write(output, text.encode("utf-8"))
+    else:
+        sys.stdout.write(text)
+
+
 def main() -> None:
     """Entry point: run the CLI, mapping every failure to one line and an exit code."""
     debug = bool(os.environ.get("REBASECTL_DEBUG"))

@@ -1,0 +1,207 @@
+"""Where the two sides of a report come from (DESIGN.md, ``report`` inputs).
+
+Each side is one of: a revision of this repository (``--old-rev/--new-rev``; default old = the
+series before the last commit that changed the base in series.yaml, default new = the working
+copy), a series directory (``--old-series/--new-series``) or a commit range ``A..B`` in a git
+repository (``--old-range/--new-range`` with ``--repo``). A series is materialised on its own
+base in the upstream mirror (3-way, the way ``apply`` does) to get one commit per patch; a range
+already is one. Nothing here writes to the user's checkout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConflictError, RebasectlError
+from ..exchange import load_patches, load_series_dir
+from ..gitio import Git
+from ..materialize import materialise
+from ..patches import Patch, PatchError
+from ..patches import parse as parse_patch
+from ..series import PATCH_DIR, SERIES_FILE, Series, load, parse
+from ..upstream import open_for
+from ..workspace import Workspace
+from .model import Side
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the user asked for one side: kind is default | rev | series | range."""
+
+    kind: str
+    value: str = ""
+
+
+def choose(side: str, rev: str | None, series_dir: str | None, rng: str | None) -> Choice:
+    given = [(k, v) for k, v in (("rev", rev), ("series", series_dir), ("range", rng)) if v]
+    if len(given) > 1:
+        names = " and ".join(f"--{side}-{k}" for k, _ in given)
+        raise RebasectlError(f"{names}: give at most one input for the {side} side")
+    if not given:
+        return Choice("default")
+    kind, value = given[0]
+    return Choice(kind, str(value))
+
+
+@dataclass
+class _Loaded:
+    """A side before it has commits: a series + patches (to materialise) or a range."""
+
+    label: str
+    series: Series | None = None
+    patches: list[tuple[str, Patch]] | None = None
+    base: str = ""
+    commits: list[str] | None = None
+
+
+def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
+                  upstream: str | None) -> tuple[Git, Side, Side, Git | None]:
+    """The git holding both sides' commits, the two sides, and the git holding the upstream
+    history between the bases when that is another one."""
+    if repo is not None and "range" not in (old.kind, new.kind):
+        raise RebasectlError("--repo goes with --old-range/--new-range")
+    range_git = Git.open(repo or ws.root) if "range" in (old.kind, new.kind) else None
+    loaded = {}
+    for name, choice in (("old", old), ("new", new)):
+        if choice.kind == "range":
+            assert range_git is not None
+            loaded[name] = _range(range_git, choice.value)
+        elif choice.kind == "series":
+            loaded[name] = _series_dir(Path(choice.value))
+        elif choice.kind == "rev":
+            loaded[name] = _at_rev(ws, choice.value)
+        elif name == "new":
+            loaded[name] = _working_copy(ws)
+        else:
+            loaded[name] = _at_rev(ws, default_old_rev(ws))
+    o, n = loaded["old"], loaded["new"]
+    if range_git is not None:
+        git = range_git
+    else:
+        assert o.series is not None and n.series is not None
+        git = open_for(ws, upstream, n.series.upstream.url or o.series.upstream.url,
+                       [o.series.upstream.base, n.series.upstream.base])
+    sides = []
+    for name, side in (("old", o), ("new", n)):
+        if side.commits is None:
+            assert side.series is not None and side.patches is not None
+            base = side.series.upstream.base
+            if git.resolve(base) is None:
+                where = "the upstream mirror" if range_git is None else str(range_git.path)
+                raise RebasectlError(f"{name} side: base {base[:12]} not found in {where}: "
+                                     "run `rebasectl fetch` or pass --upstream")
+            done = materialise(git, base, side.patches, three_way=True)
+            bad = done.first_conflict()
+            if bad is not None:
+                paths = ", ".join(c.path for c in bad.conflicts)
+                raise ConflictError(f"{name} side ({side.label}): patch {bad.index} "
+                                    f"'{bad.id}' does not apply on its own base {base[:12]} "
+                                    f"({paths})")
+            side.base = base
+            side.commits = [s.commit for s in done.steps if s.commit]
+        sides.append(Side(side.base, list(side.commits), side.series, side.label))
+    return git, sides[0], sides[1], None
+
+
+def _range(git: Git, spec: str) -> _Loaded:
+    if spec.count("..") != 1 or "..." in spec:
+        raise RebasectlError(f"range {spec!r}: expected BASE..TIP")
+    start, tip = spec.split("..")
+    base = git.resolve(start) if start else None
+    end = git.resolve(tip) if tip else None
+    if base is None or end is None:
+        raise RebasectlError(f"range {spec!r}: unknown revision "
+                             f"{start if base is None else tip!r} in {git.path}")
+    if not git.is_ancestor(base, end):
+        raise RebasectlError(f"range {spec!r}: {start} is not an ancestor of {tip}")
+    shas = git.rev_list([f"{base}..{end}"], first_parent=True)
+    merges = [c for c in git.commits(shas) if len(c.parents) > 1]
+    if merges:
+        raise RebasectlError(f"range {spec!r}: merge commit {merges[0].sha[:12]} in it; a series "
+                             "is a straight line of commits")
+    return _Loaded(spec, base=base, commits=shas)
+
+
+def _series_dir(path: Path) -> _Loaded:
+    if not path.is_dir():
+        raise RebasectlError(f"{path}: not a series directory")
+    series, loaded = load_series_dir(path)
+    return _Loaded(str(path), series, [(lp.entry.id, lp.patch) for lp in loaded])
+
+
+def _working_copy(ws: Workspace) -> _Loaded:
+    series = load(ws.root)
+    return _Loaded("working copy", series,
+                   [(lp.entry.id, lp.patch) for lp in load_patches(ws, series)])
+
+
+def _repo(ws: Workspace) -> Git:
+    try:
+        return Git.open(ws.root)
+    except RebasectlError:
+        raise RebasectlError(f"{ws.root}: not a git repository, so there is no earlier series; "
+                             "pass --old-series or --old-range") from None
+
+
+def _at_rev(ws: Workspace, rev: str) -> _Loaded:
+    git = _repo(ws)
+    sha = git.resolve(rev)
+    if sha is None:
+        raise RebasectlError(f"revision {rev!r} not found in {ws.root}")
+    text = git.cat_blob(f"{sha}:./{SERIES_FILE}")
+    if text is None:
+        raise RebasectlError(f"{rev}: no {SERIES_FILE} in this revision")
+    series = parse(text.decode("utf-8", errors="replace"), ws.root, check_files=False,
+                   name=f"{rev}:{SERIES_FILE}")
+    patches = []
+    for entry in series.patches:
+        where = f"{rev}:{PATCH_DIR}/{entry.file}"
+        data = git.cat_blob(f"{sha}:./{PATCH_DIR}/{entry.file}")
+        if data is None:
+            raise PatchError(f"{where}: not found in this revision")
+        patches.append((entry.id, parse_patch(data, where)))
+    return _Loaded(f"{rev} ({sha[:12]})", series, patches)
+
+
+def default_old_rev(ws: Workspace) -> str:
+    """The newest commit of this repository whose series.yaml pins another base than the
+    working copy: the series as it was before the last change of the base."""
+    current = load(ws.root, check_files=False).upstream.base
+    git = _repo(ws)
+    if git.resolve("HEAD") is None:
+        raise RebasectlError("no commits in this repository yet: pass --old-rev, --old-series "
+                             "or --old-range")
+    for sha in reversed(git.log_touching("HEAD", [SERIES_FILE], first_parent=True)):
+        text = git.cat_blob(f"{sha}:./{SERIES_FILE}")
+        if text is None:
+            continue
+        try:
+            base = parse(text.decode("utf-8", errors="replace"), ws.root,
+                         check_files=False).upstream.base
+        except RebasectlError:
+            continue
+        if base != current:
+            return sha
+    raise RebasectlError(f"no earlier base than {current[:12]} in this repository's history of "
+                         f"{SERIES_FILE}: pass --old-rev, --old-series or --old-range")
+
+
+FORMATS = ("markdown", "json", "html")
+
+
+def report_text(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
+                upstream: str | None, fmt: str) -> str:
+    """The whole ``report`` command below the CLI: resolve, build, render."""
+    from .build import build_report
+    from .html import render_html
+    from .markdown import render_markdown
+    from .serialize import to_json
+
+    git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
+    report = build_report(git, o, n, up)
+    if fmt == "json":
+        return to_json(report)
+    if fmt == "html":
+        return render_html(report)
+    return render_markdown(report)
