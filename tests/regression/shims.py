@@ -248,3 +248,37 @@ def tiny_batch(
     ids = torch.randint(0, vocab_size, (batch, seq_len), generator=gen)
     pos = torch.arange(seq_len).unsqueeze(0).expand(batch, seq_len).contiguous()
     return ids, pos, causal_mask(seq_len)
+
+
+# ------------------------------------------------------------------------------------------------
+# MoE routers on a CPU (written for patch routing-replay; reusable by any test)
+#
+# ``Router.gating`` moves CPU router weights to ``torch.cuda.current_device()`` and ``TopKRouter``
+# allocates its expert-bias buffers there, so without CUDA ``torch.cuda.current_device`` answers
+# "cpu". Under ``single_rank_moe`` (TE-absent shims + ``single_rank_gloo_context`` + this), routers,
+# MoE layers with the ``allgather`` dispatcher and a tiny MoE GPT (``add_bias_linear=False``, with
+# or without MTP) run forward and backward on a CPU. With CUDA nothing is patched.
+# ------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def cpu_router_shims() -> Iterator[None]:
+    """Make ``torch.cuda.current_device()`` return "cpu" when CUDA is unavailable."""
+    import torch
+
+    if torch.cuda.is_available():
+        yield
+        return
+    original = torch.cuda.current_device
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.cuda.current_device = original
+
+
+@pytest.fixture
+def single_rank_moe() -> Iterator[None]:
+    """TE-absent shims, gloo world size 1 with model parallel state, and the CPU router shim."""
+    with te_absent_shims(), single_rank_gloo_context(), cpu_router_shims():
+        yield
