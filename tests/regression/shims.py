@@ -282,3 +282,46 @@ def single_rank_moe() -> Iterator[None]:
     """TE-absent shims, gloo world size 1 with model parallel state, and the CPU router shim."""
     with te_absent_shims(), single_rank_gloo_context(), cpu_router_shims():
         yield
+
+
+# ------------------------------------------------------------------------------------------------
+# Distributed checkpointing on a CPU (written for patch partial-ckpt-load; reusable by any test)
+#
+# ``dist_checkpointing.save``/``load`` with the ``torch_dist`` format run on a CPU with gloo, world
+# size 1, once three GPU/host assumptions are shimmed (only when CUDA is unavailable):
+#
+# - ``torch.cuda.synchronize`` becomes a no-op (the async writer synchronises before copying);
+# - ``torch.cuda.current_device`` answers "cpu" (the loader allocates on the current device);
+# - ``filesystem_async._process_memory`` answers 0 when ``psutil`` is not installed (the writer
+#   logs its memory use and raises without psutil).
+# ------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def cpu_dist_ckpt_shims() -> Iterator[None]:
+    """Let ``megatron.core.dist_checkpointing`` save and load without CUDA (no-op with CUDA)."""
+    import torch
+
+    if torch.cuda.is_available():
+        yield
+        return
+    import megatron.core.dist_checkpointing.strategies.filesystem_async as fs_async
+
+    saved: list[tuple[Any, str, Any]] = []
+
+    def patch(obj: Any, name: str, value: Any) -> None:
+        saved.append((obj, name, getattr(obj, name, _MISSING)))
+        setattr(obj, name, value)
+
+    patch(torch.cuda, "synchronize", lambda *args, **kwargs: None)
+    patch(torch.cuda, "current_device", lambda: "cpu")
+    if not getattr(fs_async, "HAVE_PSUTIL", True):
+        patch(fs_async, "_process_memory", lambda: 0)
+    try:
+        yield
+    finally:
+        for obj, name, value in reversed(saved):
+            if value is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, value)

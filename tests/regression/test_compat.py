@@ -1,0 +1,224 @@
+"""Regression tests for patch ``compat`` (fix: misc compatibility fixes for PyTorch and TE).
+
+What they prove, and why each matters to miles:
+
+- ``_batched_p2p_ops`` builds every ``torch.distributed.P2POp`` from exactly three positional
+  arguments (op, tensor, global peer rank) and no ``group``: with reloadable process groups the
+  pipeline group object is destroyed and re-created, and a stale group in a P2POp breaks the
+  batched send/recv. Upstream passes the group as a fourth argument.
+- ``megatron.core.parallel_state.dist`` is ``torch.distributed`` (miles reaches the module
+  through it).
+- The HuggingFace tokenizer always asks ``AutoTokenizer.from_pretrained`` for
+  ``trust_remote_code=True``, even when ``--trust-remote-code`` was not given; upstream forwards
+  the (default False) flag. ``transformers`` itself is replaced by a spy module: what is under
+  test is Megatron's call, not the HF library.
+- ``TELinear`` tags every parameter with its Megatron ``parallel_mode`` (needs Transformer
+  Engine and a GPU, so it is marked ``gpu`` + ``needs_te``).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+import torch
+
+
+@pytest.mark.cpu
+def test_batched_p2p_ops_builds_p2pops_without_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from megatron.core.pipeline_parallel import p2p_communication
+
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class RecordingP2POp:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            calls.append((args, kwargs))
+
+    batched: list[list[Any]] = []
+
+    def fake_batch_isend_irecv(ops: list[Any]) -> list[str]:
+        batched.append(ops)
+        return ["req"] * len(ops)
+
+    monkeypatch.setattr(torch.distributed, "P2POp", RecordingP2POp)
+    monkeypatch.setattr(torch.distributed, "batch_isend_irecv", fake_batch_isend_irecv)
+
+    group = object()  # a sentinel: it must not reach any P2POp
+    tensors = [torch.zeros(2) for _ in range(4)]
+    reqs = p2p_communication._batched_p2p_ops(
+        tensor_send_prev=tensors[0],
+        tensor_recv_prev=tensors[1],
+        tensor_send_next=tensors[2],
+        tensor_recv_next=tensors[3],
+        group=group,
+        prev_pipeline_rank=3,
+        next_pipeline_rank=5,
+    )
+
+    assert reqs == ["req"] * 4
+    assert len(batched) == 1 and len(batched[0]) == 4
+    expected = [
+        (torch.distributed.isend, tensors[0], 3),
+        (torch.distributed.irecv, tensors[1], 3),
+        (torch.distributed.isend, tensors[2], 5),
+        (torch.distributed.irecv, tensors[3], 5),
+    ]
+    assert len(calls) == 4
+    for (args, kwargs), (op, tensor, peer) in zip(calls, expected):
+        assert len(args) == 3, f"P2POp got {len(args)} positional args: {args!r}"
+        assert not kwargs, f"P2POp got keyword args {sorted(kwargs)}"
+        assert args[0] is op and args[1] is tensor and args[2] == peer
+        assert group not in args
+
+
+@pytest.mark.cpu
+def test_batched_p2p_ops_without_tensors_sends_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from megatron.core.pipeline_parallel import p2p_communication
+
+    def fail(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no op expected")
+
+    monkeypatch.setattr(torch.distributed, "P2POp", fail)
+    monkeypatch.setattr(torch.distributed, "batch_isend_irecv", fail)
+    reqs = p2p_communication._batched_p2p_ops(
+        tensor_send_prev=None,
+        tensor_recv_prev=None,
+        tensor_send_next=None,
+        tensor_recv_next=None,
+        group=None,
+        prev_pipeline_rank=0,
+        next_pipeline_rank=0,
+    )
+    assert reqs == []
+
+
+@pytest.mark.cpu
+def test_parallel_state_exposes_dist() -> None:
+    from megatron.core import parallel_state
+
+    assert getattr(parallel_state, "dist", None) is torch.distributed
+
+
+class _FakeHFTokenizer:
+    def __init__(self) -> None:
+        self._vocab = {"<pad>": 0, "a": 1, "b": 2}
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self._vocab)
+
+    def __len__(self) -> int:
+        return len(self._vocab)
+
+
+@pytest.fixture
+def from_pretrained_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Install a ``transformers`` stand-in whose ``AutoTokenizer.from_pretrained`` is a spy."""
+    calls: list[dict[str, Any]] = []
+
+    class AutoTokenizer:
+        @staticmethod
+        def from_pretrained(*args: Any, **kwargs: Any) -> _FakeHFTokenizer:
+            calls.append({"args": args, **kwargs})
+            return _FakeHFTokenizer()
+
+    fake = types.ModuleType("transformers")
+    fake.AutoTokenizer = AutoTokenizer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "transformers", fake)
+    return calls
+
+
+@pytest.mark.cpu
+@pytest.mark.parametrize("flag", [False, True])
+def test_build_hf_tokenizer_trusts_remote_code(
+    from_pretrained_calls: list[dict[str, Any]], flag: bool
+) -> None:
+    from megatron.training.tokenizer.tokenizer import build_tokenizer
+
+    args = types.SimpleNamespace(
+        rank=0,
+        tokenizer_type="HuggingFaceTokenizer",
+        tokenizer_model="some/hf-model",
+        trust_remote_code=flag,
+        padded_vocab_size=64,
+    )
+    tokenizer = build_tokenizer(args)
+
+    assert len(from_pretrained_calls) == 1
+    call = from_pretrained_calls[0]
+    assert call["pretrained_model_name_or_path"] == "some/hf-model"
+    assert call.get("trust_remote_code") is True
+    assert tokenizer.vocab_size == 3
+
+
+@pytest.mark.cpu
+def test_hf_tokenizer_class_trusts_remote_code(
+    from_pretrained_calls: list[dict[str, Any]],
+) -> None:
+    from megatron.training.tokenizer.tokenizer import _HuggingFaceTokenizer
+
+    _HuggingFaceTokenizer("some/hf-model")
+    assert [c.get("trust_remote_code") for c in from_pretrained_calls] == [True]
+
+
+@pytest.mark.gpu
+@pytest.mark.needs_te
+def test_te_linear_tags_parameters_with_parallel_mode() -> None:
+    from megatron.core import parallel_state
+    from megatron.core.extensions.transformer_engine import (
+        TEColumnParallelLinear,
+        TELinear,
+        TERowParallelLinear,
+    )
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    initialized_here = False
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(
+            backend="nccl", init_method="tcp://127.0.0.1:29517", world_size=1, rank=0
+        )
+        initialized_here = True
+    try:
+        parallel_state.initialize_model_parallel(1, 1)
+        model_parallel_cuda_manual_seed(123)
+        config = TransformerConfig(
+            num_layers=1,
+            hidden_size=64,
+            num_attention_heads=4,
+            use_cpu_initialization=False,
+        )
+        init = torch.nn.init.xavier_normal_
+        common: dict[str, Any] = {
+            "config": config,
+            "init_method": init,
+            "bias": True,
+            "skip_bias_add": False,
+        }
+        column = TEColumnParallelLinear(64, 128, gather_output=False, is_expert=False, **common)
+        row = TERowParallelLinear(128, 64, input_is_parallel=True, is_expert=False, **common)
+        duplicated = TELinear(
+            64,
+            32,
+            parallel_mode="duplicated",
+            skip_weight_param_allocation=False,
+            **common,
+        )
+        for module, mode in (
+            (column, "column"),
+            (row, "row"),
+            (duplicated, "duplicated"),
+        ):
+            params = list(module.parameters())
+            assert params
+            for param in params:
+                assert getattr(param, "parallel_mode", "<missing>") == mode
+    finally:
+        parallel_state.destroy_model_parallel()
+        if initialized_here:
+            torch.distributed.destroy_process_group()
