@@ -65,11 +65,15 @@ def _mirror(ws: Workspace) -> Git:
 
 def cont(ws: Workspace) -> session.ApplyOutcome:
     with locked(ws, "continue"):
+        if session.load_state(ws) is None:
+            raise RebasectlError("no apply in progress")
         return session.resume(ws, _mirror(ws))
 
 
 def skip(ws: Workspace) -> session.ApplyOutcome:
     with locked(ws, "skip"):
+        if session.load_state(ws) is None:
+            raise RebasectlError("no apply in progress")
         return session.skip(ws, _mirror(ws))
 
 

@@ -12,14 +12,25 @@ from typing import Any
 from . import session
 from .errors import ConflictError
 from .exchange import load_patches, patch_from_commit
+from .fsutil import recover
 from .gitio import Git
+from .lock import RepoLock
 from .materialize import materialise
 from .series import load
 from .upstream import open_for, resolve
 from .workspace import Workspace
 
 
+def finish_interrupted_write(ws: Workspace) -> None:
+    """Roll an export/import that was interrupted halfway forward before reading the series, so
+    that read-only commands never show a mixture of old and new files."""
+    if ws.journal_dir.exists():
+        with RepoLock(ws.lock_file, "recover"):
+            recover(ws.root, ws.journal_dir)
+
+
 def status(ws: Workspace) -> dict[str, Any]:
+    finish_interrupted_write(ws)
     series = load(ws.root)
     loaded = load_patches(ws, series)
     patches = []
@@ -48,6 +59,7 @@ def status(ws: Workspace) -> dict[str, Any]:
 
 
 def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
+    finish_interrupted_write(ws)
     series = load(ws.root)
     loaded = load_patches(ws, series)
     problems: list[str] = []

@@ -8,6 +8,7 @@ stderr with the exit code of DESIGN.md (2 for bad input, 1 for conflicts, 3 for 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import click
 
 from . import actions, checks, ui
-from .errors import ConflictError, ExitCode, RebasectlError
+from .errors import ConflictError, ExitCode, Interrupted, RebasectlError
 from .workspace import Workspace
 
 pass_ws = click.make_pass_decorator(Workspace)
@@ -232,8 +233,13 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
 def main() -> None:
     """Entry point: run the CLI, mapping every failure to one line and an exit code."""
     debug = bool(os.environ.get("REBASECTL_DEBUG"))
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, _interrupted)
     try:
         cli.main(standalone_mode=False, prog_name="rebasectl")
+    except Interrupted:
+        ui.error(INTERRUPTED_MSG)
+        sys.exit(int(ExitCode.INTERRUPTED))
     except ConflictError as exc:
         ui.error(exc.message)
         sys.exit(int(exc.exit_code))
@@ -247,7 +253,7 @@ def main() -> None:
         ui.error(exc.format_message().replace("\n", " "))
         sys.exit(int(ExitCode.BAD_INPUT))
     except KeyboardInterrupt:
-        ui.error("interrupted; state is saved: rerun or `rebasectl continue`/`abort`")
+        ui.error(INTERRUPTED_MSG)
         sys.exit(int(ExitCode.INTERRUPTED))
     except BrokenPipeError:
         sys.exit(0)
@@ -256,3 +262,13 @@ def main() -> None:
             raise
         ui.error(f"internal error: {type(exc).__name__}: {exc} (set REBASECTL_DEBUG=1 for details)")
         sys.exit(70)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+INTERRUPTED_MSG = "interrupted; state is saved: rerun the command or `rebasectl continue`/`abort`"
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not break the cleanup
+    raise Interrupted()

@@ -42,3 +42,8 @@ class GitError(RebasectlError):
     """git failed in a way the user can act on (missing repo, unknown revision, ...)."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT). Not a KeyboardInterrupt, so that click does not swallow it into its own
+    Abort (which prints a blank line); the CLI turns it into one line and exit 130."""

@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from .errors import RebasectlError
+from .faults import boundary
 
 JOURNAL = "journal.json"
 
@@ -59,7 +61,7 @@ class FileTransaction:
         changed = self.changed()
         if not changed:
             return []
-        _check_writable(self.root, [r for r in changed if r in self.writes])
+        _check_writable(self.root, changed)
         if self.journal_dir.exists():
             shutil.rmtree(self.journal_dir)
         staged = self.journal_dir / "staged"
@@ -69,6 +71,7 @@ class FileTransaction:
             tmp = staged / f"{i:05d}"
             tmp.write_bytes(self.writes[rel])
             moves.append([str(tmp.relative_to(self.journal_dir)), rel])
+            boundary("txn-stage")
         deletes = sorted(r for r in changed if r in self.deletes)
         journal = {"moves": moves, "deletes": deletes}
         atomic_write(self.journal_dir / JOURNAL, json.dumps(journal).encode())
@@ -84,28 +87,54 @@ def _read(path: Path) -> bytes | None:
 
 
 def _check_writable(root: Path, rels: list[str]) -> None:
+    """Every target directory exists as a directory (or can be made) and takes a new file: tried
+    for real, because permission bits say nothing for root or on read-only mounts. A failure here,
+    before the journal exists, leaves every file as it was."""
+    probed: set[Path] = set()
     for rel in rels:
         parent = (root / rel).parent
         probe = parent
-        while not probe.exists():
+        while not probe.exists() and probe != root:
             probe = probe.parent
-        if not os.access(probe, os.W_OK):
-            raise RebasectlError(f"{probe}: not writable")
-        target = root / rel
-        if target.exists() and not os.access(target, os.W_OK) and not os.access(parent, os.W_OK):
-            raise RebasectlError(f"{target}: not writable")
+        if probe in probed:
+            continue
+        probed.add(probe)
+        if not probe.is_dir():
+            raise RebasectlError(f"{probe}: not a directory")
+        try:
+            fd, name = tempfile.mkstemp(prefix=".rebasectl-probe-", dir=probe)
+        except OSError as exc:
+            raise RebasectlError(f"{probe}: not writable ({exc.strerror})") from None
+        os.close(fd)
+        os.unlink(name)
 
 
 def _roll_forward(root: Path, journal_dir: Path) -> None:
-    journal = json.loads((journal_dir / JOURNAL).read_text())
-    for tmp_rel, rel in journal["moves"]:
+    try:
+        journal = json.loads((journal_dir / JOURNAL).read_text())
+        moves, deletes = journal["moves"], journal["deletes"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RebasectlError(f"{journal_dir / JOURNAL}: unreadable journal of an interrupted "
+                             f"export/import ({exc}); remove {journal_dir} and export again"
+                             ) from None
+    for tmp_rel, rel in moves:
         tmp = journal_dir / tmp_rel
         target = root / rel
         if tmp.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, target)
-    for rel in journal["deletes"]:
-        (root / rel).unlink(missing_ok=True)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise RebasectlError(f"{target}: cannot write ({exc.strerror}); fix that and run "
+                                     "any rebasectl command to finish the interrupted write"
+                                     ) from None
+        boundary("txn-move")
+    for rel in deletes:
+        try:
+            (root / rel).unlink(missing_ok=True)
+        except OSError as exc:
+            raise RebasectlError(f"{root / rel}: cannot delete ({exc.strerror}); fix that and run "
+                                 "any rebasectl command to finish the interrupted write") from None
     shutil.rmtree(journal_dir, ignore_errors=True)
 
 

@@ -1,12 +1,15 @@
 """One rebasectl command at a time per repository.
 
-The lock is a file created with O_EXCL that names its holder (pid, command, start time). A second
-command is refused with that name; a lock whose process is gone (crash, SIGKILL) is stale and is
-taken over.
+The lock is ``.rebasectl/lock``, held with ``flock``: the kernel drops it when its process dies
+(crash, SIGKILL), so a lock left by a dead process is never in the way and never needs guessing
+from pid liveness (pids are reused; an O_EXCL lock file is racy to take over). The file's content
+names the holder (pid, host, command, start time), so a second command is refused with that name.
+The file itself stays; only the flock on it means "held".
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -21,21 +24,15 @@ class LockedError(RebasectlError):
     pass
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class RepoLock:
     def __init__(self, path: Path, command: str) -> None:
         self.path = path
         self.command = command
-        self.held = False
+        self.fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
 
     def holder(self) -> dict[str, object] | None:
         try:
@@ -45,42 +42,39 @@ class RepoLock:
         return data if isinstance(data, dict) else None
 
     def acquire(self) -> None:
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": self.command,
-            "since": int(time.time()),
-        }
-        for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise LockedError(f"{self.path}: cannot create the lock: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            holder = None
+            for _ in range(20):  # the holder writes its name right after locking
                 holder = self.holder()
-                if holder is None:
-                    # being written right now, or garbage: give the writer a moment
-                    time.sleep(0.05)
-                    if self.holder() is None:
-                        self.path.unlink(missing_ok=True)
-                    continue
-                pid = int(str(holder.get("pid", 0)))
-                same_host = holder.get("host") == socket.gethostname()
-                if same_host and not _alive(pid):
-                    self.path.unlink(missing_ok=True)  # stale: its process is gone
-                    continue
-                raise LockedError(
-                    f"another rebasectl is running here: `{holder.get('command')}` (pid {pid}); "
-                    f"wait for it, or remove {self.path} if that process is gone"
-                ) from None
-            with os.fdopen(fd, "w") as fh:
-                json.dump(info, fh)
-            self.held = True
-            return
-        raise LockedError(f"cannot take the lock {self.path}")
+                if holder is not None:
+                    break
+                time.sleep(0.01)
+            who = (f"`rebasectl {holder.get('command')}` (pid {holder.get('pid')} on "
+                   f"{holder.get('host')})") if holder else "another process"
+            raise LockedError(f"another rebasectl is running in this repository: {who}; "
+                              "wait for it to finish") from None
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command,
+                "since": int(time.time())}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self.fd = fd
 
     def release(self) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
+        if self.fd is None:
+            return
+        try:
+            os.ftruncate(self.fd, 0)
+        except OSError:
+            pass
+        os.close(self.fd)  # closing drops the flock
+        self.fd = None
 
     def __enter__(self) -> RepoLock:
         self.acquire()

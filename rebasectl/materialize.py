@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .faults import boundary
 from .gitio import Git, Identity
 from .patches import Patch, rfc2822_to_raw, split_file_diff
 
@@ -85,6 +86,7 @@ def materialise(
                 commit = commit_patch(git, tree, parent, patch)
                 result.steps.append(Step(number, pid, patch.subject, "empty", commit))
                 parent = commit
+                boundary("commit")
                 continue
             status = "clean"
             applied = git.apply_to_index(index, patch.diff, three_way=False)
@@ -105,6 +107,7 @@ def materialise(
                 status = "empty"
             result.steps.append(Step(number, pid, patch.subject, status, commit))
             parent, tree = commit, new_tree
+            boundary("commit")
     return result
 
 

@@ -191,13 +191,15 @@ def parse(data: bytes, source: str) -> Patch:
         raise PatchError(f"{source}:1: 'From:' header has no email address")
     date = headers.get("date", "")
     try:
-        email.utils.parsedate_to_datetime(date)
-    except (TypeError, ValueError):
-        raise PatchError(f"{source}:1: bad or missing 'Date:' header: {date!r}") from None
+        raw = rfc2822_to_raw(date)
+    except (TypeError, ValueError, OverflowError, IndexError, OSError):
+        raw = "-1"
+    if raw.startswith("-"):
+        raise PatchError(f"{source}:1: bad or missing 'Date:' header: {date!r}")
     subject = _decode_header(headers["subject"]).strip()
     body, diff = _split_body(rest)
-    head_lines = head.count(b"\n") + 2
-    diff_line = head_lines + body.count(b"\n") + 1
+    at = re.search(rb"(?m)^diff --git ", rest)
+    diff_line = head.count(b"\n") + 3 + (rest[: at.start()].count(b"\n") if at else 0)
     if diff.strip():
         _check_diff(diff, source, diff_line)
     text = body.decode("utf-8", errors="replace")
@@ -245,22 +247,82 @@ def _split_body(rest: bytes) -> tuple[bytes, bytes]:
 
 
 _DIFF_GIT = re.compile(r'^diff --git (?:a/(.+?)|"a/(.+?)") (?:b/(.+)|"b/(.+)")$')
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+_HEADER_PATHS = ("rename from ", "rename to ", "copy from ", "copy to ", "rename old ",
+                 "rename new ")
+
+
+def unquote_path(text: str) -> str:
+    """A path as git writes it in a diff: C-quoted (``"a/\303\244 b"``) when it has special
+    characters. Paths must be checked after unquoting: ``"a/\056\056/x"`` is ``a/../x``."""
+    if len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
+        return text
+    body = text[1:-1]
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out += ch.encode("utf-8", errors="surrogateescape")
+            i += 1
+            continue
+        nxt = body[i + 1: i + 2]
+        if nxt in _ESCAPES:
+            out.append(_ESCAPES[nxt])
+            i += 2
+        elif re.match(r"[0-7]{3}", body[i + 1: i + 4]):
+            out.append(int(body[i + 1: i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            out += b"\\"
+            i += 1
+    return out.decode("utf-8", errors="surrogateescape")
 
 
 def _diff_git_paths(line: str) -> tuple[str, str]:
     m = _DIFF_GIT.match(line)
     if not m:
         return "", ""
-    return (m.group(1) or m.group(2) or ""), (m.group(3) or m.group(4) or "")
+    old = m.group(1) if m.group(1) is not None else unquote_path(f'"{m.group(2)}"')
+    new = m.group(3) if m.group(3) is not None else unquote_path(f'"{m.group(4)}"')
+    return old or "", new or ""
 
 
 def _check_diff(diff: bytes, source: str, first_line: int) -> None:
+    """Walk the diff as ``git apply`` will: file headers (paths, modes, binaries) outside hunks,
+    hunk bodies counted against their ``@@`` line (so a removed line ``-- x`` is not taken for a
+    header, and a hunk cut short is caught here with its line)."""
     text = diff.decode("utf-8", errors="surrogateescape")
     lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
     symlink_new = False
     current: str | None = None
+    old_left = new_left = 0  # lines still expected in the current hunk
+    hunk_line = 0
+    in_file_hunks = False  # a hunk of the current file has ended
     for offset, line in enumerate(lines):
         where = f"{source}:{first_line + offset}"
+        if old_left > 0 or new_left > 0:
+            tag = line[:1]
+            if tag in (" ", ""):
+                old_left, new_left = old_left - 1, new_left - 1
+            elif tag == "-":
+                old_left -= 1
+            elif tag == "+":
+                new_left -= 1
+                if symlink_new and current:
+                    check_symlink(current, line[1:], where)
+            elif tag == "\\":
+                continue
+            else:
+                raise PatchError(f"{source}:{hunk_line}: truncated hunk in {current} "
+                                 f"(line {first_line + offset} is not part of it)")
+            if old_left < 0 or new_left < 0:
+                raise PatchError(f"{source}:{hunk_line}: hunk longer than its @@ header says "
+                                 f"in {current}")
+            continue
         if line.startswith("diff --git "):
             old, new = _diff_git_paths(line)
             if not old or not new:
@@ -269,14 +331,30 @@ def _check_diff(diff: bytes, source: str, first_line: int) -> None:
                 check_path(path, where)
             current = new
             symlink_new = False
-        elif line.startswith(("--- ", "+++ ")) and current is not None:
-            target = line[4:].split("\t", 1)[0]
+            in_file_hunks = False
+        elif current is None:
+            raise PatchError(f"{where}: not a diff line: {line[:60]!r}")
+        elif line.startswith("@@"):
+            m = _HUNK.match(line)
+            if m is None:
+                raise PatchError(f"{where}: malformed hunk header: {line[:60]!r}")
+            old_left = int(m.group(2)) if m.group(2) is not None else 1
+            new_left = int(m.group(4)) if m.group(4) is not None else 1
+            hunk_line = first_line + offset
+            in_file_hunks = True
+        elif in_file_hunks and line[:1] in (" ", "+", "-") and not line.startswith(
+            ("--- ", "+++ ")
+        ):
+            raise PatchError(f"{source}:{hunk_line}: hunk longer than its @@ header says in "
+                             f"{current} (line {first_line + offset})")
+        elif line.startswith(("--- ", "+++ ")):
+            target = unquote_path(line[4:].split("\t", 1)[0])
             if target != "/dev/null":
                 if target[:2] not in ("a/", "b/"):
                     raise PatchError(f"{where}: path without a/ or b/ prefix: {target!r}")
                 check_path(target[2:], where)
-        elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
-            check_path(line.split(" ", 2)[2], where)
+        elif line.startswith(_HEADER_PATHS):
+            check_path(unquote_path(line.split(" ", 2)[2]), where)
         elif line.startswith(("new file mode ", "deleted file mode ", "old mode ", "new mode ")):
             mode = line.rsplit(" ", 1)[1]
             if mode not in ALLOWED_MODES:
@@ -293,11 +371,12 @@ def _check_diff(diff: bytes, source: str, first_line: int) -> None:
             raise PatchError(
                 f"{where}: binary patch refused ({current}); rebasectl carries text only"
             )
-        elif symlink_new and line.startswith("+") and not line.startswith("+++") and current:
-            check_symlink(current, line[1:], where)
+    if old_left > 0 or new_left > 0:
+        raise PatchError(f"{source}:{hunk_line}: truncated hunk in {current} (the file ends "
+                         f"{max(old_left, new_left)} lines early)")
     try:
         patchset = _patchset(diff)
-    except UnidiffParseError as exc:
+    except (UnidiffParseError, ValueError, IndexError, KeyError, TypeError) as exc:
         raise PatchError(f"{source}:{first_line}: corrupt diff: {exc}") from None
     declared = sum(1 for line in lines if line.startswith("diff --git "))
     if len(patchset) != declared:

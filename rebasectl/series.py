@@ -103,8 +103,10 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["invalid"])[0]
         raise SeriesError(f"{name}:{line}: YAML syntax error: {problem}") from None
+    except RecursionError:
+        raise SeriesError(f"{name}:1: YAML nested too deeply") from None
     if node is None:
         raise SeriesError(f"{name}:1: empty file")
     top = _mapping(node, name, "the top level")
@@ -208,7 +210,10 @@ def _inside(base: Path, rel: str, where: str, what: str) -> None:
     parts = rel.split("/")
     if ".." in parts or ".git" in parts:
         raise SeriesError(f"{where}: {what} {rel!r} escapes the repository")
-    resolved = (base / rel).resolve()
+    try:
+        resolved = (base / rel).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise SeriesError(f"{where}: {what} {rel!r}: {exc}") from None
     if base.resolve() not in resolved.parents and resolved != base.resolve():
         raise SeriesError(f"{where}: {what} {rel!r} escapes the repository (symlink?)")
 
@@ -254,7 +259,11 @@ def _scalar(
     vnode = fields[key][1]
     if not isinstance(vnode, yaml.ScalarNode):
         raise SeriesError(f"{name}:{_line(vnode)}: {key!r} must be a single value")
-    value = yaml.safe_load(yaml.serialize(vnode))
+    try:
+        value = yaml.safe_load(yaml.serialize(vnode))
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SeriesError(f"{name}:{_line(vnode)}: {key!r}: bad value ({problem})") from None
     if isinstance(value, bool) or not isinstance(value, types):
         wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
         raise SeriesError(f"{name}:{_line(vnode)}: {key!r} must be {wanted}, got {value!r}")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import ConflictError, RebasectlError
 from .exchange import LoadedPatch, load_patches, load_tree_map, save_tree_map
+from .faults import boundary
 from .fsutil import atomic_write
 from .gitio import Git
 from .materialize import Conflict, commit_patch, materialise
@@ -32,6 +33,7 @@ class ApplyState:
     skipped: list[str] = field(default_factory=list)
     current: str | None = None  # the patch stopped at (conflict in the work tree)
     conflicts: list[dict[str, object]] = field(default_factory=list)
+    in_tree: bool = False  # the conflict of ``current`` has been written into the work tree
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -59,32 +61,50 @@ def load_state(ws: Workspace) -> ApplyState | None:
         raise RebasectlError(
             f"{ws.apply_state}: unreadable apply state ({exc}); `rebasectl abort` clears it"
         ) from None
-    return ApplyState(**data)
+    try:
+        return ApplyState(**data)
+    except TypeError as exc:
+        raise RebasectlError(
+            f"{ws.apply_state}: unreadable apply state ({exc}); `rebasectl abort` clears it"
+        ) from None
 
 
 def save_state(ws: Workspace, state: ApplyState) -> None:
     ws.ensure_state_dir()
     atomic_write(ws.apply_state, json.dumps(asdict(state), indent=1).encode())
+    boundary("state")
 
 
-def _patches_by_id(ws: Workspace) -> dict[str, LoadedPatch]:
+def _patches_by_id(ws: Workspace, state: ApplyState) -> dict[str, LoadedPatch]:
     series = load(ws.root)
-    return {lp.entry.id: lp for lp in load_patches(ws, series)}
+    patches = {lp.entry.id: lp for lp in load_patches(ws, series)}
+    if [p.id for p in series.patches] != state.ids:
+        raise RebasectlError(
+            "series.yaml changed since this apply started (patches added, removed or reordered): "
+            "`rebasectl abort`, then apply again"
+        )
+    return patches
 
 
 def start(ws: Workspace, git: Git, base: str, worktree: Path) -> ApplyOutcome:
-    if load_state(ws) is not None:
+    previous = load_state(ws)
+    if previous is not None:
+        if previous.current is None and previous.base == base and previous.worktree == str(
+            worktree
+        ):
+            return resume(ws, git)  # the same apply, interrupted: a rerun finishes it
         raise RebasectlError("an apply is in progress: `rebasectl continue`, `skip` or `abort` it")
     series = load(ws.root)
     loaded = load_patches(ws, series)
-    _make_room(ws, worktree)
+    _check_room(ws, worktree)
     state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded])
-    save_state(ws, state)
+    save_state(ws, state)  # from here on an interruption is finished by `continue` or a rerun
+    _clear(ws, worktree)
     return _run(ws, git, state, {lp.entry.id: lp for lp in loaded})
 
 
-def _make_room(ws: Workspace, worktree: Path) -> None:
-    """Remove an old work tree, unless it holds work that was never exported."""
+def _check_room(ws: Workspace, worktree: Path) -> None:
+    """Refuse to replace a work tree that holds work that was never exported."""
     if not worktree.exists():
         return
     tmap = load_tree_map(ws)
@@ -97,12 +117,16 @@ def _make_room(ws: Workspace, worktree: Path) -> None:
                 f"{worktree} has changes or commits that were not exported: "
                 "`rebasectl export` them, or remove the work tree"
             )
-        if ws.mirror.exists():
-            Git(ws.mirror).worktree_remove(worktree)
-    if worktree.exists():
-        if any(worktree.iterdir()) and not (worktree / ".git").exists():
-            raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree")
-        shutil.rmtree(worktree)
+    elif worktree.is_dir() and any(worktree.iterdir()):
+        raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree")
+    elif not worktree.is_dir():
+        raise RebasectlError(f"{worktree} exists and is not a directory")
+
+
+def _clear(ws: Workspace, worktree: Path) -> None:
+    if (worktree / ".git").exists() and ws.mirror.exists():
+        Git(ws.mirror).worktree_remove(worktree)
+    shutil.rmtree(worktree, ignore_errors=True)
 
 
 def _run(
@@ -123,10 +147,14 @@ def _run(
     stopped = result.first_conflict()
     state.current = stopped.id if stopped else None
     state.conflicts = [asdict(c) for c in stopped.conflicts] if stopped else []
+    state.in_tree = False
     save_state(ws, state)
     tree_git = _checkout(git, worktree, state.tip)
+    boundary("worktree")
     if stopped is not None:
         tree_git.apply_to_worktree(patches[stopped.id].patch.diff)
+        state.in_tree = True
+        save_state(ws, state)
         raise ConflictError(
             _conflict_message(state, stopped.id, patches, stopped.conflicts),
         ) from None
@@ -184,11 +212,13 @@ def _reconcile(ws: Workspace, git: Git, state: ApplyState) -> Git | None:
 
 def resume(ws: Workspace, git: Git) -> ApplyOutcome:
     state = _require_state(ws)
-    patches = _patches_by_id(ws)
+    patches = _patches_by_id(ws, state)
     tree_git = _reconcile(ws, git, state)
     if state.current is not None:
-        if tree_git is None:
-            state.current = None  # the work tree is gone: redo the stopped patch from scratch
+        if tree_git is None or not state.in_tree:
+            # the work tree is gone, or the conflict never reached it (interrupted before):
+            # redo the stopped patch from scratch, which stops there again
+            state.current = None
         else:
             _commit_resolution(ws, tree_git, state, patches)
     return _run(ws, git, state, patches)
@@ -212,15 +242,17 @@ def _commit_resolution(
     tree = tree_git.index_tree()
     commit = commit_patch(tree_git, tree, state.tip, patches[state.current].patch)
     tree_git.run(["update-ref", "HEAD", commit])
+    boundary("resolved")
     state.done.append([state.current, commit])
     state.current = None
     state.conflicts = []
+    state.in_tree = False
     save_state(ws, state)
 
 
 def skip(ws: Workspace, git: Git) -> ApplyOutcome:
     state = _require_state(ws)
-    patches = _patches_by_id(ws)
+    patches = _patches_by_id(ws, state)
     tree_git = _reconcile(ws, git, state)
     if state.current is None:
         raise RebasectlError("no patch is stopped at a conflict: nothing to skip")
@@ -228,6 +260,7 @@ def skip(ws: Workspace, git: Git) -> ApplyOutcome:
         tree_git.reset_hard(state.tip)
     state.skipped.append(state.current)
     state.current = None
+    state.in_tree = False
     save_state(ws, state)
     return _run(ws, git, state, patches)
 

@@ -1,0 +1,35 @@
+"""Fault injection for the interruption tests: die at a named boundary, the way a user's Ctrl-C or
+a crash would.
+
+The kill tests must stop rebasectl exactly at each boundary that matters (after each patch commit,
+after each state save, in the middle of an export transaction), which a timer cannot hit
+reliably. The code calls ``boundary(name)`` at those points; it does nothing unless the
+environment variable ``REBASECTL_FAULT`` is ``SIGNAL@NAME:N`` (``kill@commit:2``,
+``int@txn-move:1``): then the N-th time boundary NAME is reached the process sends itself SIGKILL
+(``kill``) or SIGINT (``int``). Boundaries: ``commit`` (materialise made a patch commit),
+``state`` (apply state saved), ``worktree`` (work tree moved to the new tip), ``resolved`` (a
+resolution committed by ``continue``), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
+moved into place).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "REBASECTL_FAULT"
+_seen: dict[str, int] = {}
+
+
+def boundary(name: str) -> None:
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    how, _, rest = spec.partition("@")
+    point, _, count = rest.partition(":")
+    if point != name:
+        return
+    _seen[name] = _seen.get(name, 0) + 1
+    if str(_seen[name]) != (count or "1"):
+        return
+    os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGINT)
