@@ -476,7 +476,7 @@ class Git:
             parts = ln.split()
             if len(parts) >= 3 and len(parts[0]) == 40 and all(c in "0123456789abcdef"
                                                                 for c in parts[0]):
-                found[int(parts[1])] = parts[0]  # sha, line in old, line in final, [count]
+                found[int(parts[2])] = parts[0]  # sha, line there, line at old, [count]
         return found
 
     def log_patches(self, rev_range: str, paths: Sequence[str], *,
