@@ -294,9 +294,6 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
                             and core_subject(n.subject) == core_subject(o.subject)), None)
             add(Group([o.index], [n_match.index] if n_match else [], "empty",
                       {"empty": "no diff against its parent"}))
-    for n in new:
-        if n.empty and n.index not in used_n:
-            add(Group([], [n.index], "empty", {"empty": "no diff against its parent"}))
     # 3. one-to-one by score
     sims: dict[tuple[int, int], Similarity] = {}
     cands: list[tuple[float, int, int]] = []
@@ -322,7 +319,12 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
             continue
         hit = upstreamed(git, o, old_base, new_base)
         if hit is not None:
-            add(Group([o.index], [], "upstreamed", hit))
+            # the same patch carried to the new base became an empty commit: same entry
+            twin = next((n for n in new if n.empty and n.index not in used_n
+                         and lineage(o, n)), None)
+            if twin is not None:
+                hit["new_commit_empty"] = True
+            add(Group([o.index], [twin.index] if twin else [], "upstreamed", hit))
             continue
         best = _best(
             [(sims[(o.index, n.index)].old_in_new, n.index, sims[(o.index, n.index)])
@@ -363,7 +365,10 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
             target.new.sort()
             target.evidence.setdefault("split_off", {})[str(n.index)] = ev
             used_n[n.index] = target
-    # 6. the rest: dropped / new
+    # 6. the rest: empty / dropped / new
+    for n in new:
+        if n.empty and n.index not in used_n:
+            add(Group([], [n.index], "empty", {"empty": "no diff against its parent"}))
     for o in old:
         if o.index not in used_o:
             add(Group([o.index], [], "dropped", {}))
