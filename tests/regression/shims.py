@@ -254,27 +254,36 @@ def tiny_batch(
 # MoE routers on a CPU (written for patch routing-replay; reusable by any test)
 #
 # ``Router.gating`` moves CPU router weights to ``torch.cuda.current_device()`` and ``TopKRouter``
-# allocates its expert-bias buffers there, so without CUDA ``torch.cuda.current_device`` answers
-# "cpu". Under ``single_rank_moe`` (TE-absent shims + ``single_rank_gloo_context`` + this), routers,
-# MoE layers with the ``allgather`` dispatcher and a tiny MoE GPT (``add_bias_linear=False``, with
-# or without MTP) run forward and backward on a CPU. With CUDA nothing is patched.
+# allocates its expert-bias buffers there, so ``torch.cuda.current_device`` answers "cpu"; the
+# router gemm is plain torch (``moe_utils.te_general_gemm`` is None: TE's gemm needs CUDA tensors).
+# Both apply with or without CUDA, so CPU tests stay on the CPU on a GPU host too; a test that
+# wants the GPU moves its module there explicitly (``.to("cuda")``: gating then keeps it there).
+# Under ``single_rank_moe`` (TE-absent shims + ``single_rank_gloo_context`` + this), routers, MoE
+# layers with the ``allgather`` dispatcher and a tiny MoE GPT (``add_bias_linear=False``, with or
+# without MTP) run forward and backward on a CPU.
 # ------------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
 def cpu_router_shims() -> Iterator[None]:
-    """Make ``torch.cuda.current_device()`` return "cpu" when CUDA is unavailable."""
+    """``torch.cuda.current_device()`` answers "cpu"; the router gemm does not use TE."""
+    import megatron.core.transformer.moe.moe_utils as moe_utils
     import torch
 
-    if torch.cuda.is_available():
-        yield
-        return
-    original = torch.cuda.current_device
+    saved: list[tuple[Any, str, Any]] = [
+        (torch.cuda, "current_device", torch.cuda.current_device),
+        (moe_utils, "te_general_gemm", getattr(moe_utils, "te_general_gemm", _MISSING)),
+    ]
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
+    moe_utils.te_general_gemm = None
     try:
         yield
     finally:
-        torch.cuda.current_device = original
+        for obj, name, value in reversed(saved):
+            if value is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, value)
 
 
 @pytest.fixture

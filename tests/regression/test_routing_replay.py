@@ -167,7 +167,7 @@ def test_record_then_replay_recomputes_probs_from_new_logits(
     probs, routing_map = router(hidden)
     assert torch.equal(routing_map, recorded_map)
     expected = _expected_probs(router, hidden, replay.top_indices[0])
-    torch.testing.assert_close(probs.float(), expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(probs.float(), expected, rtol=1e-4, atol=1e-5)
 
     # Probabilities are a function of the new logits: gradient reaches the router weight.
     (probs * torch.randn_like(probs)).sum().backward()
