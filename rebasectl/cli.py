@@ -230,6 +230,83 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
         sys.stdout.write(text)
 
 
+# -- bump / blame ------------------------------------------------------------------------------
+@cli.command()
+@click.option("--to", "to_rev", required=True, help="Upstream revision to carry the series to.")
+@click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@click.option("--artifacts", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for bump.json, report.md/json or the conflict artifacts "
+                   "(default .rebasectl/bump).")
+@click.option("--test", "run_tests", is_flag=True, help="When clean, run the regression suite.")
+@click.option("--json", "as_json", is_flag=True, help="rebasectl.bump/1 on stdout.")
+@pass_ws
+def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
+         run_tests: bool, as_json: bool) -> None:
+    """Carry the series onto a new upstream revision; name what broke each failing patch."""
+    from . import bump as bumping
+
+    with ui.progress(f"bumping to {to_rev}"):
+        result = bumping.bump(ws, to_rev, upstream, artifacts, run_tests=run_tests)
+    if as_json:
+        ui.emit_json(result.to_json())
+    else:
+        ui.line(f"bump {result.old[:12]} -> {result.new[:12]} "
+                f"({result.upstream_commits} upstream commits): "
+                f"{'clean' if result.clean else 'conflicts'}")
+        ui.table(None, ["#", "id", "status", "first break", "culprits"],
+                 [[p.index, p.id, p.status,
+                   p.attribution.first_break.commit[:12]
+                   if p.attribution and p.attribution.first_break else "",
+                   " ".join(c.commit[:12] for c in p.attribution.culprits)
+                   if p.attribution else ""] for p in result.patches])
+        ui.line(f"artifacts: {result.artifacts}")
+    for p in result.patches:  # one line per conflict: ci/ annotates them (problem matcher)
+        for m in p.markers:
+            where = f"{m.path}:{m.line}" if m.line else m.path
+            culprits = " ".join(c.commit[:12] for c in p.attribution.culprits) \
+                if p.attribution else ""
+            ui.note(f"conflict: {m.patch_file}:{m.patch_line}: patch {p.index} {p.id} does not "
+                    f"apply at {where} ({m.hunk}); culprits: {culprits or 'unknown'}")
+    if not result.clean:
+        bad = [p.id for p in result.patches if p.status == "conflict"]
+        raise ConflictError(f"{len(bad)} patch(es) do not apply on {result.new[:12]}: "
+                            f"{', '.join(bad)}; reproduce with `{result.reproduce}`")
+    if not as_json:
+        ui.line(f"series carried to {result.new[:12]}; exported "
+                f"({len(result.changed)} files changed); work tree {result.worktree}")
+    if result.test is not None and result.test.result == "failed":
+        raise RebasectlError("regression tests failed on the bumped tree", ExitCode.TESTS_FAILED)
+
+
+@cli.command()
+@click.argument("patch_ref", metavar="PATCH")
+@click.option("--from", "from_rev", help="Old upstream revision (default: the pinned base).")
+@click.option("--to", "to_rev", help="New upstream revision (default: the upstream branch).")
+@click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ws
+def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | None,
+          upstream: str | None, as_json: bool) -> None:
+    """The upstream commits that broke or touched one patch between two bases."""
+    from . import bump as bumping
+
+    with ui.progress(f"blaming {patch_ref}"):
+        data = bumping.blame(ws, patch_ref, from_rev, to_rev, upstream)
+    if as_json:
+        ui.emit_json(data)
+        return
+    ui.line(f"{data['id']}: {data['status']} on {data['to'][:12]} "
+            f"({data['upstream_commits']} upstream commits since {data['from'][:12]})")
+    for key in ("first_break", "permanent_break"):
+        if data[key]:
+            ui.line(f"{key.replace('_', ' ')}: {data[key]['commit'][:12]} {data[key]['subject']}")
+    for c in data["culprits"]:
+        ui.line(f"culprit {c['commit'][:12]} {c['path']}: {c['subject']}")
+    if data["blocked_by"]:
+        ui.line(f"needs lines of earlier patch(es): {', '.join(data['blocked_by'])}")
+    ui.line(f"{len(data['touching'])} first-parent commits touch its files")
+
+
 def main() -> None:
     """Entry point: run the CLI, mapping every failure to one line and an exit code."""
     debug = bool(os.environ.get("REBASECTL_DEBUG"))

@@ -1,0 +1,164 @@
+"""`rebasectl bump` and `rebasectl blame` end to end (the real CLI in a subprocess) on synthetic
+upstreams: conflicts with culprits and resumable artifacts, a clean bump that exports and reports,
+an absorbed patch, a dependent patch, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.synth import Repo, lines, rebasectl
+from tests.unit.test_attribution import Fork
+
+BUMP_KEYS = {"schema", "from", "to", "upstream_commits", "result", "patches"}
+PATCH_KEYS = {"index", "id", "subject", "status", "conflicts", "first_break", "permanent_break",
+              "culprits"}
+
+
+def imported(tmp: Path, fork: Fork, tip: str) -> Path:
+    series = tmp / "series"
+    series.mkdir()
+    r = rebasectl(series, "import", f"{fork.base}..{tip}", "--repo", str(fork.up.path))
+    assert r.returncode == 0, r.stderr
+    return series
+
+
+def conflicted_history(tmp: Path) -> tuple[Fork, Path, dict[str, str]]:
+    fork = Fork(tmp, {"a.txt": lines(30), "b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
+    shas = fork.series([
+        ("fix: one", {"a.txt": ("line 10\n", "ONE 10\n")}),
+        ("feat: feature line", {"b.txt": ("b 20\n", "b 20\nfeature = on\n")}),
+        ("feat: two on top of one", {"a.txt": ("line 11\n", "TWO 11\n")}),
+        ("feat: c stays clean", {"c.txt": ("c 5\n", "c five\n")}),
+    ])
+    series = imported(tmp, fork, shas[-1])
+    commits = {
+        "noise": fork.change("noise", {"c.txt": ("c 9\n", "c nine\n")}),
+        "culprit": fork.change("rewrite line 9", {"a.txt": ("line 9\n", "NINE\n")}),
+        "landed": fork.change("upstream lands the feature",
+                              {"b.txt": ("b 20\n", "b 20\nfeature = on\n")}),
+    }
+    return fork, series, commits
+
+
+def test_bump_with_conflicts_names_culprits_and_leaves_artifacts(tmp_path: Path) -> None:
+    fork, series, commits = conflicted_history(tmp_path)
+    before = {p.name: p.read_bytes() for p in (series / "patches").iterdir()}
+    before_yaml = (series / "series.yaml").read_bytes()
+    out = tmp_path / "artifacts"
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                  "--artifacts", str(out))
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert set(data) == BUMP_KEYS
+    assert data["schema"] == "rebasectl.bump/1" and data["result"] == "conflicts"
+    assert data["from"] == fork.base and data["to"] == fork.up.head()
+    assert data["upstream_commits"] == 3
+    assert [p["status"] for p in data["patches"]] == ["conflict", "upstreamed", "conflict",
+                                                      "clean"]
+    assert all(set(p) == PATCH_KEYS for p in data["patches"])
+    one, feature, two, clean = data["patches"]
+    assert one["first_break"]["commit"] == commits["culprit"]
+    assert one["permanent_break"]["commit"] == commits["culprit"]
+    assert [c["commit"] for c in one["culprits"]] == [commits["culprit"]]
+    assert one["culprits"][0]["path"] == "a.txt"
+    assert one["conflicts"] == [{"path": "a.txt", "hunks": [one["conflicts"][0]["hunks"][0]]}]
+    assert one["conflicts"][0]["hunks"][0].startswith("@@ -7,7 +7,7 @@")
+    assert [c["commit"] for c in feature["culprits"]] == [commits["landed"]]
+    assert two["first_break"]["commit"] == commits["culprit"]  # needs ONE 10 from patch one
+    assert commits["culprit"] in [c["commit"] for c in two["culprits"]]
+    assert clean["culprits"] == [] and clean["first_break"] is None
+    # nothing in the checkout changed
+    assert {p.name: p.read_bytes() for p in (series / "patches").iterdir()} == before
+    assert (series / "series.yaml").read_bytes() == before_yaml
+    # artifacts a person can resume from
+    assert json.loads((out / "bump.json").read_text()) == data
+    readme = (out / "README.md").read_text()
+    assert f"rebasectl apply --base {fork.up.head()}" in readme
+    folder = out / "conflicts" / "01-one"
+    assert (folder / "0001-one.patch").read_bytes() == before["0001-one.patch"]
+    assert b"ONE 10" in (folder / "failing-hunks.diff").read_bytes()
+    marked = (folder / "files" / "a.txt").read_text()
+    assert "<<<<<<< upstream" in marked and "NINE" in marked and "ONE 10" in marked
+    assert json.loads((out / "conflicts" / "03-two-on-top-of-one" / "culprits.json")
+                      .read_text())["blocked_by"] == ["one"]
+    # one annotation line per conflicting hunk: the patch file line and the upstream line
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("conflict: ")]
+    assert any(ln.startswith("conflict: patches/0001-one.patch:") and "a.txt:" in ln
+               and commits["culprit"][:12] in ln for ln in notes)
+    assert "rebasectl: error: 2 patch(es) do not apply" in r.stderr
+
+
+def test_clean_bump_exports_reports_and_drops_an_upstreamed_patch(tmp_path: Path) -> None:
+    fork = Fork(tmp_path, {"a.txt": lines(30), "b.txt": lines(30, "b")})
+    shas = fork.series([
+        ("fix: one", {"a.txt": ("line 10\n", "ONE 10\n")}),
+        ("feat: feature line", {"b.txt": ("b 20\n", "b 20\nfeature = on\n")}),
+    ])
+    series = imported(tmp_path, fork, shas[-1])
+    fork.change("shift a", {"a.txt": ("line 1\n", "line 0\nline 1\n")})
+    landed = fork.change("upstream lands the feature",
+                         {"b.txt": ("b 20\n", "b 20\nfeature = on\n")})
+    new = fork.up.head()
+    out = tmp_path / "artifacts"
+    r = rebasectl(series, "bump", "--to", new, "--upstream", str(fork.up.path),
+                  "--artifacts", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "series carried to" in r.stdout
+    data = json.loads((out / "bump.json").read_text())
+    assert data["result"] == "clean"
+    assert [p["status"] for p in data["patches"]] == ["clean", "upstreamed"]
+    assert data["patches"][1]["culprits"][0]["commit"] == landed
+    doc = yaml.safe_load((series / "series.yaml").read_text())
+    assert doc["upstream"]["base"] == new
+    assert [p["id"] for p in doc["patches"]] == ["one"]
+    assert sorted(p.name for p in (series / "patches").iterdir()) == ["0001-one.patch"]
+    tree = Repo.__new__(Repo)
+    tree.path, tree.clock = series / ".rebasectl" / "tree", 0
+    assert tree.git("rev-parse", "HEAD^") == new
+    assert "ONE 10" in (tree.path / "a.txt").read_text()
+    assert (out / "report.md").exists()
+    # a second bump to the same revision changes nothing
+    again = rebasectl(series, "bump", "--to", new, "--upstream", str(fork.up.path), "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["upstream_commits"] == 0
+    assert sorted(p.name for p in (series / "patches").iterdir()) == ["0001-one.patch"]
+
+
+def test_blame_one_patch(tmp_path: Path) -> None:
+    fork, series, commits = conflicted_history(tmp_path)
+    r = rebasectl(series, "blame", "one", "--to", "main", "--upstream", str(fork.up.path),
+                  "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["schema"] == "rebasectl.blame/1" and data["status"] == "conflict"
+    assert data["first_break"]["commit"] == commits["culprit"]
+    assert [c["commit"] for c in data["culprits"]] == [commits["culprit"]]
+    assert [t["commit"] for t in data["touching"]] == [commits["culprit"]]
+    r = rebasectl(series, "blame", "0002-feature-line.patch", "--to", "main")
+    assert r.returncode == 0, r.stderr
+    assert "feature-line: upstreamed" in r.stdout
+    r = rebasectl(series, "blame", "c-stays-clean", "--to", commits["noise"])
+    assert r.returncode == 0, r.stderr
+    assert "c-stays-clean: clean" in r.stdout
+
+
+def test_bump_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
+    fork, series, commits = conflicted_history(tmp_path)
+    r = rebasectl(series, "bump", "--to", "no-such-rev", "--upstream", str(fork.up.path))
+    assert r.returncode == 2 and r.stderr.startswith("rebasectl: error: ")
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = rebasectl(series, "blame", "nope", "--to", "main")
+    assert r.returncode == 2 and "no patch 'nope'" in r.stderr
+    fork.up.git("checkout", "-q", "-b", "sideways", f"{fork.base}~0")
+    sideways = fork.change("sideways", {"c.txt": ("c 1\n", "c one\n")})
+    fork.up.git("checkout", "-q", "main")
+    fork.up.git("checkout", "-q", "--orphan", "lonely")
+    lonely = fork.up.commit("unrelated root", {"z.txt": "z\n"})
+    fork.up.git("checkout", "-q", "-f", "main")
+    r = rebasectl(series, "bump", "--to", lonely, "--upstream", str(fork.up.path))
+    assert r.returncode == 2 and "does not contain the pinned base" in r.stderr
+    r = rebasectl(series, "bump", "--to", sideways)
+    assert r.returncode == 0, r.stderr  # a descendant off the main line is fine: clean here
