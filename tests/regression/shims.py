@@ -208,6 +208,7 @@ def tiny_gpt(
     vocab_size: int = TINY_VOCAB,
     max_sequence_length: int = TINY_MAX_SEQ,
     seed: int = 0,
+    position_embedding_type: str = "learned_absolute",
 ) -> Any:
     """A local-spec GPTModel with learned absolute positions, built under ``single_rank_gloo``.
 
@@ -233,7 +234,7 @@ def tiny_gpt(
         vocab_size=vocab_size,
         max_sequence_length=max_sequence_length,
         share_embeddings_and_output_weights=tie_embeddings,
-        position_embedding_type="learned_absolute",
+        position_embedding_type=position_embedding_type,
         mtp_block_spec=mtp_spec,
     )
 

@@ -1,0 +1,307 @@
+"""Patch mtp-rl: Multi-Token Prediction (MTP) trained in RL, isolated from the rest of the model.
+
+In RL, miles calls ``model(ids, pos, mask, labels=None, mtp_kwargs={"mtp_labels": tokens})``,
+computes its own loss from the logits and lets Megatron's MTP loss auto-scaler add the MTP loss.
+What this proves, on a tiny local-spec GPT on the CPU (gloo, world size 1):
+
+- without ``mtp_kwargs["mtp_labels"]`` the MTP block does not run (with or without ``labels``);
+  with them it runs, also when ``labels`` is None (upstream crashed on ``labels.clone()``);
+- labels of MTP layer k are the input ids shifted left by k+2 and the loss mask is rolled the same
+  way (its last positions masked), checked on a toy sequence through the loss actually added;
+- after backward of the MTP loss alone, only MTP parameters have non-zero gradient: the output
+  layer, the embedding and the decoder get none, with tied and untied embeddings, on the plain and
+  the fused linear-cross-entropy paths (the fused kernel needs a Blackwell GPU, so on the CPU it
+  is replaced by its pure-torch definition; the model code under test is unchanged);
+- the main LM loss is never detached: its gradients on all non-MTP parameters are non-zero and
+  identical with and without MTP running;
+- the MTP block accepts ``position_ids=None`` (RoPE-style models pass none).
+
+On the unpatched base ``mtp_kwargs`` does not exist, MTP runs on ``labels`` and leaks gradient
+into the output layer, embedding and decoder, so these fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from shims import single_rank_gloo, tiny_batch, tiny_gpt, tiny_gpt_config  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.cpu, pytest.mark.usefixtures("single_rank_gloo")]
+
+VOCAB = 64
+PATHS = [
+    pytest.param(tie, fused, id=f"{'tied' if tie else 'untied'}-{'fused' if fused else 'plain'}")
+    for tie in (True, False)
+    for fused in (False, True)
+]
+
+
+def _reference_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    labels: torch.Tensor,
+    sequence_parallel: bool = False,
+    reduction: str = "none",
+    ignore_index: int = -100,
+    tp_group: Any = None,
+) -> torch.Tensor:
+    """The fused kernel's definition (cross_entropy(hidden @ weight.T, labels)), in torch."""
+    logits = hidden.reshape(-1, hidden.shape[-1]) @ weight.t()
+    return F.cross_entropy(
+        logits.float(), labels.reshape(-1), reduction=reduction, ignore_index=ignore_index
+    )
+
+
+@pytest.fixture
+def fused_kernel_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[torch.Tensor]]:
+    """Run the fused linear-cross-entropy path on the CPU; yields the labels it was given."""
+    from megatron.core.transformer import linear_cross_entropy as lce
+
+    seen: list[torch.Tensor] = []
+
+    def kernel(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, **kw: Any) -> Any:
+        seen.append(labels.detach().clone())
+        return _reference_linear_cross_entropy(hidden, weight, labels, **kw)
+
+    monkeypatch.setattr(lce, "linear_cross_entropy", kernel)
+    yield seen
+
+
+def _model(tie: bool, fused: bool = False, mtp_layers: int = 1, **kwargs: Any) -> Any:
+    extra: dict[str, Any] = {}
+    if fused:
+        extra = {"cross_entropy_loss_fusion": True, "cross_entropy_fusion_impl": "linear"}
+    config = tiny_gpt_config(mtp_num_layers=mtp_layers, **extra)
+    model = tiny_gpt(config, tie_embeddings=tie, vocab_size=VOCAB, **kwargs)
+    assert model.fuse_linear_cross_entropy == fused
+    return model
+
+
+def _count_mtp_calls(model: Any) -> list[int]:
+    calls = [0]
+    model.mtp.register_forward_pre_hook(lambda *args: calls.__setitem__(0, calls[0] + 1))
+    return calls
+
+
+def _groups(model: Any) -> dict[str, list[tuple[str, torch.nn.Parameter]]]:
+    groups: dict[str, list[tuple[str, torch.nn.Parameter]]] = {
+        "mtp": [],
+        "output_layer": [],
+        "embedding": [],
+        "decoder": [],
+    }
+    for name, param in model.named_parameters():
+        groups[name.split(".", 1)[0]].append((name, param))
+    return groups
+
+
+def _grad_norm(params: list[tuple[str, torch.nn.Parameter]]) -> float:
+    return float(sum(p.grad.abs().sum() for _, p in params if p.grad is not None))
+
+
+def test_mtp_runs_only_with_mtp_labels() -> None:
+    model = _model(tie=True)
+    calls = _count_mtp_calls(model)
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB)
+
+    logits = model(ids, pos, mask)  # log-prob pass of RL: no labels, no MTP
+    assert logits.shape == (*ids.shape, VOCAB)
+    assert calls[0] == 0
+    loss = model(ids, pos, mask, labels=ids)  # labels alone do not switch MTP on
+    assert loss.shape == ids.shape
+    assert calls[0] == 0, "MTP ran without mtp_labels"
+
+    logits_mtp = model(ids, pos, mask, labels=None, mtp_kwargs={"mtp_labels": ids})
+    assert calls[0] == 1
+    # MTP does not change the main output.
+    torch.testing.assert_close(logits_mtp, logits)
+
+
+def test_mtp_position_ids_may_be_none() -> None:
+    model = _model(tie=True, position_embedding_type="none")
+    calls = _count_mtp_calls(model)
+    ids, _, mask = tiny_batch(vocab_size=VOCAB)
+    logits = model(ids, None, mask, mtp_kwargs={"mtp_labels": ids})
+    assert calls[0] == 1
+    assert logits.shape == (*ids.shape, VOCAB)
+
+
+def _shift(t: torch.Tensor, k: int) -> torch.Tensor:
+    """t shifted left by k along the sequence, zero-filled at the end (what roll_tensor does)."""
+    out = torch.zeros_like(t)
+    out[:, : t.shape[1] - k] = t[:, k:]
+    return out
+
+
+def test_label_and_loss_mask_alignment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from megatron.core.models.gpt import gpt_model
+
+    num_layers, seq = 2, 8
+    model = _model(tie=False, mtp_layers=num_layers)
+    tokens = torch.stack([torch.arange(1, seq + 1), torch.arange(11, seq + 11)])
+    pos = torch.arange(seq).expand(2, seq).contiguous()
+    _, _, mask = tiny_batch(seq_len=seq, vocab_size=VOCAB)
+    loss_mask = torch.tensor([[1, 1, 1, 1, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1]]).float()
+
+    # Spy (calling through) on the per-token loss and on what reaches the MTP auto-scaler.
+    ce_calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+    original_ce = model.compute_language_model_loss
+
+    def compute_loss(labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        out = original_ce(labels, logits)
+        ce_calls.append((labels.detach().clone(), out.detach().clone()))
+        return out
+
+    monkeypatch.setattr(model, "compute_language_model_loss", compute_loss)
+    added: list[torch.Tensor] = []
+    original_apply = gpt_model.MTPLossAutoScaler.apply
+
+    def apply(hidden: torch.Tensor, mtp_loss: torch.Tensor) -> torch.Tensor:
+        added.append(mtp_loss.detach().clone())
+        return original_apply(hidden, mtp_loss)
+
+    monkeypatch.setattr(gpt_model.MTPLossAutoScaler, "apply", staticmethod(apply))
+
+    model(tokens, pos, mask, loss_mask=loss_mask, mtp_kwargs={"mtp_labels": tokens})
+
+    assert len(ce_calls) == num_layers and len(added) == num_layers
+    scale = model.config.mtp_loss_scaling_factor / num_layers
+    for k in range(num_layers):
+        labels_k, per_token = ce_calls[k]
+        expected_labels = _shift(tokens, k + 2)
+        valid = _shift(torch.ones_like(tokens), k + 2).bool()
+        assert torch.equal(labels_k[valid], expected_labels[valid]), f"MTP layer {k} labels"
+        mask_k = _shift(loss_mask, k + 2)
+        assert not mask_k[:, seq - k - 2 :].any(), "last positions must be masked out"
+        expected = scale * mask_k * per_token / mask_k.sum()
+        torch.testing.assert_close(added[k], expected, rtol=1e-5, atol=1e-7)
+
+
+def test_fused_path_gets_shifted_labels(fused_kernel_on_cpu: list[torch.Tensor]) -> None:
+    model = _model(tie=True, fused=True)
+    tokens = torch.arange(1, 9).expand(2, 8).contiguous()
+    pos = torch.arange(8).expand(2, 8).contiguous()
+    _, _, mask = tiny_batch(seq_len=8, vocab_size=VOCAB)
+    model(tokens, pos, mask, mtp_kwargs={"mtp_labels": tokens})
+    assert len(fused_kernel_on_cpu) == 1
+    labels = fused_kernel_on_cpu[0].transpose(0, 1)  # the kernel sees [s, b]
+    assert torch.equal(labels[:, :6], tokens[:, 2:])
+
+
+def _backward_mtp_loss_only(model: Any, with_labels: bool) -> None:
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=3)
+    out = model(ids, pos, mask, labels=ids if with_labels else None, mtp_kwargs={"mtp_labels": ids})
+    # Zero main loss: whatever gradient arrives comes from the MTP loss via the auto-scaler.
+    (out.float() * 0.0).sum().backward()
+
+
+@pytest.mark.parametrize("with_labels", [False, True], ids=["logits", "labels"])
+@pytest.mark.parametrize(("tie", "fused"), PATHS)
+def test_mtp_loss_trains_only_mtp(
+    fused_kernel_on_cpu: list[torch.Tensor], tie: bool, fused: bool, with_labels: bool
+) -> None:
+    model = _model(tie=tie, fused=fused)
+    groups = _groups(model)
+    assert bool(groups["output_layer"]) != tie  # untied: the LM head has its own weight
+    _backward_mtp_loss_only(model, with_labels)
+
+    mtp_layer = model.mtp.layers[0]
+    for name in ("eh_proj", "transformer_layer", "final_layernorm", "enorm", "hnorm"):
+        assert _grad_norm(list(getattr(mtp_layer, name).named_parameters())) > 0, name
+    for group in ("output_layer", "embedding", "decoder"):
+        leaked = [n for n, p in groups[group] if p.grad is not None and p.grad.abs().sum() > 0]
+        assert not leaked, f"MTP loss trained {group}: {leaked}"
+
+
+@pytest.mark.parametrize("with_labels", [False, True], ids=["logits", "labels"])
+@pytest.mark.parametrize(("tie", "fused"), PATHS)
+def test_main_loss_never_detached(
+    fused_kernel_on_cpu: list[torch.Tensor], tie: bool, fused: bool, with_labels: bool
+) -> None:
+    """The main loss trains the LM head exactly as its definition says, with MTP running; and
+    MTP running changes no gradient of a non-MTP parameter."""
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=5)
+    head_name = "embedding.word_embeddings.weight" if tie else "output_layer.weight"
+
+    def run(mtp: bool) -> tuple[Any, torch.Tensor]:
+        model = _model(tie=tie, fused=fused)  # same seed: same weights every time
+        final_hidden: list[torch.Tensor] = []
+        model.decoder.register_forward_hook(lambda m, i, out: final_hidden.append(out))
+        kwargs: dict[str, Any] = {"mtp_kwargs": {"mtp_labels": ids}} if mtp else {}
+        if with_labels:
+            loss = model(ids, pos, mask, labels=ids, **kwargs).sum()
+        else:  # the RL way: the caller computes the loss from the logits
+            logits = model(ids, pos, mask, **kwargs)
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), ids.reshape(-1), reduction="sum")
+        loss.backward()
+        return model, final_hidden[0]
+
+    model, hidden = run(mtp=True)
+    params = dict(model.named_parameters())
+
+    # Head gradient by definition: d/dW sum CE(h W^T, labels), h the decoder output [s, b, h].
+    head = params[head_name].detach().clone().requires_grad_()
+    logits = hidden.detach() @ head.t()
+    expected = torch.autograd.grad(
+        F.cross_entropy(logits.reshape(-1, VOCAB), ids.t().reshape(-1), reduction="sum"), head
+    )[0]
+    grad = params[head_name].grad
+    assert grad is not None, "main loss did not reach the LM head"
+    if tie:
+        # The input embedding also trains these weights, but only the rows of tokens it saw.
+        unseen = torch.ones(VOCAB, dtype=torch.bool)
+        unseen[ids.unique()] = False
+        assert unseen.any()
+        torch.testing.assert_close(grad[unseen], expected[unseen], rtol=1e-4, atol=1e-6)
+    else:
+        torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-6)
+
+    reference, _ = run(mtp=False)
+    for name, ref in reference.named_parameters():
+        if name.startswith("mtp."):
+            continue
+        assert ref.grad is not None and ref.grad.abs().sum() > 0, name
+        torch.testing.assert_close(params[name].grad, ref.grad, msg=name)
+
+
+@pytest.fixture
+def cpu_checkpointing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Activation recompute on the CPU: no CUDA RNG state to save and restore."""
+    from megatron.core.tensor_parallel import random as tp_random
+
+    monkeypatch.setattr(tp_random, "_get_cuda_rng_state", lambda *args, **kwargs: None)
+    monkeypatch.setattr(tp_random, "_set_cuda_rng_state", lambda *args, **kwargs: None)
+
+
+@pytest.mark.usefixtures("cpu_checkpointing")
+def test_mtp_trains_under_activation_recompute() -> None:
+    """Under full recompute the MTP layer still trains, exactly as without, and alone."""
+
+    def mtp_grads(recompute: bool) -> dict[str, torch.Tensor]:
+        extra: dict[str, Any] = {}
+        if recompute:
+            extra = {
+                "recompute_granularity": "full",
+                "recompute_method": "uniform",
+                "recompute_num_layers": 1,
+            }
+        model = tiny_gpt(tiny_gpt_config(mtp_num_layers=1, **extra), vocab_size=VOCAB)
+        model.train()
+        _backward_mtp_loss_only(model, with_labels=False)
+        grads = {}
+        for name, param in model.named_parameters():
+            if name.startswith("mtp."):
+                assert param.grad is not None, name
+                grads[name] = param.grad.clone()
+            else:
+                assert param.grad is None or not param.grad.abs().sum() > 0, name
+        return grads
+
+    plain, recomputed = mtp_grads(recompute=False), mtp_grads(recompute=True)
+    assert sum(g.abs().sum() for g in recomputed.values()) > 0
+    for name, grad in plain.items():
+        torch.testing.assert_close(recomputed[name], grad, msg=name)
