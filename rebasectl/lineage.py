@@ -371,10 +371,12 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
             add(Group([], [n.index], "empty", {"empty": "no diff against its parent"}))
     for o in old:
         if o.index not in used_o:
-            add(Group([o.index], [], "dropped", {}))
+            near = [(sims[(o.index, n.index)], n.index) for n in new if not n.empty]
+            add(Group([o.index], [], "dropped", _nearest(near, "new")))
     for n in new:
         if n.index not in used_n:
-            add(Group([], [n.index], "new", {}))
+            near = [(sims[(o.index, n.index)], o.index) for o in old if not o.empty]
+            add(Group([], [n.index], "new", _nearest(near, "old")))
     # statuses of the paired groups
     for g in groups:
         if g.status in ("empty", "upstreamed", "dropped", "new"):
@@ -386,6 +388,18 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
         elif not g.status:
             g.status = classify(git, by_o[g.old[0]], by_n[g.new[0]], g.evidence)
     return order(groups)
+
+
+def _nearest(near: list[tuple[Similarity, int]], other: str) -> dict[str, Any]:
+    """Evidence for an unpaired patch: the closest patch of the other side that shares a file
+    or a line (and why that was not enough), or that none does."""
+    eligible = [(s, i) for s, i in near if s.eligible]
+    if not eligible:
+        return {"nearest": None}
+    s, i = sorted(eligible, key=lambda t: (-t[0].shared, -len(t[0].files_shared), t[1]))[0]
+    ev = _sim_evidence(s)
+    ev[f"{other}_index"] = i
+    return {"nearest": ev}
 
 
 def _best(items: list[tuple[float, int, Similarity]]) -> tuple[int, Similarity] | None:

@@ -233,16 +233,31 @@ def message_identifiers(message: str) -> list[str]:
             continue
         if not word:
             continue
-        last = word.split(".")[-1]
-        codeish = ("_" in word.strip("_") or call or re.search(r"[a-z][A-Z]", last) is not None
-                   or ("." in word and not re.fullmatch(r"[a-z]+\.(py|md|txt|yaml|sh)", word)))
-        if codeish and not re.fullmatch(r"[a-z]+\.[a-z]+\.?", word.lower()) or call:
+        if call or _codeish(word):
             names.append(word)
     seen: list[str] = []
     for n in names:
         if n not in seen and not re.fullmatch(r"[0-9a-f]{7,40}", n):
             seen.append(n)
     return seen
+
+
+_CAMEL = re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+")
+_FILE = re.compile(r"[\w/.-]+\.(?:py|md|txt|yaml|yml|sh|json|toml|cfg|cu|cpp|h)")
+
+
+def _codeish(word: str) -> bool:
+    """snake_case, CamelCase / lowerCamel (not acronyms such as RoPE or MoE), or a dotted path
+    of such names; not file names, versions or abbreviations such as e.g."""
+    if _FILE.fullmatch(word) or re.fullmatch(r"[\d.]+|[a-z]\.[a-z]", word):
+        return False
+    parts = word.split(".")
+    if len(parts) > 1:
+        return all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts) and \
+            any(_codeish(p) or p.islower() and len(p) > 1 for p in parts[1:]) and \
+            any("_" in p.strip("_") or _CAMEL.fullmatch(p) for p in parts)
+    return ("_" in word.strip("_") and re.search(r"[A-Za-z]", word) is not None) or \
+        _CAMEL.fullmatch(word) is not None
 
 
 def stale_message(c: Change) -> list[Finding]:
@@ -354,10 +369,19 @@ def details(g: Group, olds: list[Change], news: list[Change],
         return "Same patch-id and same hunks: the change is byte-for-byte the same."
     if s == "empty":
         return "No diff against its parent (an empty commit, e.g. a marker)."
-    if s == "dropped":
-        return "No new patch shares its change; not found in the new base either."
-    if s == "new":
-        return "No old patch shares files or changed lines with it."
+    if s in ("dropped", "new"):
+        other = "new" if s == "dropped" else "old"
+        near = ev.get("nearest")
+        head = ("Not carried to the new series, and its added lines are not all in the new base."
+                if s == "dropped" else "Not derived from any old patch.")
+        if not near:
+            return f"{head} No {other} patch shares a file or a changed line with it."
+        lin = "; ".join(near["lineage"]) or "none"
+        return (f"{head} Closest {other} patch: {near[other + '_index']} (shares "
+                f"{len(near['files_shared'])} file(s) and {near['shared_lines']} changed "
+                f"line(s), similarity {near['similarity']}; lineage: {lin}). Pairing needs "
+                f"similarity >= {lineage.PAIR_SIMILARITY}, lineage, or containment >= "
+                f"{lineage.CONTAIN}.")
     if s == "upstreamed":
         sha = ev.get("upstream_commit")
         who = f" by {sha[:12]} \"{ev.get('upstream_subject', '')}\"" if sha else ""

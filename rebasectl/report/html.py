@@ -83,7 +83,7 @@ def _section(report: Report, k: int, e: Entry) -> list[str]:
     if e.upstream_commits:
         h.append("<p>Upstream commits between the bases that changed these lines:</p><ul>")
         for c in e.upstream_commits:
-            pr = f" ({escape(c.pr)})" if c.pr else ""
+            pr = f" ({escape(c.pr)})" if c.pr and c.pr not in c.subject else ""
             h.append(f"<li><code>{c.commit[:12]}</code> {escape(c.subject)}{pr} — "
                      f"{escape(', '.join(c.paths))}</li>")
         h.append("</ul>")

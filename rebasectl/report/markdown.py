@@ -107,7 +107,7 @@ def section(report: Report, k: int, e: Entry) -> list[str]:
     if e.upstream_commits:
         out += ["Upstream commits between the bases that changed these lines:", ""]
         for c in e.upstream_commits:
-            pr = f" ({c.pr})" if c.pr else ""
+            pr = f" ({c.pr})" if c.pr and c.pr not in c.subject else ""
             out.append(f"- `{c.commit[:12]}` {_cell(c.subject)}{pr} — "
                        f"{', '.join(f'`{p}`' for p in c.paths)}")
         out.append("")
