@@ -74,7 +74,8 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
         elif name == "new":
             loaded[name] = _working_copy(ws)
         else:
-            loaded[name] = _at_rev(ws, default_old_rev(ws))
+            sha = default_old_rev(ws)
+            loaded[name] = _at_rev(ws, sha, f"{sha[:12]} (series before the last base change)")
     o, n = loaded["old"], loaded["new"]
     if range_git is not None:
         git = range_git
@@ -144,7 +145,7 @@ def _repo(ws: Workspace) -> Git:
                              "pass --old-series or --old-range") from None
 
 
-def _at_rev(ws: Workspace, rev: str) -> _Loaded:
+def _at_rev(ws: Workspace, rev: str, label: str | None = None) -> _Loaded:
     git = _repo(ws)
     sha = git.resolve(rev)
     if sha is None:
@@ -161,7 +162,7 @@ def _at_rev(ws: Workspace, rev: str) -> _Loaded:
         if data is None:
             raise PatchError(f"{where}: not found in this revision")
         patches.append((entry.id, parse_patch(data, where)))
-    return _Loaded(f"{rev} ({sha[:12]})", series, patches)
+    return _Loaded(label or f"{rev} ({sha[:12]})", series, patches)
 
 
 def default_old_rev(ws: Workspace) -> str:
