@@ -129,12 +129,25 @@ class _Ctx:
         for c in olds:
             for f in c.files:
                 ranges = self.ranges_in(c.parent, self.old_base, f)
-                last_seen = set(self.up.blame_commits(self.new_base, f.path, ranges,
-                                                      since=self.old_base, reverse=True))
-                for sha in sorted(last_seen - {self.new_base}):
-                    nxt = self.up.first_touching_after(f"{sha}..{self.new_base}", f.path)
-                    if nxt:
-                        found.setdefault(nxt, set()).add(f.path)
+                seen = self.up.blame_commits(self.new_base, f.path, ranges,
+                                             since=self.old_base, reverse=True)
+                numbers = [k for a, b in ranges for k in range(a, b + 1)]
+                content = self.blob(self.old_base, f.path) or []
+                gone = {content[k - 1] for k, sha in zip(numbers, seen)
+                        if sha != self.new_base and k <= len(content)}
+                # the commits that removed or changed those lines: pickaxe, so a side branch
+                # of a merge is named rather than the merge
+                telling = sorted((x for x in gone if lineage.significant("-" + x)),
+                                 key=lambda x: (-len(x.strip()), x))[:3]
+                for line in telling:
+                    for sha in self.up.pickaxe(f"{self.old_base}..{self.new_base}",
+                                               line.strip(), f.path):
+                        found.setdefault(sha, set()).add(f.path)
+                if gone and not telling:
+                    for sha in sorted(set(seen) - {self.new_base}):
+                        nxt = self.up.first_touching_after(f"{sha}..{self.new_base}", f.path)
+                        if nxt:
+                            found.setdefault(nxt, set()).add(f.path)
         if not found:
             return ()
         chain = self.up.rev_list([f"{self.old_base}..{self.new_base}"])
@@ -265,6 +278,14 @@ def stale_message(c: Change) -> list[Finding]:
         return []
     text = c.diff.decode("utf-8", errors="replace")
     out = []
+    names = {f.path.rsplit("/", 1)[-1] for f in c.files} | {f.path for f in c.files}
+    for m in _FILE.finditer(c.info.message):
+        mentioned = m.group(0).strip("./")
+        if mentioned not in names and mentioned.rsplit("/", 1)[-1] not in names \
+                and not any(p.endswith(mentioned) for p in names):
+            out.append(Finding("stale-message", c.side, c.index, None,
+                               f"message names file `{mentioned}`, which its diff does not "
+                               "change"))
     for name in message_identifiers(c.info.message):
         parts = [p for p in name.split(".") if p]
         if not any(p in text for p in parts[-1:]):
