@@ -11,7 +11,12 @@ through the real ``megatron.core.dist_checkpointing.save``/``load`` on gloo with
 - a non-tensor object that is not in Megatron's safe-globals allow-list (``datetime.timedelta``,
   next to an ``argparse.Namespace`` of args) in the common state loads (upstream's ``torch.load``
   with the default ``weights_only=True`` refuses it);
-- a global shape mismatch of a tensor that IS in the checkpoint still raises.
+- a global shape mismatch of a tensor that IS in the checkpoint still raises;
+- ``DistributedOptimizer``: the dp_reshardable sharded state leaves torch Adam's 0-dim ``step``
+  out of the bucket ShardedTensors (upstream asserts its shape), and ``load_state_dict`` drops a
+  ``param_group["step"]`` that is None while keeping a real one. A DistributedOptimizer cannot be
+  built without CUDA, so these run the real methods on a small stand-in for its bucket layout /
+  inner optimizer (a real ``torch.optim.AdamW``).
 
 Without CUDA, ``shims.cpu_dist_ckpt_shims`` stands in for ``torch.cuda.synchronize`` /
 ``current_device``. Note that torch DCP's ``CheckpointException`` derives from BaseException, so
@@ -159,3 +164,109 @@ def test_shape_mismatch_of_present_tensor_still_raises(tensor_ckpt: Path) -> Non
         raised = exc
     assert raised is not None, "a global shape mismatch must not load silently"
     assert "Global shape mismatch" in str(raised)
+
+
+def _dp_reshardable_stand_in() -> Any:
+    """The bucket layout ``sharded_param_state_dp_reshardable`` reads (DP world size 1).
+
+    One bucket of 8 elements holding two params ([0, 3) and [4, 8), a gap at 3), with torch Adam
+    style state: a 0-dim ``step`` tensor next to the per-element tensors.
+    """
+    import types
+
+    def entry(start: int, end: int) -> dict[str, Any]:
+        n = end - start
+        return {
+            "param": torch.full((n,), 1.0),
+            "exp_avg": torch.full((n,), 2.0),
+            "exp_avg_sq": torch.full((n,), 3.0),
+            "step": torch.tensor(5.0),
+            "gbuf_local_start": start,
+            "gbuf_local_end": end,
+        }
+
+    state = {
+        "per_bucket_numel": [{torch.float32: [8]}],
+        "per_bucket_numel_unpadded": [{torch.float32: [8]}],
+        0: {torch.float32: [[entry(0, 3), entry(4, 8)]]},
+    }
+    bucket = types.SimpleNamespace(numel_unpadded=8, grad_data=torch.zeros(8))
+    return types.SimpleNamespace(
+        data_parallel_group=types.SimpleNamespace(rank=lambda: 0, size=lambda: 1),
+        data_parallel_group_idx=0,
+        distributed_optimizer_instance_id=0,
+        gbuf_ranges=[{torch.float32: [{}]}],
+        buffers=[types.SimpleNamespace(buckets=[bucket])],
+        get_parameter_state_dp_reshardable=lambda: state,
+    )
+
+
+@pytest.mark.cpu
+def test_dp_reshardable_sharded_state_skips_step() -> None:
+    """The real method on a stand-in layout: ``step`` is not forced into a bucket slice."""
+    from megatron.core.dist_checkpointing import ShardedTensor
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    state = DistributedOptimizer.sharded_param_state_dp_reshardable(
+        _dp_reshardable_stand_in(), {}, is_loading=True
+    )
+    bucket = state[0][torch.float32][0]
+    params = [e for e in bucket if not e["padding"].unwrap()]
+    assert len(params) == 2 and len(bucket) == 3  # two params and the padding between them
+    for item in params:
+        for key in ("param", "exp_avg", "exp_avg_sq"):
+            assert isinstance(item[key], ShardedTensor)
+        assert not isinstance(item["step"], ShardedTensor)
+        assert torch.equal(item["step"], torch.tensor(5.0))
+    assert [e["param"].global_offset for e in params] == [(0,), (4,)]
+
+
+def _load_param_groups(monkeypatch: pytest.MonkeyPatch, saved_step: Any) -> list[dict[str, Any]]:
+    """Run the real ``DistributedOptimizer.load_state_dict`` on a stand-in holding a torch AdamW.
+
+    ``HAVE_APEX_OR_TE`` is set as on a TE/Apex install, where the step lives in the param groups
+    (FusedAdam) and the loaded groups are handed to the inner optimizer as they are.
+    """
+    import types
+
+    from megatron.core.optimizer import distrib_optimizer
+
+    monkeypatch.setattr(distrib_optimizer, "HAVE_APEX_OR_TE", True)
+    main_param = torch.nn.Parameter(torch.zeros(4))
+    group = {
+        "params": [main_param],
+        "wd_mult": 1.0,
+        "lr_mult": 1.0,
+        "is_expert_parallel": False,
+        "is_decoupled_lr": False,
+    }
+    inner = torch.optim.AdamW([group], lr=1e-3)
+    main_param.grad = torch.ones(4)
+    inner.step()  # populate the state, as after a previous run
+    saved_groups = [
+        {k: v for k, v in g.items() if k != "params"} | {"step": saved_step}
+        for g in inner.state_dict()["param_groups"]
+    ]
+    stand_in = types.SimpleNamespace(
+        ddp_config=types.SimpleNamespace(use_megatron_fsdp=False),
+        optimizer=inner,
+        config=types.SimpleNamespace(fp16=False),
+        grad_scaler=None,
+    )
+    distrib_optimizer.DistributedOptimizer.load_state_dict(
+        stand_in, {"optimizer": {"param_groups": saved_groups}}
+    )
+    return inner.param_groups
+
+
+@pytest.mark.cpu
+def test_distrib_optimizer_drops_none_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    groups = _load_param_groups(monkeypatch, saved_step=None)
+    assert all(g.get("step", "absent") is not None for g in groups), groups
+    assert all("step" not in g for g in groups)
+
+
+@pytest.mark.cpu
+def test_distrib_optimizer_keeps_real_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    groups = _load_param_groups(monkeypatch, saved_step=7)
+    assert [g["step"] for g in groups] == [7]
