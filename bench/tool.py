@@ -170,5 +170,29 @@ def main() -> None:
 EXTRA_BENCHES: list[Callable[[Path, Path, str, list[Path], Path], object]] = []
 
 
+def bench_report(ours: Path, raw: Path, base: str, patch_files: list[Path], work: Path) -> None:
+    """report on a real 7-old / 6-new pair across 3714d81..1dcf0da (499 upstream commits; the
+    pair of tests/integration/test_report_mirror.py) vs raw `git range-diff` of the same ranges.
+    Target: report < 2 s absolute, peak RSS < 200 MB."""
+    sys.path.insert(0, str(REPO))
+    from tests.integration.test_report_mirror import build_pair
+
+    clone, old, new = build_pair(raw, work / "report-clone")
+    (work / "report-ws").mkdir()
+
+    def ours_cmd() -> list[list[str]]:
+        return [rebasectl("-C", str(work / "report-ws"), "report", "--repo", str(clone),
+                          "--old-range", old, "--new-range", new, "-o", str(work / "r.md"))]
+
+    def raw_cmd() -> list[list[str]]:
+        return [["git", "-C", str(clone), "range-diff", old, new]]
+
+    compare("report (7 old + 6 new, 499 upstream) vs range-diff", ours_cmd, raw_cmd, work,
+            target="< 2 s")
+
+
+EXTRA_BENCHES.append(bench_report)
+
+
 if __name__ == "__main__":
     main()
