@@ -340,6 +340,10 @@ def culprits(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int
                         wanted[to_ref[number]] = text
                     elif start == rng.old and _meaningful(text):
                         needs_from_stack.setdefault(path, set()).add(text.strip())
+            if start == rng.old:
+                for commit in _inserted(rng, path, new_blobs[path][1], ref_text, wanted,
+                                        by_path.get(path, []), to_ref):
+                    found.setdefault(commit, path)
             last = git.blame_reverse(start, rng.new, path, _ranges(sorted(wanted)))
             gone = {line: commit for line, commit in last.items() if commit != rng.new}
             if not gone:
@@ -355,6 +359,27 @@ def culprits(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int
     result = [Culprit(c, rng.subject(c), found[c]) for c in _topo_order(rng, found)]
     blocked = _blockers(stack, target, needs_from_stack, set(failed_ids))
     return result, blocked
+
+
+def _inserted(rng: UpstreamRange, path: str, new_blob: str, old_text: list[str],
+              wanted: dict[int, str], hunks: Sequence[_Hunk], to_old: dict[int, int]) -> list[str]:
+    """Commits that put new lines between the lines a hunk needs (an insertion next to the
+    patch's own conflicts without removing anything): the hunk's span mapped into the new file,
+    forward-blamed on the lines that are not from the old base."""
+    new_text = (rng.git.cat_blob(new_blob) or b"").decode(errors="replace").split("\n")
+    old_to_new = _map_lines(new_text, old_text)
+    kept = set(old_to_new.values())
+    lines: list[int] = []
+    for h in hunks:
+        olds = [to_old[n] for n in range(h.start, h.start + len(h.lines)) if n in to_old]
+        news = [old_to_new[o] for o in olds if o in old_to_new and o in wanted]
+        if len(news) < 2:
+            continue
+        lines += [n for n in range(min(news), max(news) + 1) if n not in kept]
+    if not lines:
+        return []
+    blamed = rng.git.blame_forward(rng.old, rng.new, path, _ranges(sorted(set(lines))))
+    return [c for c in dict.fromkeys(blamed.values()) if c in rng.parents]
 
 
 def _ranges(lines: Sequence[int]) -> list[tuple[int, int]]:
@@ -442,6 +467,22 @@ def absorbed_by(rng: UpstreamRange, patch: Patch) -> str | None:
         if score and (best is None or score > best[0]):
             best = (score, commit)
     return best[1] if best else None
+
+
+def landing(rng: UpstreamRange, commit: str) -> str:
+    """The first commit of the first-parent chain that contains ``commit`` (itself, or the merge
+    that brought it in). Containment only grows along the chain, so a bisection is exact here."""
+    chain = rng.git.rev_list([rng.spec], first_parent=True)
+    lo, hi = 0, len(chain) - 1
+    if not chain or not rng.git.is_ancestor(commit, chain[hi]):
+        return commit
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rng.git.is_ancestor(commit, chain[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return chain[lo]
 
 
 def reverse_applies(git: Git, tree_commit: str, patch: Patch) -> bool:

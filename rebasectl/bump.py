@@ -26,10 +26,9 @@ from .attribution import (
     UpstreamRange,
     absorbed_by,
     attribute,
-    breaks,
+    landing,
     reverse_applies,
     same_patch_id,
-    scan,
 )
 from .errors import RebasectlError
 from .exchange import LoadedPatch, export_tree, load_patches, save_tree_map
@@ -122,8 +121,10 @@ def plan(git: Git, old: str, new: str, loaded: list[LoadedPatch]) -> tuple[
         elif step.status == "empty" or (step.status == "conflict" and _absorbed(rng, patch)):
             out.status = "upstreamed"
             out.upstream_commit = absorbed_by(rng, patch)
-            first, permanent = breaks(scan(rng, stack, pos)[0])
-            rng.load_subjects([c for c in (first, permanent, out.upstream_commit) if c])
+            # the 3-way apply of an absorbed patch succeeds (empty): it "breaks" where upstream's
+            # copy of the change reaches the first-parent chain
+            first = permanent = landing(rng, out.upstream_commit) if out.upstream_commit else None
+            rng.load_subjects([c for c in (first, out.upstream_commit) if c])
             out.attribution = Attribution(
                 first_break=rng.ref(first) if first else None,
                 permanent_break=rng.ref(permanent) if permanent else None,
@@ -181,10 +182,12 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
         if not result.clean:
             by_id = {lp.entry.id: lp for lp in loaded}
             parents = _parents_at(mat)
+            merged = {out.id: conflict_files(git, parents[out.id], by_id[out.id].patch)
+                      for out in outcomes if out.status == "conflict"}
             for out in outcomes:
                 if out.status == "conflict":
-                    out.markers = _markers(git, parents[out.id], by_id[out.id])
-            write_conflict_artifacts(out_dir, result, by_id, git, parents)
+                    out.markers = _markers(by_id[out.id], out.conflicts, merged[out.id])
+            write_conflict_artifacts(out_dir, result, by_id, merged)
             return result
         _carry(ws, git, series, loaded, result)
         _write_json(out_dir / "bump.json", result.to_json())
@@ -290,33 +293,30 @@ def _run_tests(ws: Workspace, result: BumpResult) -> Any:
 
 
 # -- conflicts: artifacts a person can resume from ---------------------------------------------
-def _markers(git: Git, parent: str, lp: LoadedPatch) -> list[Marker]:
-    """Conflict positions: the failing hunk's line in the patch file, and the conflict's line in
-    the new upstream file (from a 3-way merge of the patch onto its parent)."""
+def _markers(lp: LoadedPatch, conflicts: tuple[Conflict, ...],
+             merged: dict[str, tuple[bytes, list[int]]]) -> list[Marker]:
+    """Conflict positions: each failing hunk's line in the patch file, and the conflict's line
+    in the new upstream file (the n-th conflict of a 3-way merge of the patch onto its parent;
+    0 when the merge could not even start)."""
     patch_file = f"{PATCH_DIR}/{lp.entry.file}"
     rendered = lp.patch.render()
-    merged = conflict_files(git, parent, lp.patch)
+    diffs = lp.patch.file_diffs()
     markers: list[Marker] = []
-    for path, file_diff in lp.patch.file_diffs().items():
-        _, hunks = split_file_diff(file_diff)
-        lines = merged.get(path, (b"", []))[1]
-        for number, hunk in enumerate(hunks):
-            header = hunk.split(b"\n", 1)[0]
-            if not _hunk_fails(git, parent, path, split_file_diff(file_diff)[0] + hunk):
+    for conflict in conflicts:
+        _, hunks = split_file_diff(diffs.get(conflict.path, b""))
+        lines = merged.get(conflict.path, (b"", []))[1]
+        failing = set(conflict.hunks)
+        found = 0
+        for hunk in hunks:
+            header = hunk.split(b"\n", 1)[0].decode(errors="replace")
+            if failing and header not in failing:
                 continue
             offset = rendered.find(hunk)
             pline = rendered.count(b"\n", 0, offset) + 1 if offset >= 0 else 1
-            uline = lines[min(number, len(lines) - 1)] if lines else 0
-            markers.append(Marker(patch_file, pline, path, uline,
-                                  header.decode(errors="replace")))
+            uline = lines[min(found, len(lines) - 1)] if lines else 0
+            markers.append(Marker(patch_file, pline, conflict.path, uline, header))
+            found += 1
     return markers
-
-
-def _hunk_fails(git: Git, parent: str, path: str, diff: bytes) -> bool:
-    with tempfile.TemporaryDirectory(prefix="rebasectl-hunk-") as tmp:
-        index = Path(tmp) / "index"
-        git.index_from_entries(index, git.blobs_at(parent, [path]))
-        return not git.apply_to_index(index, diff, three_way=False, check_only=True).ok
 
 
 def conflict_files(git: Git, parent: str, patch: Patch) -> dict[str, tuple[bytes, list[int]]]:
@@ -325,7 +325,7 @@ def conflict_files(git: Git, parent: str, patch: Patch) -> dict[str, tuple[bytes
     files: dict[str, tuple[bytes, list[int]]] = {}
     with tempfile.TemporaryDirectory(prefix="rebasectl-conflict-") as tmp:
         index = Path(tmp) / "index"
-        git.read_tree(index, git.tree_of(parent))
+        git.index_from_entries(index, git.blobs_at(parent, list(patch.file_diffs())))
         applied = git.apply_to_index(index, patch.diff, three_way=True)
         if applied.ok:
             return files
@@ -333,7 +333,7 @@ def conflict_files(git: Git, parent: str, patch: Patch) -> dict[str, tuple[bytes
             stages = git.unmerged_stages(index, path)
             if 2 not in stages or 3 not in stages:
                 continue
-            base = git.cat_blob(stages[1]) or b"" if 1 in stages else b""
+            base = (git.cat_blob(stages[1]) or b"") if 1 in stages else b""
             ours = git.cat_blob(stages[2]) or b""
             theirs = git.cat_blob(stages[3]) or b""
             text, _ = git.merge_file(ours, base, theirs,
@@ -345,7 +345,7 @@ def conflict_files(git: Git, parent: str, patch: Patch) -> dict[str, tuple[bytes
 
 
 def write_conflict_artifacts(out_dir: Path, result: BumpResult, by_id: dict[str, LoadedPatch],
-                             git: Git, parents: dict[str, str]) -> None:
+                             merged: dict[str, dict[str, tuple[bytes, list[int]]]]) -> None:
     """bump.json, README.md and conflicts/NN-id/ (the patch, its failing hunks, the files with
     conflict markers, culprits.json)."""
     _write_json(out_dir / "bump.json", result.to_json())
@@ -357,7 +357,7 @@ def write_conflict_artifacts(out_dir: Path, result: BumpResult, by_id: dict[str,
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / lp.entry.file, lp.patch.render())
         atomic_write(folder / "failing-hunks.diff", failing_hunks_text(lp.patch, out.conflicts))
-        for path, (text, _) in conflict_files(git, parents[out.id], lp.patch).items():
+        for path, (text, _) in merged[out.id].items():
             target = folder / "files" / path
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, text)
@@ -436,22 +436,19 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
     new = resolve(git, to_name, what="--to revision")
     if not git.is_ancestor(old, new):
         raise RebasectlError(f"--from {old[:12]} is not an ancestor of --to {new[:12]}")
-    stack = [(lp.entry.id, lp.patch) for lp in loaded]
-    mat = materialise(git, new, stack[:pos + 1], three_way=True, keep_going=True)
-    step = mat.steps[-1]
-    rng = UpstreamRange(git, old, new)
-    failed = [s.id for s in mat.steps if s.status == "conflict"]
-    att = attribute(rng, stack, pos, step.conflicts, failed)
-    status = "conflict" if step.status == "conflict" else (
-        "empty" if loaded[pos].patch.is_empty else "clean")
-    if status != "clean" and status != "empty" and _absorbed(rng, loaded[pos].patch) or \
-            step.status == "empty" and not loaded[pos].patch.is_empty:
-        status = "upstreamed"
+    outcomes, _, rng = plan(git, old, new, loaded[:pos + 1])
+    out = outcomes[-1]
+    att = out.attribution
+    if att is None or out.status == "upstreamed":  # clean: what touched the lines it needs
+        stack = [(lp.entry.id, lp.patch) for lp in loaded[:pos + 1]]
+        touched = attribute(rng, stack, pos, ())
+        att = att or touched
+        att.touching = touched.touching
     rng.load_subjects(att.touching)
     return {
         "schema": "rebasectl.blame/1", "from": old, "to": new, "upstream_commits": rng.count(),
-        "index": pos + 1, "id": step.id, "subject": step.subject, "status": status,
-        "conflicts": [{"path": c.path, "hunks": list(c.hunks)} for c in step.conflicts],
+        "index": out.index, "id": out.id, "subject": out.subject, "status": out.status,
+        "conflicts": [{"path": c.path, "hunks": list(c.hunks)} for c in out.conflicts],
         "first_break": att.first_break.to_json() if att.first_break else None,
         "permanent_break": att.permanent_break.to_json() if att.permanent_break else None,
         "culprits": [c.to_json() for c in att.culprits],

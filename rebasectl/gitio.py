@@ -479,6 +479,24 @@ class Git:
                 found[int(parts[2])] = parts[0]  # sha, line there, line at old, [count]
         return found
 
+    def blame_forward(self, old: str, new: str, path: str,
+                      ranges: Sequence[tuple[int, int]]) -> dict[int, str]:
+        """For lines of ``path`` at ``new``: the commit that wrote each (side branches of merges
+        included); lines older than ``old`` come back as a boundary commit outside the range."""
+        args = ["blame", "--porcelain", f"{old}..{new}"]
+        for start, end in ranges:
+            args += ["-L", f"{start},{end}"]
+        proc = self.run([*args, "--", path], check=False)
+        found: dict[int, str] = {}
+        if proc.returncode != 0:
+            return found
+        for ln in proc.stdout.decode(errors="replace").splitlines():
+            parts = ln.split()
+            if len(parts) >= 3 and len(parts[0]) == 40 and all(c in "0123456789abcdef"
+                                                                for c in parts[0]):
+                found[int(parts[2])] = parts[0]
+        return found
+
     def log_patches(self, rev_range: str, paths: Sequence[str], *,
                     no_merges: bool = True) -> list[tuple[str, bytes]]:
         """(commit, its diff limited to ``paths``) for the commits of ``rev_range`` touching
