@@ -157,13 +157,12 @@ def _path_of(raw: list[str]) -> str:
 def load_changes(git: Git, side: str, commits: Sequence[str],
                  series: Series | None) -> list[Change]:
     infos = git.commits(list(commits))
-    entries = list(series.patches) if series else []
+    entries = _entries_for(infos, series)
     out: list[Change] = []
-    for number, info in enumerate(infos, start=1):
+    for number, (info, entry) in enumerate(zip(infos, entries), start=1):
         parent = info.parents[0] if info.parents else EMPTY_TREE
         diff = git.diff(parent, info.sha)
         files = parse_diff(diff)
-        entry = entries[number - 1] if number - 1 < len(entries) else None
         change = Change(side, number, info.sha, info, parent, diff,
                         git.patch_id(diff) if files else None, files, entry)
         for f in files:
@@ -174,6 +173,24 @@ def load_changes(git: Git, side: str, commits: Sequence[str],
                     if s:
                         change.sig[s] += 1
         out.append(change)
+    return out
+
+
+def _entries_for(infos: list[CommitInfo], series: Series | None) -> list[PatchEntry | None]:
+    """The series.yaml entry of each commit: by position when the counts agree, else (a patch
+    left out of a materialisation) by title, in order."""
+    if series is None:
+        return [None] * len(infos)
+    entries = list(series.patches)
+    if len(entries) == len(infos):
+        return list(entries)
+    out: list[PatchEntry | None] = []
+    k = 0
+    for info in infos:
+        hit = next((j for j in range(k, len(entries)) if entries[j].title == info.subject), None)
+        out.append(entries[hit] if hit is not None else None)
+        if hit is not None:
+            k = hit + 1
     return out
 
 

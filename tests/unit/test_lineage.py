@@ -1,0 +1,78 @@
+"""lineage building blocks: diff parsing, significant lines, series entries for commits (also
+when a materialisation left a patch out), and why/drop_when reaching the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rebasectl.gitio import Git
+from rebasectl.lineage import load_changes, parse_diff, significant
+from rebasectl.report import Side, build_report, render_markdown, to_json
+from rebasectl.series import PatchEntry, Series, Upstream
+from tests.synth import Repo
+
+DIFF = b"""diff --git a/x.py b/x.py
+index 1111111..2222222 100644
+--- a/x.py
++++ b/x.py
+@@ -1,3 +1,4 @@ def f():
+ a = 1
+-b = 2
++b = 3
++c = 4
+
+@@ -10,2 +11,2 @@
+ k = 1
+-k2 = 2
++k2 = 3
+\\ No newline at end of file
+diff --git a/new.txt b/new.txt
+new file mode 100644
+index 0000000..3333333
+--- /dev/null
++++ b/new.txt
+@@ -0,0 +1 @@
++hello
+"""
+
+
+def test_parse_diff() -> None:
+    files = parse_diff(DIFF)
+    assert [f.path for f in files] == ["x.py", "new.txt"]
+    x = files[0]
+    assert [h.header for h in x.hunks] == ["@@ -1,3 +1,4 @@ def f():", "@@ -10,2 +11,2 @@"]
+    assert x.hunks[0].lines == (" a = 1", "-b = 2", "+b = 3", "+c = 4", " ")
+    assert x.hunks[1].lines == (" k = 1", "-k2 = 2", "+k2 = 3")  # the "\\ No newline" marker
+    assert (x.added, x.removed) == (3, 2)
+    assert all(not h.startswith("index") for h in x.header)
+    assert files[1].hunks[0].old_len == 0 and files[1].added == 1
+
+
+def test_significant() -> None:
+    assert significant("+    return   compute(x)") == "+return compute(x)"
+    for dull in ("+", "+    )", "-else:", "+  }", "+1234567890"):
+        assert significant(dull) is None
+
+
+def _repo(tmp: Path) -> tuple[Repo, str, list[str]]:
+    repo = Repo(tmp / "r")
+    base = repo.commit("base", {"a.py": "alpha_value = compute_alpha()\n"})
+    shas = [repo.commit("one", {"one.py": "first_value = one_thing()\n"}),
+            repo.commit("three", {"three.py": "third_value = three_thing()\n"})]
+    return repo, base, shas
+
+
+def test_entries_by_title_when_a_patch_is_missing(tmp_path: Path) -> None:
+    repo, base, shas = _repo(tmp_path)
+    series = Series(Upstream("u", "x", "main", base), (
+        PatchEntry("one-id", "0001-one.patch", "one", why="first reason"),
+        PatchEntry("two-id", "0002-two.patch", "two"),
+        PatchEntry("three-id", "0003-three.patch", "three", drop_when="upstream ships three")))
+    changes = load_changes(Git(repo.path), "old", shas, series)
+    assert [c.id for c in changes] == ["one-id", "three-id"]
+    report = build_report(Git(repo.path), Side(base, shas, series, "old"),
+                          Side(base, shas, series, "new"))
+    md = render_markdown(report)
+    assert "  - why: first reason" in md and "  - drop when: upstream ships three" in md
+    assert '"id": "three-id"' in to_json(report)
+    assert [e.status for e in report.mapping] == ["identical", "identical"]
