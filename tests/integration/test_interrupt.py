@@ -1,0 +1,307 @@
+"""Interruption (issue 7): SIGKILL or SIGINT at every boundary of apply, continue, export, import
+and bump, then ``continue`` or a rerun must give exactly what an uninterrupted run gives (same
+commits, same tree, same series bytes), and nothing of the user's is lost.
+
+The process is stopped at exact boundaries with the ``REBASECTL_FAULT`` hook (rebasectl/faults.py):
+``kill@commit:N`` is SIGKILL right after the N-th patch commit, ``int@txn-move:N`` SIGINT after
+the N-th file of an export transaction moved into place, and so on. SIGINT must end with exit 130
+and one line; SIGKILL ends the process with no chance to clean up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _HERMETIC
+from tests.sfix import Scenario, head_of, make, snapshot, tree_of
+from tests.synth import Repo, lines, rebasectl
+
+Point = tuple[str, str, int]  # (kill|int, boundary, n)
+
+
+def matrix(kill: list[tuple[str, int]], interrupt: list[tuple[str, int]]) -> list[Point]:
+    """SIGKILL at every boundary; SIGINT (whose clean-up path is shared by all boundaries) at a
+    few of them, which keeps the suite fast on a 2-core CI machine."""
+    return [("kill", p, n) for p, n in kill] + [("int", p, n) for p, n in interrupt]
+
+
+def ids(points: list[Point]) -> list[str]:
+    return [f"{h}-{p}{n}" for h, p, n in points]
+RESOLVED_A = lines(40, "a").replace("a 3\n", "PATCH 3 + UPSTREAM 3\n").replace("a 33\n", "UP 33\n")
+
+
+@dataclass
+class Reference:
+    sc: Scenario
+    apply_tip: str  # apply on the pinned base
+    cont_tip: str  # apply on new_base, resolve patch 1, continue
+    exported: dict[str, bytes]  # the series after that continue + export
+    imported: dict[str, bytes]  # a fresh import of the feature branch
+    bump_to: str  # an upstream commit every patch applies on cleanly
+    bumped: dict[str, bytes] | None  # the series after an uninterrupted bump (None: no bump)
+    resolved: Path  # a series stopped at patch 1's conflict on new_base, resolved (git add)
+    continued: Path  # the same after `continue`: ready to export
+
+
+def _has_bump() -> bool:
+    from rebasectl.cli import cli
+
+    return "bump" in cli.commands
+
+
+def _resolve(series: Path) -> None:
+    tree = series / ".rebasectl" / "tree"
+    (tree / "a.txt").write_text(RESOLVED_A)
+    Repo.__new__(Repo)
+    r = Repo.__new__(Repo)
+    r.path, r.clock = tree, 0
+    r.git("add", "a.txt")
+
+
+def _ok(series: Path, *args: str) -> None:
+    r = rebasectl(series, *args)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+
+
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
+    home = tmp_path_factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+        for key, value in _HERMETIC.items():
+            mp.setenv(key, value)
+        for key in ("REBASECTL_UPSTREAM", "REBASECTL_DEBUG", "REBASECTL_FAULT"):
+            mp.delenv(key, raising=False)
+        tmp = tmp_path_factory.mktemp("ref")
+        sc = make(tmp)
+        # an upstream commit on which every patch still applies (a new unrelated file)
+        sc.up.checkout("-q", "-b", "clean-target", sc.base)
+        bump_to = sc.up.commit("upstream: unrelated", {"z.txt": "z\n"})
+        sc.up.checkout("main")
+        work = tmp / "work"
+        shutil.copytree(sc.series, work)
+        _ok(work, "apply", "--upstream", str(sc.up.path))
+        apply_tip = head_of(work / ".rebasectl" / "tree")
+        _ok(work, "abort") if (work / ".rebasectl" / "apply-state.json").exists() else None
+        r = rebasectl(work, "apply", "--base", sc.new_base)
+        assert r.returncode == 1, r.stderr
+        _resolve(work)
+        resolved = tmp / "resolved"
+        relocate(work, resolved)
+        _ok(work, "continue")
+        cont_tip = head_of(work / ".rebasectl" / "tree")
+        continued = tmp / "continued"
+        relocate(work, continued)
+        _ok(work, "export")
+        exported = snapshot(work)
+        fresh = tmp / "fresh"
+        fresh.mkdir()
+        _ok(fresh, "import", f"{sc.base}..feature", "--repo", str(sc.up.path))
+        imported = snapshot(fresh)
+        bumped = None
+        if _has_bump():
+            bw = tmp / "bumped"
+            shutil.copytree(sc.series, bw)
+            _ok(bw, "bump", "--to", bump_to, "--upstream", str(sc.up.path))
+            bumped = snapshot(bw)
+        yield Reference(sc, apply_tip, cont_tip, exported, imported, bump_to, bumped, resolved,
+                        continued)
+
+
+def relocate(src: Path, dst: Path) -> None:
+    """Copy a series checkout with its .rebasectl state (mirror, work tree, apply state) to
+    ``dst``, rewriting the absolute paths git and rebasectl keep, so each test starts from a
+    prepared state without re-running the commands that made it."""
+    shutil.copytree(src, dst, symlinks=True)
+    state = dst / ".rebasectl"
+    files = [state / "tree" / ".git", state / "tree.json", state / "apply-state.json",
+             *state.glob("upstream.git/worktrees/*/gitdir")]
+    for f in files:
+        if f.is_file():
+            f.write_text(f.read_text().replace(str(src), str(dst)))
+
+
+def _copy(ref: Reference, tmp_path: Path) -> Path:
+    series = tmp_path / "series"
+    shutil.copytree(ref.sc.series, series)
+    return series
+
+
+def _faulted(series: Path, how: str, point: str, n: int, *args: str) -> None:
+    """Run a command that must die at the boundary: SIGKILL, or SIGINT -> 130 and one line."""
+    r = rebasectl(series, *args, env={"REBASECTL_FAULT": f"{how}@{point}:{n}"})
+    if how == "kill":
+        assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr)
+    else:
+        assert r.returncode == 130, (r.returncode, r.stderr)
+        assert r.stderr.count("\n") == 1 and "interrupted" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def _tree_state(series: Path) -> tuple[str, str, bool]:
+    tree = series / ".rebasectl" / "tree"
+    r = Repo.__new__(Repo)
+    r.path, r.clock = tree, 0
+    clean = r.git("status", "--porcelain") == ""
+    return head_of(tree), tree_of(tree), clean
+
+
+# -- apply -------------------------------------------------------------------------------------
+APPLY_POINTS = [(*p, "continue") for p in matrix(
+    [("commit", n) for n in range(1, 6)] + [("state", 1), ("state", 2), ("worktree", 1)],
+    [("commit", 1), ("commit", 5), ("worktree", 1)])
+] + [("kill", "commit", 2, "rerun"), ("kill", "commit", 4, "rerun"), ("int", "commit", 3, "rerun")]
+
+
+@pytest.mark.parametrize("how,point,n,then", APPLY_POINTS,
+                         ids=[f"{h}-{p}{n}-{t}" for h, p, n, t in APPLY_POINTS])
+def test_apply_interrupted(ref: Reference, tmp_path: Path, how: str, point: str, n: int,
+                           then: str) -> None:
+    series = _copy(ref, tmp_path)
+    before = snapshot(series)
+    _faulted(series, how, point, n, "apply", "--upstream", str(ref.sc.up.path))
+    if then == "continue":
+        _ok(series, "continue")
+    else:
+        _ok(series, "apply")
+    head, tree, clean = _tree_state(series)
+    assert head == ref.apply_tip and clean
+    assert tree == ref.sc.up.tree("feature")
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
+    assert snapshot(series) == before
+    _ok(series, "export")  # the tree map is complete: nothing to write
+    assert snapshot(series) == before
+
+
+# -- continue ----------------------------------------------------------------------------------
+CONT_POINTS = matrix([("resolved", 1)] + [("commit", n) for n in range(1, 5)] + [("worktree", 1)],
+                     [("resolved", 1), ("commit", 2), ("worktree", 1)])
+
+
+def _prepared(src: Path, tmp_path: Path) -> Path:
+    series = tmp_path / "series"
+    relocate(src, series)
+    return series
+
+
+@pytest.mark.parametrize("how,point,n", CONT_POINTS, ids=ids(CONT_POINTS))
+def test_continue_interrupted(ref: Reference, tmp_path: Path, how: str, point: str,
+                              n: int) -> None:
+    series = _prepared(ref.resolved, tmp_path)
+    before = snapshot(series)
+    _faulted(series, how, point, n, "continue")
+    _ok(series, "continue")
+    head, _, clean = _tree_state(series)
+    assert head == ref.cont_tip and clean
+    assert snapshot(series) == before
+    _ok(series, "export")
+    assert snapshot(series) == ref.exported
+
+
+@pytest.mark.parametrize("how", ["kill", "int"])
+def test_apply_interrupted_before_conflict_reaches_tree(ref: Reference, tmp_path: Path,
+                                                       how: str) -> None:
+    """Stopped after the state names the conflicting patch but before the conflict is in the
+    work tree: continue must stop at that patch again, never commit it empty."""
+    series = _copy(ref, tmp_path)
+    _faulted(series, how, "worktree", 1, "apply", "--upstream", str(ref.sc.up.path),
+             "--base", ref.sc.new_base)
+    r = rebasectl(series, "continue")
+    assert r.returncode == 1 and "patch 1/5 change-a-line-3" in r.stderr, r.stderr
+    assert "<<<<<<<" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    _resolve(series)
+    _ok(series, "continue")
+    assert _tree_state(series)[0] == ref.cont_tip
+
+
+# -- export ------------------------------------------------------------------------------------
+def _txn_points(count: int) -> list[tuple[str, int]]:
+    return [("txn-stage", n) for n in range(1, count + 1)] + \
+        [("txn-move", n) for n in range(1, count + 1)]
+
+
+# the export after resolving patch 1 rewrites 3 files: its patch, patch 5 (3-way: new context
+# line) and series.yaml (the base)
+EXPORT_POINTS = [(*p, "status" if p[1] == "txn-move" else "export")
+                 for p in matrix(_txn_points(3), [("txn-stage", 2), ("txn-move", 2)])]
+
+
+@pytest.mark.parametrize("how,point,n,then", EXPORT_POINTS,
+                         ids=[f"{h}-{p}{n}-{t}" for h, p, n, t in EXPORT_POINTS])
+def test_export_interrupted(ref: Reference, tmp_path: Path, how: str, point: str, n: int,
+                            then: str) -> None:
+    series = _prepared(ref.continued, tmp_path)
+    _faulted(series, how, point, n, "export")
+    _ok(series, then)  # any next command finishes (or discards) the interrupted transaction
+    if then != "export":
+        assert snapshot(series) == ref.exported  # rolled forward by a read-only command
+        _ok(series, "export")
+    assert snapshot(series) == ref.exported
+    assert not (series / ".rebasectl" / "txn").exists()
+
+
+def test_export_reference_changes_two_files(ref: Reference) -> None:
+    changed = {k for k in ref.exported if ref.exported[k] != snapshot(ref.sc.series).get(k)}
+    assert changed == {"series.yaml", "patches/0001-change-a-line-3.patch",
+                       "patches/0005-change-a-line-30.patch"}
+
+
+# -- import ------------------------------------------------------------------------------------
+# 6 files: 5 patches + series.yaml; SIGKILL after each move, and while staging
+IMPORT_POINTS = matrix([("txn-stage", 1), ("txn-stage", 6)] + _txn_points(6)[6:],
+                       [("txn-stage", 3), ("txn-move", 3)])
+
+
+@pytest.mark.parametrize("how,point,n", IMPORT_POINTS, ids=ids(IMPORT_POINTS))
+def test_import_interrupted(ref: Reference, tmp_path: Path, how: str, point: str, n: int) -> None:
+    series = tmp_path / "fresh"
+    series.mkdir()
+    args = ("import", f"{ref.sc.base}..feature", "--repo", str(ref.sc.up.path))
+    _faulted(series, how, point, n, *args)
+    if point == "txn-move":
+        _ok(series, "status")  # rolls the transaction forward before reading
+        assert snapshot(series) == ref.imported
+    else:
+        assert snapshot(series) == {}  # nothing half-written
+    _ok(series, *args)
+    assert snapshot(series) == ref.imported
+
+
+# -- bump --------------------------------------------------------------------------------------
+BUMP_POINTS = matrix([("commit", n) for n in (1, 3, 5, 8)] + _txn_points(1),
+                     [("commit", 4), ("txn-move", 1)])
+
+
+@pytest.mark.parametrize("how,point,n", BUMP_POINTS, ids=ids(BUMP_POINTS))
+def test_bump_interrupted(ref: Reference, tmp_path: Path, how: str, point: str, n: int) -> None:
+    if ref.bumped is None:
+        pytest.skip("no `bump` command in this build")
+    series = _copy(ref, tmp_path)
+    args = ("bump", "--to", ref.bump_to, "--upstream", str(ref.sc.up.path))
+    r = rebasectl(series, *args, env={"REBASECTL_FAULT": f"{how}@{point}:{n}"})
+    if r.returncode == 0:
+        pytest.skip(f"bump reaches {point} fewer than {n} times")
+    assert r.returncode in (-signal.SIGKILL, 130), r.stderr
+    _ok(series, *args)
+    assert snapshot(series) == ref.bumped
+
+
+def test_fault_spec_is_inert_elsewhere(ref: Reference, tmp_path: Path) -> None:
+    """A boundary that is never reached changes nothing (the hook is off by default)."""
+    series = _copy(ref, tmp_path)
+    r = rebasectl(series, "apply", "--upstream", str(ref.sc.up.path),
+                  env={"REBASECTL_FAULT": "kill@commit:99"})
+    assert r.returncode == 0, r.stderr
+    assert head_of(series / ".rebasectl" / "tree") == ref.apply_tip
+    data = json.loads((series / ".rebasectl" / "tree.json").read_text())
+    assert [c[0] for c in data["commits"]] == ["change-a-line-3", "add-e", "touch-b",
+                                               "empty-marker", "change-a-line-30"]
