@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Carry the series onto a new upstream revision: the per-upstream-bump CI job, runnable locally.
+#
+#   ci/bump.sh [TARGET]        TARGET: upstream revision (default: the branch in series.yaml)
+#
+# Environment: REBASECTL (command, default `rebasectl`), REBASECTL_DIR (the series checkout,
+# default .), REBASECTL_UPSTREAM (upstream URL or mirror path, else series.yaml's url),
+# ARTIFACTS (default artifacts/bump), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
+# Exit: 0 clean (series exported, report in $ARTIFACTS/report.md, PR body in $ARTIFACTS/pr-body.md),
+# 1 conflicts (one `conflict: FILE:LINE: ...` line per failing hunk on stderr, for the problem
+# matcher; resumable artifacts in $ARTIFACTS), 2 bad input, 3 tests failed (with RUN_TESTS=1).
+set -uo pipefail
+REBASECTL=${REBASECTL:-rebasectl}
+DIR=${REBASECTL_DIR:-.}
+ARTIFACTS=${ARTIFACTS:-artifacts/bump}
+mkdir -p "$ARTIFACTS"
+ARTIFACTS=$(cd "$ARTIFACTS" && pwd)
+
+target=${1:-}
+if [ -z "$target" ]; then
+  target=$(python3 -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["upstream"]["branch"])' \
+    "$DIR/series.yaml") || exit 2
+fi
+
+up=()
+[ -n "${REBASECTL_UPSTREAM:-}" ] && up=(--upstream "$REBASECTL_UPSTREAM")
+$REBASECTL -C "$DIR" fetch "${up[@]}" || exit $?
+
+extra=()
+[ "${RUN_TESTS:-0}" = 1 ] && extra+=(--test)
+$REBASECTL -C "$DIR" bump --to "$target" --artifacts "$ARTIFACTS" --json "${extra[@]}" \
+  > "$ARTIFACTS/bump-stdout.json"
+rc=$?
+
+result=$(python3 - "$ARTIFACTS/bump.json" <<'PY'
+import json, sys
+try:
+    data = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    print("error", "")
+    raise SystemExit(0)
+print(data["result"], data["to"])
+PY
+)
+read -r outcome to <<<"$result"
+if [ -n "${GITHUB_OUTPUT:-}" ]; then
+  { echo "result=$outcome"; echo "to=$to"; echo "exit=$rc"; } >> "$GITHUB_OUTPUT"
+fi
+
+if [ "$rc" = 0 ] && [ -f "$ARTIFACTS/report.md" ]; then
+  # a pull request body is limited to 65536 characters
+  python3 - "$ARTIFACTS/report.md" "$ARTIFACTS/pr-body.md" <<'PY'
+import sys
+text = open(sys.argv[1], encoding="utf-8").read()
+limit = 60000
+if len(text) > limit:
+    text = text[:limit] + "\n\n_(report truncated: the full report.md is in the run's artifacts)_\n"
+open(sys.argv[2], "w", encoding="utf-8").write(text)
+PY
+fi
+if [ "$rc" = 1 ] && [ -f "$ARTIFACTS/README.md" ]; then
+  cat "$ARTIFACTS/README.md"
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$ARTIFACTS/README.md" >> "$GITHUB_STEP_SUMMARY"; fi
+fi
+exit "$rc"
