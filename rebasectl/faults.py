@@ -6,7 +6,8 @@ after each state save, in the middle of an export transaction), which a timer ca
 reliably. The code calls ``boundary(name)`` at those points; it does nothing unless the
 environment variable ``REBASECTL_FAULT`` is ``SIGNAL@NAME:N`` (``kill@commit:2``,
 ``int@txn-move:1``): then the N-th time boundary NAME is reached the process sends itself SIGKILL
-(``kill``) or SIGINT (``int``). Boundaries: ``commit`` (materialise made a patch commit),
+(``kill``), SIGINT (``int``) or SIGSTOP (``stop``: frozen while holding the lock, for the
+concurrency tests). Boundaries: ``commit`` (materialise made a patch commit),
 ``state`` (apply state saved), ``worktree`` (work tree moved to the new tip), ``resolved`` (a
 resolution committed by ``continue``), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
 moved into place).
@@ -32,4 +33,5 @@ def boundary(name: str) -> None:
     _seen[name] = _seen.get(name, 0) + 1
     if str(_seen[name]) != (count or "1"):
         return
-    os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGINT)
+    sig = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}.get(how, signal.SIGINT)
+    os.kill(os.getpid(), sig)

@@ -1,0 +1,122 @@
+"""Concurrency (issue 7): one mutating rebasectl at a time per repository.
+
+A second command while one runs is refused (exit 2) with a line naming the holder (command, pid);
+a lock left by a process that died (SIGKILL, crash) is no obstacle. The running command is frozen
+with SIGSTOP at an exact point through the fault hook, so the overlap is certain, not timed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rebasectl.lock import LockedError, RepoLock
+from tests.sfix import make, snapshot, tree_of
+from tests.synth import rebasectl
+
+
+def test_second_holder_refused_then_free(tmp_path: Path) -> None:
+    path = tmp_path / "lock"
+    first = RepoLock(path, "apply")
+    first.acquire()
+    try:
+        with pytest.raises(LockedError) as info:
+            RepoLock(path, "export").acquire()
+        assert f"`rebasectl apply` (pid {os.getpid()}" in info.value.message
+    finally:
+        first.release()
+    with RepoLock(path, "export") as again:
+        assert again.held
+        assert json.loads(path.read_text())["command"] == "export"
+    assert path.read_text() == ""  # released: no holder named any more
+
+
+def test_stale_lock_file_of_dead_process_is_taken_over(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = tmp_path / "lock"
+    path.write_text(json.dumps({"pid": dead.pid, "host": os.uname().nodename,
+                                "command": "apply", "since": 0}))
+    with RepoLock(path, "import") as lock:
+        assert lock.held
+        assert json.loads(path.read_text())["pid"] == os.getpid()
+
+
+def test_garbage_lock_file_is_taken_over(tmp_path: Path) -> None:
+    path = tmp_path / "lock"
+    path.write_bytes(b"\x00\xffnot json")
+    with RepoLock(path, "apply") as lock:
+        assert lock.held
+
+
+def _wait_stopped(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with open(f"/proc/{proc.pid}/stat") as fh:
+            if fh.read().split(") ", 1)[1].startswith("T"):
+                return
+        if proc.poll() is not None:
+            raise AssertionError(f"exited early: {proc.returncode}")
+        time.sleep(0.02)
+    raise AssertionError("never stopped")
+
+
+@pytest.mark.parametrize("second", [["export"], ["import", "HEAD~1..HEAD"], ["abort"], ["apply"]])
+def test_two_commands_at_once(tmp_path: Path, second: list[str]) -> None:
+    sc = make(tmp_path)
+    before = snapshot(sc.series)
+    env = dict(os.environ, REBASECTL_FAULT="stop@commit:2")
+    first = subprocess.Popen([sys.executable, "-m", "rebasectl", "-C", str(sc.series), "apply",
+                              "--upstream", str(sc.up.path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_stopped(first)
+        args = [*second, "--repo", str(sc.up.path)] if second[0] == "import" else second
+        r = rebasectl(sc.series, *args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert f"`rebasectl apply` (pid {first.pid}" in r.stderr
+        assert snapshot(sc.series) == before
+    finally:
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert tree_of(sc.series / ".rebasectl" / "tree") == sc.up.tree("feature")
+    # and now that it is done, the same command goes through
+    assert rebasectl(sc.series, "export").returncode == 0
+
+
+def test_read_only_status_runs_beside_a_holder(tmp_path: Path) -> None:
+    sc = make(tmp_path)
+    env = dict(os.environ, REBASECTL_FAULT="stop@commit:1")
+    first = subprocess.Popen([sys.executable, "-m", "rebasectl", "-C", str(sc.series), "apply",
+                              "--upstream", str(sc.up.path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_stopped(first)
+        r = rebasectl(sc.series, "status", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["apply_in_progress"]["total"] == 5
+    finally:
+        first.send_signal(signal.SIGCONT)
+        first.communicate(timeout=120)
+    assert first.returncode == 0
+
+
+def test_lock_of_killed_command_is_recovered(tmp_path: Path) -> None:
+    sc = make(tmp_path)
+    r = rebasectl(sc.series, "apply", "--upstream", str(sc.up.path),
+                  env={"REBASECTL_FAULT": "kill@commit:3"})
+    assert r.returncode == -signal.SIGKILL
+    holder = json.loads((sc.series / ".rebasectl" / "lock").read_text())
+    assert holder["command"] == "apply"  # the dead process's name is still in the file
+    r = rebasectl(sc.series, "continue")
+    assert r.returncode == 0, r.stderr
+    assert tree_of(sc.series / ".rebasectl" / "tree") == sc.up.tree("feature")
