@@ -7,7 +7,8 @@ through the real ``megatron.core.dist_checkpointing.save``/``load`` on gloo with
 
 - loading a state dict that expects tensors absent from the checkpoint restores the present ones,
   leaves the absent ones at their initial values and logs that exactly once (upstream raises a
-  ``KeyError`` inside the DCP planner, surfaced as ``CheckpointException``);
+  ``KeyError`` inside the DCP planner, surfaced as ``CheckpointException``); the same holds for
+  absent sharded objects (such as TE ``_extra_state`` of new layers);
 - a non-tensor object that is not in Megatron's safe-globals allow-list (``datetime.timedelta``,
   next to an ``argparse.Namespace`` of args) in the common state loads (upstream's ``torch.load``
   with the default ``weights_only=True`` refuses it);
@@ -128,6 +129,29 @@ def test_partial_load_skips_tensors_missing_from_checkpoint(
     assert len(records) == 1, [r.getMessage() for r in records]
     message = records[0].getMessage()
     assert "'b'" in message and "'c'" in message and "'a'" not in message
+
+
+@pytest.mark.cpu
+def test_partial_load_keeps_sharded_objects_missing_from_checkpoint(
+    tensor_ckpt: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """E.g. TE ``_extra_state`` of layers the checkpoint does not have."""
+    from megatron.core import dist_checkpointing
+    from megatron.core.dist_checkpointing import ShardedObject
+
+    request = {
+        "a": _sharded("a", torch.zeros(2, 3)),
+        "new_layer": {
+            "_extra_state": ShardedObject("new_layer._extra_state", {"x": 1}, (1,), (0,))
+        },
+    }
+    with caplog.at_level(logging.WARNING, logger=TORCH_STRATEGY_LOGGER):
+        loaded = _call(lambda: dist_checkpointing.load(request, str(tensor_ckpt)))
+
+    assert torch.equal(loaded["a"], SAVED_A)
+    assert loaded["new_layer"]["_extra_state"] == {"x": 1}
+    records = [r for r in caplog.records if r.name == TORCH_STRATEGY_LOGGER]
+    assert len(records) == 1 and "new_layer._extra_state" in records[0].getMessage()
 
 
 @pytest.mark.cpu
