@@ -118,9 +118,15 @@ class UpstreamRange:
 
     def file_log(self, path: str) -> list[tuple[str, bytes]]:
         """(commit, diff of ``path``) for every non-merge commit of the range touching it."""
-        if path not in self._file_log:
-            self._file_log[path] = self.git.log_patches(self.spec, [path])
-        return self._file_log[path]
+        return self.paths_log([path])
+
+    def paths_log(self, paths: Sequence[str]) -> list[tuple[str, bytes]]:
+        """(commit, diff limited to ``paths``), newest first, for the non-merge commits of the
+        range touching them (asked of git once per set of paths)."""
+        key = "\0".join(sorted(paths))
+        if key not in self._file_log:
+            self._file_log[key] = self.git.log_patches(self.spec, sorted(paths))
+        return self._file_log[key]
 
 
 # -- the patches a patch sits on ---------------------------------------------------------------
@@ -449,7 +455,7 @@ def same_patch_id(rng: UpstreamRange, patch: Patch) -> str | None:
     own = rng.git.patch_id(patch.diff)
     if own is None:
         return None
-    return rng.git.patch_ids_of(rng.git.log_patches(rng.spec, patch_paths(patch))).get(own)
+    return rng.git.patch_ids_of(rng.paths_log(patch_paths(patch))).get(own)
 
 
 def absorbed_by(rng: UpstreamRange, patch: Patch) -> str | None:
@@ -462,7 +468,7 @@ def absorbed_by(rng: UpstreamRange, patch: Patch) -> str | None:
         return same
     wanted = {t for t in _added_lines(patch.diff) if _meaningful(t)} or _added_lines(patch.diff)
     best: tuple[int, str] | None = None
-    for commit, diff in reversed(rng.git.log_patches(rng.spec, patch_paths(patch))):
+    for commit, diff in reversed(rng.paths_log(patch_paths(patch))):
         score = len(wanted & _added_lines(diff))  # oldest first: ties go to the one that landed it
         if score and (best is None or score > best[0]):
             best = (score, commit)
