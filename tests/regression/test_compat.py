@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -168,7 +169,7 @@ def test_hf_tokenizer_class_trusts_remote_code(
 
 @pytest.mark.gpu
 @pytest.mark.needs_te
-def test_te_linear_tags_parameters_with_parallel_mode() -> None:
+def test_te_linear_tags_parameters_with_parallel_mode(tmp_path: Path) -> None:
     from megatron.core import parallel_state
     from megatron.core.extensions.transformer_engine import (
         TEColumnParallelLinear,
@@ -181,7 +182,7 @@ def test_te_linear_tags_parameters_with_parallel_mode() -> None:
     initialized_here = False
     if not torch.distributed.is_initialized():
         torch.distributed.init_process_group(
-            backend="nccl", init_method="tcp://127.0.0.1:29517", world_size=1, rank=0
+            backend="nccl", init_method=f"file://{tmp_path}/pg", world_size=1, rank=0
         )
         initialized_here = True
     try:
