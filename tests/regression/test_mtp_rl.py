@@ -305,3 +305,22 @@ def test_mtp_trains_under_activation_recompute() -> None:
     assert sum(g.abs().sum() for g in recomputed.values()) > 0
     for name, grad in plain.items():
         torch.testing.assert_close(recomputed[name], grad, msg=name)
+
+
+def test_deferred_embedding_wgrad_skips_mtp() -> None:
+    """With a deferred LM-head wgrad (PP > 1 runs), the MTP pass, whose head weight is frozen,
+    neither stashes an activation nor trips the frozen-weight linear over the grad buffer."""
+    import copy
+
+    model = _model(tie=False)
+    config = copy.copy(model.output_layer.config)  # only the LM head defers
+    config.defer_embedding_wgrad_compute = True
+    activations: list[torch.Tensor] = []
+    model.output_layer.config = config
+    model.embedding_activation_buffer = model.output_layer.embedding_activation_buffer = activations
+    model.grad_output_buffer = model.output_layer.grad_output_buffer = []
+
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB)
+    model(ids, pos, mask, labels=ids, mtp_kwargs={"mtp_labels": ids})
+    assert len(activations) == 1, "only the main LM head pass may stash its input"
+    assert config.defer_embedding_wgrad_compute
