@@ -298,11 +298,8 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
         for n in new:
             if n.index in used_n or n.empty or o.patch_id != n.patch_id:
                 continue
-            moved = _line_shift(o, n)
-            ev: dict[str, Any] = {"patch_id_equal": True, "patch_id": o.patch_id}
-            if moved:
-                ev["line_shift"] = moved
-            add(Group([o.index], [n.index], "equivalent" if moved else "identical", ev))
+            ev: dict[str, Any] = {"patch_id": o.patch_id}
+            add(Group([o.index], [n.index], _same_patch_id(o, n, ev), ev))
             break
     # 2. empty commits: paired by subject, else alone
     for o in old:
@@ -442,14 +439,24 @@ def _line_shift(o: Change, n: Change) -> int:
     return 0
 
 
+def _same_patch_id(o: Change, n: Change, evidence: dict[str, Any]) -> str:
+    """Same patch-id: identical only when the hunks are the same text at the same lines
+    (patch-id ignores line numbers and whitespace; range-diff calls such moves unchanged)."""
+    evidence["patch_id_equal"] = True
+    shift = _line_shift(o, n)
+    if shift:
+        evidence["line_shift"] = shift
+    same_text = [(f.path, [h.lines for h in f.hunks]) for f in o.files] == \
+        [(f.path, [h.lines for h in f.hunks]) for f in n.files]
+    if not same_text:
+        evidence["whitespace_differs"] = True
+    return "identical" if same_text and not shift else "equivalent"
+
+
 def classify(git: Git, o: Change, n: Change, evidence: dict[str, Any]) -> str:
     """identical / equivalent / modified for one old and one new patch."""
     if o.patch_id == n.patch_id and o.patch_id is not None:
-        evidence["patch_id_equal"] = True
-        shift = _line_shift(o, n)
-        if shift:
-            evidence["line_shift"] = shift
-        return "equivalent" if shift else "identical"
+        return _same_patch_id(o, n, evidence)
     evidence["patch_id_equal"] = False
     if o.exact == n.exact:
         evidence["changed_lines_equal"] = True

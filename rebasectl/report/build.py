@@ -411,6 +411,8 @@ def details(g: Group, olds: list[Change], news: list[Change],
     if ev.get("patch_id_equal") and ev.get("line_shift"):
         parts.append(f"Same patch-id; hunks moved by {ev['line_shift']:+d} lines "
                      "(range-diff would call this unchanged).")
+    elif ev.get("patch_id_equal") and ev.get("whitespace_differs"):
+        parts.append("Same patch-id; the hunks differ only in whitespace.")
     elif ev.get("changed_lines_equal"):
         parts.append("Same added and removed lines; only the context differs.")
     elif ev.get("replay") == "reproduces the new commit":

@@ -61,6 +61,14 @@ def render_markdown(report: Report) -> str:
         es = [e for e in report.mapping if e.status == status]
         out.append(f"| {status} | {len(es)} | {sum(len(e.old) for e in es)} | "
                    f"{sum(len(e.new) for e in es)} |")
+    changed = [(k, e) for k, e in enumerate(report.mapping, start=1)
+               if any(f.status not in ("identical",) for f in e.files)]
+    if changed:
+        out += ["", "| entry | status | files whose change differs |", "|---|---|---|"]
+        for k, e in changed:
+            paths = ", ".join(f"`{_cell(f.path)}` ({FILE_WORDS[f.status]})" for f in e.files
+                              if f.status != "identical")
+            out.append(f"| {k} | {e.status} | {paths} |")
     findings = [f for e in report.mapping for f in e.findings]
     if findings:
         out += ["", "| finding | count |", "|---|---|"]

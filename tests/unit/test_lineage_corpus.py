@@ -127,6 +127,12 @@ def _moved(r: Report) -> None:
     assert e.evidence["patch_id_equal"] is True and e.evidence["line_shift"] == 1
 
 
+def _whitespace(r: Report) -> None:
+    e = r.entry_for_old(1)
+    assert e.evidence["patch_id_equal"] is True and e.evidence["whitespace_differs"] is True
+    assert "line_shift" not in e.evidence
+
+
 def _context(r: Report) -> None:
     e = r.entry_for_old(1)
     assert e.evidence["changed_lines_equal"] is True
@@ -170,6 +176,10 @@ SCENARIOS = [
     Scenario("line-number-only move", [("a", A1)], [("a", A1)],
              {((1,), (1,), "equivalent")}, upstream=[("upstream: import", UP_ABOVE_ALPHA)],
              check=_moved),
+    Scenario("whitespace-only difference (same patch-id)", [("a", A1)],
+             [("a", sub("alpha.py", "alpha_value_10 = compute_alpha(10)\n",
+                        "alpha_value_10 =  compute_alpha(10) * scale_factor\n"))],
+             {((1,), (1,), "equivalent")}, check=_whitespace),
     Scenario("context-only change", [("a", A1)], [("a", A1)],
              {((1,), (1,), "equivalent")}, upstream=[("upstream: v2", UP_CONTEXT_ALPHA)],
              check=_context),
