@@ -14,7 +14,9 @@ What this proves, on a tiny local-spec GPT on the CPU (gloo, world size 1):
   is replaced by its pure-torch definition; the model code under test is unchanged);
 - the main LM loss is never detached: its gradients on all non-MTP parameters are non-zero and
   identical with and without MTP running;
-- the MTP block accepts ``position_ids=None`` (RoPE-style models pass none).
+- the MTP block accepts ``position_ids=None`` (RoPE-style models pass none);
+- under full activation recompute MTP still trains (its cut-off input stays a grad leaf) with the
+  same gradients; with a deferred LM-head wgrad the frozen MTP head pass stashes nothing.
 
 On the unpatched base ``mtp_kwargs`` does not exist, MTP runs on ``labels`` and leaks gradient
 into the output layer, embedding and decoder, so these fail.
