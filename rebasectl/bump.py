@@ -13,6 +13,7 @@ the one command that reproduces the conflict locally.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import tempfile
 from dataclasses import dataclass, field
@@ -37,10 +38,11 @@ from .gitio import Git
 from .materialize import Conflict, Materialised, materialise
 from .patches import Patch, split_file_diff
 from .series import PATCH_DIR, Series, load
-from .upstream import open_for, resolve
+from .upstream import choose_source, ensure_mirror, open_for, resolve
 from .workspace import Workspace
 
 SCHEMA = "rebasectl.bump/1"
+SHA = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
                                  "before a bump")
         series = load(ws.root)
         loaded = load_patches(ws, series)
-        git = open_for(ws, upstream, series.upstream.url, [series.upstream.base, to_rev])
+        git = _mirror(ws, upstream, series, to_rev)
         old = resolve(git, series.upstream.base, what="base")
         new = resolve(git, to_rev, what="--to revision")
         if not git.is_ancestor(old, new):
@@ -195,6 +197,18 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
     if run_tests:
         result.test = _run_tests(ws, result)
     return result
+
+
+def _mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: str,
+            from_rev: str | None = None) -> Git:
+    """The mirror holding the revisions; fetched first when ``to_rev`` is a name (a branch or
+    tag moves: a bump to `dev` means upstream's `dev` now, not the cached one)."""
+    git = open_for(ws, upstream, series.upstream.url, [from_rev or series.upstream.base, to_rev])
+    if not SHA.fullmatch(to_rev):
+        source = choose_source(upstream, series.upstream.url)
+        if source is not None:
+            git = ensure_mirror(ws, source, update=True)
+    return git
 
 
 def reproduce_command(new: str, upstream: str | None) -> str:
@@ -431,7 +445,7 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
     if pos is None:
         raise RebasectlError(f"no patch {patch_ref!r} in series.yaml (give an id or a file name)")
     to_name = to_rev or series.upstream.branch
-    git = open_for(ws, upstream, series.upstream.url, [from_rev or series.upstream.base, to_name])
+    git = _mirror(ws, upstream, series, to_name, from_rev)
     old = resolve(git, from_rev or series.upstream.base, what="--from revision")
     new = resolve(git, to_name, what="--to revision")
     if not git.is_ancestor(old, new):

@@ -162,3 +162,35 @@ def test_bump_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "does not contain the pinned base" in r.stderr
     r = rebasectl(series, "bump", "--to", sideways)
     assert r.returncode == 0, r.stderr  # a descendant off the main line is fine: clean here
+
+
+def test_bump_test_runs_the_suite_on_the_bumped_tree(tmp_path: Path) -> None:
+    fork = Fork(tmp_path, {"a.txt": lines(30)})
+    shas = fork.series([("fix: one", {"a.txt": ("line 10\n", "ONE 10\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    doc = yaml.safe_load((series / "series.yaml").read_text())
+    doc["patches"][0]["tests"] = ["tests/regression/test_one.py"]
+    (series / "series.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    suite = series / "tests" / "regression"
+    suite.mkdir(parents=True)
+    (suite / "test_one.py").write_text(
+        "import os, pathlib\n\n"
+        "def test_patched_tree():\n"
+        "    tree = pathlib.Path(os.environ['REBASECTL_TEST_TREE'])\n"
+        "    assert 'ONE 10' in (tree / 'a.txt').read_text()\n"
+        "    assert 'line 28 x' in (tree / 'a.txt').read_text()\n")
+    fork.change("far away", {"a.txt": ("line 28\n", "line 28 x\n")})
+    out = tmp_path / "art"
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--test",
+                  "--artifacts", str(out))
+    assert r.returncode == 0, r.stderr + r.stdout
+    result = json.loads((out / "test.json").read_text())
+    assert result["result"] == "passed" and result["patches"][0]["passed"] == 1
+    # a suite that fails on the bumped tree: exit 3, the series is still carried over
+    (suite / "test_one.py").write_text("def test_fails():\n    assert False\n")
+    fork.change("more", {"a.txt": ("line 2\n", "line 2 y\n")})
+    r = rebasectl(series, "bump", "--to", "main", "--test", "--artifacts", str(out))
+    assert r.returncode == 3, r.stderr
+    assert json.loads((out / "test.json").read_text())["result"] == "failed"
+    assert yaml.safe_load((series / "series.yaml").read_text())["upstream"]["base"] == \
+        fork.up.head()
