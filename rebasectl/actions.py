@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import session
 from .errors import RebasectlError
-from .exchange import export_tree, import_range, load_tree_map
+from .exchange import export_tree, import_range, load_patches, load_tree_map
 from .fsutil import recover
 from .gitio import Git
 from .lock import RepoLock
@@ -51,6 +51,7 @@ def apply(
 ) -> session.ApplyOutcome:
     with locked(ws, "apply"):
         series = load(ws.root)
+        load_patches(ws, series)  # bad or hostile patch files are refused before git runs
         rev = base or series.upstream.base
         git = mirror_for(ws, series, upstream, [rev])
         sha = resolve(git, rev, what="base")

@@ -19,6 +19,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
@@ -66,14 +67,14 @@ class Patch:
         return not self.diff.strip()
 
     def files(self) -> list[FileChange]:
-        return [FileChange(f.path, f.added, f.removed) for f in _patchset(self.diff)]
+        return [FileChange(_path(f), f.added, f.removed) for f in _patchset(self.diff)]
 
     def hunks(self) -> list[Hunk]:
         out: list[Hunk] = []
         for pf in _patchset(self.diff):
             for h in pf:
                 header = str(h).split("\n", 1)[0]
-                out.append(Hunk(pf.path, header, str(h)))
+                out.append(Hunk(_path(pf), header, str(h)))
         return out
 
     def file_diffs(self) -> dict[str, bytes]:
@@ -89,6 +90,16 @@ class Patch:
 
     def render(self) -> bytes:
         return render(self)
+
+
+def _path(pf: Any) -> str:
+    """unidiff's path of a file, with git's C-quoting undone (non-ASCII names are quoted)."""
+    path = str(pf.path)
+    if path.startswith('"'):
+        path = unquote_path(path)
+        if path[:2] in ("a/", "b/"):
+            path = path[2:]
+    return path
 
 
 def _patchset(diff: bytes) -> PatchSet:
