@@ -7,6 +7,8 @@ Only formats the model; every sentence in it comes from a model field.
 
 from __future__ import annotations
 
+from html import escape
+
 from .model import Entry, PatchInfo, Report
 
 FILE_WORDS = {"identical": "identical", "equivalent": "same change, context moved",
@@ -14,7 +16,7 @@ FILE_WORDS = {"identical": "identical", "equivalent": "same change, context move
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ")
 
 
 def refs(indices: tuple[int, ...], patches: tuple[PatchInfo, ...]) -> str:
@@ -106,8 +108,9 @@ def section(report: Report, k: int, e: Entry) -> list[str]:
         out.append("")
         for f in e.files:
             if f.interdiff:
-                out += [f"<details><summary>interdiff <code>{f.path}</code></summary>", "",
-                        "```diff", f.interdiff, "```", "", "</details>", ""]
+                fence = "`" * max(3, _longest_run(f.interdiff, "`") + 1)
+                out += [f"<details><summary>interdiff <code>{escape(f.path)}</code></summary>",
+                        "", f"{fence}diff", f.interdiff, fence, "", "</details>", ""]
     ev = e.evidence
     if ev:
         shown = "; ".join(f"{key}: {_value(v)}" for key, v in ev.items())
@@ -127,6 +130,14 @@ def section(report: Report, k: int, e: Entry) -> list[str]:
             out.append(f"- {fd.kind} ({fd.side} [{fd.index}]){where}: {_cell(fd.text)}{by}")
         out.append("")
     return out
+
+
+def _longest_run(text: str, char: str) -> int:
+    best = run = 0
+    for c in text:
+        run = run + 1 if c == char else 0
+        best = max(best, run)
+    return best
 
 
 def _value(v: object) -> str:

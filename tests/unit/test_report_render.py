@@ -1,0 +1,53 @@
+"""Renderers: hostile subjects are escaped (HTML) or cannot break the table (markdown), the JSON
+keeps the DESIGN.md shape, and every patch sits in exactly one mapping entry."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from rebasectl.gitio import Git
+from rebasectl.report import Side, build_report, render_html, render_markdown, to_json
+from tests.synth import Repo
+
+
+def _report(tmp: Path):  # type: ignore[no-untyped-def]
+    repo = Repo(tmp / "r")
+    base = repo.commit("base", {"a.py": "".join(f"value_{i} = thing({i})\n" for i in range(20))})
+    body = (repo.path / "a.py").read_text()
+    old = repo.commit("<script>alert(1)</script> | pipe", {"a.py": body.replace(
+        "value_5 = thing(5)\n", "value_5 = thing(5) + extra_term\n")})
+    repo.checkout("-q", "-b", "new", base)
+    new = repo.commit("<script>alert(1)</script> | pipe", {"a.py": body.replace(
+        "value_5 = thing(5)\n", "value_5 = thing(5) + other_term\n")})
+    return build_report(Git(repo.path), Side(base, [old], None, "o<b>"),
+                        Side(base, [new], None, "n"))
+
+
+def test_html_escapes(tmp_path: Path) -> None:
+    page = render_html(_report(tmp_path))
+    assert "<script>" not in page and "&lt;script&gt;" in page and "o&lt;b&gt;" in page
+    assert page.count("<table class=\"sbs\">") == 1
+
+
+def test_markdown_table_cells_escape_pipes(tmp_path: Path) -> None:
+    md = render_markdown(_report(tmp_path))
+    row = next(line for line in md.splitlines() if line.startswith("| 1 |"))
+    cells = re.split(r"(?<!\\)\|", row)[1:-1]
+    assert [c.strip() for c in cells] == ["1", "[1] &lt;script>alert(1)&lt;/script> \\| pipe",
+                                          "[1] &lt;script>alert(1)&lt;/script> \\| pipe",
+                                          "modified", ""]
+    assert "<script>" not in md
+
+
+def test_json_shape(tmp_path: Path) -> None:
+    data = json.loads(to_json(_report(tmp_path)))
+    assert list(data) == ["schema", "old", "new", "upstream", "mapping"]
+    patch = data["old"]["patches"][0]
+    for key in ("index", "id", "commit", "subject", "author", "patch_id", "files"):
+        assert key in patch
+    entry = data["mapping"][0]
+    for key in ("old", "new", "status", "renumbered", "message_changed", "evidence", "details"):
+        assert key in entry
+    assert data["upstream"] == {"commits": 0, "files_changed": 0}
