@@ -512,7 +512,9 @@ class Git:
         return result
 
     def patch_ids_of(self, diffs: Sequence[tuple[str, bytes]]) -> dict[str, str]:
-        """patch-id (stable) -> commit for (commit, diff) pairs, in one git process."""
+        """patch-id (stable) -> commit for (commit, diff) pairs, in one git process; for a
+        patch-id several commits share (a cherry-pick), the last of ``diffs`` (with ``git log``
+        order, the oldest: the one that landed it first)."""
         text = b"".join(b"commit " + sha.encode() + b"\n" + diff for sha, diff in diffs if diff)
         if not text:
             return {}
@@ -521,7 +523,7 @@ class Git:
         for ln in out:
             parts = ln.split()
             if len(parts) == 2:
-                ids.setdefault(parts[0], parts[1])
+                ids[parts[0]] = parts[1]
         return ids
 
     def merge_file(self, ours: bytes, base: bytes, theirs: bytes,

@@ -170,11 +170,14 @@ def test_absorbed_patch_is_named_by_patch_id_or_content(tmp_path: Path) -> None:
     mixed = fork.change("upstream lands the tweak with more",
                         {"b.txt": ("b 5\n", "b five\n"), "a.txt": ("line 29\n", "line 29 y\n")})
     fork.change("later edit next to it", {"b.txt": ("b 9\n", "b 9 z\n")})
+    fork.up.git("revert", "--no-edit", same)
+    fork.change("upstream lands the feature again",
+                {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
 
     git = Git(fork.up.path)
     rng = UpstreamRange(git, fork.base, fork.up.head())
     stack = fork.stack(shas)
-    assert same_patch_id(rng, stack[0][1]) == same
+    assert same_patch_id(rng, stack[0][1]) == same  # the first landing, not the re-land
     assert absorbed_by(rng, stack[0][1]) == same
     assert reverse_applies(git, rng.new, stack[0][1])
     assert same_patch_id(rng, stack[1][1]) == mixed  # its change to b.txt is exactly the patch
