@@ -247,6 +247,12 @@ class Similarity:
         return bool(self.files_shared) or self.shared > 0
 
     @property
+    def solid(self) -> bool:
+        """Enough overlap for line similarity alone to count: a shared file, or at least two
+        shared lines (one common line such as ``import torch`` in two files is not)."""
+        return bool(self.files_shared) or self.shared >= 2
+
+    @property
     def dice(self) -> float:
         total = self.old_lines + self.new_lines
         return 2 * self.shared / total if total else 0.0
@@ -319,7 +325,7 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
             sims[(o.index, n.index)] = s
             if o.index in used_o or n.index in used_n or not s.eligible:
                 continue
-            if s.dice >= PAIR_SIMILARITY or s.lineage:
+            if (s.dice >= PAIR_SIMILARITY and s.solid) or s.lineage:
                 cands.append((-s.score(len(o.paths() | n.paths())), o.index, n.index))
     for _, i, j in sorted(cands):
         if i in used_o or j in used_n:
@@ -340,11 +346,8 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
                 hit["new_commit_empty"] = True
             add(Group([o.index], [twin.index] if twin else [], "upstreamed", hit))
             continue
-        best = _best(
-            [(sims[(o.index, n.index)].old_in_new, n.index, sims[(o.index, n.index)])
-             for n in new if not n.empty and sims[(o.index, n.index)].eligible
-             and (sims[(o.index, n.index)].old_in_new >= CONTAIN
-                  or any("absorbs" in w for w in sims[(o.index, n.index)].lineage))])
+        best = _best([(sims[(o.index, n.index)].old_in_new, n.index, sims[(o.index, n.index)])
+                      for n in new if not n.empty and _folds(sims[(o.index, n.index)], "old")])
         if best is None:
             continue
         j, s = best
@@ -362,10 +365,8 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
     for n in new:
         if n.index in used_n or n.empty:
             continue
-        best = _best(
-            [(sims[(o.index, n.index)].new_in_old, o.index, sims[(o.index, n.index)])
-             for o in old if not o.empty and sims[(o.index, n.index)].eligible
-             and sims[(o.index, n.index)].new_in_old >= CONTAIN])
+        best = _best([(sims[(o.index, n.index)].new_in_old, o.index, sims[(o.index, n.index)])
+                      for o in old if not o.empty and _folds(sims[(o.index, n.index)], "new")])
         if best is None:
             continue
         i, s = best
@@ -402,6 +403,17 @@ def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
         elif not g.status:
             g.status = classify(git, by_o[g.old[0]], by_n[g.new[0]], g.evidence)
     return order(groups)
+
+
+def _folds(s: Similarity, part: str) -> bool:
+    """Whether the ``part`` side's patch is contained enough in the other to join its entry
+    (merged when part is old, split when new); ``absorbs:`` in series.yaml also counts."""
+    if not s.eligible:
+        return False
+    if part == "old" and any("absorbs" in w for w in s.lineage):
+        return True
+    share = s.old_in_new if part == "old" else s.new_in_old
+    return share >= CONTAIN and s.solid
 
 
 def _nearest(near: list[tuple[Similarity, int]], other: str) -> dict[str, Any]:
@@ -503,7 +515,7 @@ def upstreamed(git: Git, o: Change, old_base: str, new_base: str) -> dict[str, A
                     removed_still = sum(1 for x in content if x == line[1:])
                     if removed_still and not any(x == line for x in h.lines if x[0] == "+"):
                         return None
-    if not any(line.startswith("+") for f in o.files for h in f.hunks for line in h.lines):
+    if telling is None:  # nothing telling added: no way to name the upstream commit
         return None
     evidence: dict[str, Any] = {"contained_in_new_base": True}
     if telling is not None:

@@ -211,6 +211,13 @@ SCENARIOS = [
     Scenario("never pair without shared file or line", [("fix: the thing", A1)],
              [("fix: the thing", G1)], {((1,), (), "dropped"), ((), (1,), "new")},
              check=_never),
+    Scenario("one common line in other files pairs nothing",
+             [("alpha", both(A1, sub("beta.py", "beta_value_1 = compute_beta(1)\n",
+                                     "import torch.nn as nn\nbeta_value_1 = compute_beta(1)\n")))],
+             [("alpha", A1), ("delta", sub("delta.py", "delta_value_1 = compute_delta(1)\n",
+                                           "import torch.nn as nn\ndelta_value_1 = compute_delta(1)"
+                                           "\n"))],
+             {((1,), (1,), "modified"), ((), (2,), "new")}),
     Scenario("message changed", [("a", A1), ("b", B1)], [("a, reworded", A1), ("b", B1)],
              {((1,), (1,), "identical"), ((2,), (2,), "identical")}, check=_message),
     Scenario("absorbs lineage", [("alpha part", A1), ("gamma part", G1)],
