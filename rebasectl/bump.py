@@ -42,7 +42,7 @@ from .upstream import choose_source, ensure_mirror, open_for, resolve
 from .workspace import Workspace
 
 SCHEMA = "rebasectl.bump/1"
-SHA = re.compile(r"[0-9a-f]{40}")
+COMMIT_ID = re.compile(r"[0-9a-f]{7,40}")  # a (short) sha names one commit: no fetch needed
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def _mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: str,
     """The mirror holding the revisions; fetched first when ``to_rev`` is a name (a branch or
     tag moves: a bump to `dev` means upstream's `dev` now, not the cached one)."""
     git = open_for(ws, upstream, series.upstream.url, [from_rev or series.upstream.base, to_rev])
-    if not SHA.fullmatch(to_rev):
+    if not COMMIT_ID.fullmatch(to_rev):
         source = choose_source(upstream, series.upstream.url)
         if source is not None:
             git = ensure_mirror(ws, source, update=True)
