@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .gitio import EMPTY_TREE, CommitInfo, Git
+from .materialize import failing_hunks
+from .patches import Patch
 from .series import PatchEntry, Series, slugify
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -474,21 +476,27 @@ def classify(git: Git, o: Change, n: Change, evidence: dict[str, Any]) -> str:
         evidence["changed_lines_equal"] = True
         return "equivalent"
     evidence["changed_lines_equal"] = False
-    replay = replay_tree(git, o, n.parent)
+    replay, conflicts = replay_tree(git, o, n.parent)
     evidence["replay"] = ("reproduces the new commit" if replay == n.info.tree
                           else "conflicts" if replay is None else "gives a different tree")
+    if conflicts:
+        evidence["replay_conflicts"] = conflicts
     return "equivalent" if replay == n.info.tree else "modified"
 
 
-def replay_tree(git: Git, o: Change, parent: str) -> str | None:
-    """The tree of ``o``'s diff applied (3-way) on ``parent``; None if it does not apply."""
+def replay_tree(git: Git, o: Change, parent: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """The tree of ``o``'s diff applied (3-way) on ``parent``, or None and the conflict regions
+    (each file with the old patch's hunks that do not apply there)."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-replay-") as tmp:
         index = Path(tmp) / "index"
-        git.read_tree(index, git.tree_of(parent))
+        tree = git.tree_of(parent)
+        git.read_tree(index, tree)
         res = git.apply_to_index(index, o.diff, three_way=True)
-        if not res.ok:
-            return None
-        return git.write_tree(index)
+        if res.ok:
+            return git.write_tree(index), []
+        git.read_tree(index, tree)
+        found = failing_hunks(git, index, Patch("", "", "", "", o.diff))
+        return None, [{"path": c.path, "hunks": list(c.hunks)} for c in found]
 
 
 def upstreamed(git: Git, o: Change, old_base: str, new_base: str) -> dict[str, Any] | None:

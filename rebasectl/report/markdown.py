@@ -112,6 +112,12 @@ def section(report: Report, k: int, e: Entry) -> list[str]:
                 out += [f"<details><summary>interdiff <code>{escape(f.path)}</code></summary>",
                         "", f"{fence}diff", f.interdiff, fence, "", "</details>", ""]
     ev = e.evidence
+    if ev.get("replay_conflicts"):
+        out += ["The old patch replayed 3-way on the new parent conflicts in:", ""]
+        for c in ev["replay_conflicts"]:
+            hunks = ", ".join(f"`{_cell(h)}`" for h in c["hunks"]) or "the file as a whole"
+            out.append(f"- `{_cell(c['path'])}`: {hunks}")
+        out.append("")
     if ev:
         shown = "; ".join(f"{key}: {_value(v)}" for key, v in ev.items())
         out += [f"Evidence: {_cell(shown)}", ""]

@@ -146,6 +146,9 @@ def _modified(r: Report) -> None:
     assert "-+alpha_value_10 = compute_alpha(10) * scale_factor" in f.interdiff
     assert "++alpha_value_10 = compute_alpha(10) * scale_factor * 2" in f.interdiff
     assert [c.subject for c in e.upstream_commits] == ["upstream: rename alpha 10 helper"]
+    assert e.evidence["replay"] == "conflicts"
+    assert e.evidence["replay_conflicts"] == [{"path": "alpha.py", "hunks": [
+        "@@ -7,7 +7,7 @@ alpha_value_6 = compute_alpha(6)"]}]
 
 
 def _upstreamed(r: Report) -> None:
