@@ -545,3 +545,33 @@ class Git:
         if proc.returncode < 0 or proc.returncode > 127:
             raise GitError(f"git merge-file failed: {proc.stderr.decode(errors='replace')}")
         return proc.stdout, proc.returncode
+
+    def patch_ids_by_commit(self, diffs: Sequence[tuple[str, bytes]]) -> dict[str, str]:
+        """commit -> stable patch-id for (commit, diff) pairs, in one git process (commits with
+        an empty diff have none)."""
+        text = b"".join(b"commit " + sha.encode() + b"\n" + diff for sha, diff in diffs
+                        if diff.strip())
+        if not text:
+            return {}
+        out = self.run(["patch-id", "--stable"], input=text).stdout.decode().split("\n")
+        return {parts[1]: parts[0] for parts in (ln.split() for ln in out) if len(parts) == 2}
+
+    def cat_blobs(self, specs: Sequence[str]) -> dict[str, bytes | None]:
+        """``REV:PATH`` -> blob bytes (None when missing or not a blob), in one git process."""
+        wanted = [s for s in dict.fromkeys(specs) if "\n" not in s]
+        if not wanted:
+            return {}
+        out = self.run(["cat-file", "--batch"], input=("\n".join(wanted) + "\n").encode()).stdout
+        result: dict[str, bytes | None] = {}
+        pos = 0
+        for spec in wanted:
+            end = out.index(b"\n", pos)
+            head = out[pos:end].decode(errors="replace").split()
+            pos = end + 1
+            if len(head) == 3 and head[1] in ("blob", "tree", "commit", "tag"):
+                size = int(head[2])
+                result[spec] = out[pos:pos + size] if head[1] == "blob" else None
+                pos += size + 1
+            else:  # "<spec> missing" / "ambiguous"
+                result[spec] = None
+        return result

@@ -160,13 +160,14 @@ def load_changes(git: Git, side: str, commits: Sequence[str],
                  series: Series | None) -> list[Change]:
     infos = git.commits(list(commits))
     entries = _entries_for(infos, series)
+    diffs = [(i.sha, git.diff(i.parents[0] if i.parents else EMPTY_TREE, i.sha)) for i in infos]
+    ids = git.patch_ids_by_commit(diffs)
     out: list[Change] = []
-    for number, (info, entry) in enumerate(zip(infos, entries), start=1):
+    for number, (info, entry, (_, diff)) in enumerate(zip(infos, entries, diffs), start=1):
         parent = info.parents[0] if info.parents else EMPTY_TREE
-        diff = git.diff(parent, info.sha)
         files = parse_diff(diff)
         change = Change(side, number, info.sha, info, parent, diff,
-                        git.patch_id(diff) if files else None, files, entry)
+                        ids.get(info.sha) if files else None, files, entry)
         for f in files:
             for h in f.hunks:
                 for line in h.changed():

@@ -45,6 +45,7 @@ def build_report(git: Git, old: Side, new: Side, upstream_git: Git | None = None
     related = old.base != new.base and up.is_ancestor(old.base, new.base)
     ctx = _Ctx(git, up, old.base, new.base, related, {c.index: c for c in old_changes},
                {c.index: c for c in new_changes})
+    ctx.prefetch(old_changes + new_changes)
     entries = tuple(ctx.entry(g) for g in groups)
     upstream = UpstreamRange(up.count(f"{old.base}..{new.base}") if related else 0,
                              up.files_changed(old.base, new.base) if old.base != new.base else 0)
@@ -89,6 +90,18 @@ class _Ctx:
         self.old_base, self.new_base, self.related = old_base, new_base, related
         self.old, self.new = old, new
         self._blob: dict[tuple[str, str], list[str] | None] = {}
+
+    def prefetch(self, changes: list[Change]) -> None:
+        """Read every blob the entries will need in two git processes (base side, series
+        side) instead of one per file."""
+        paths = sorted({f.path for c in changes for f in c.files})
+        for repo, revs in ((self.up, [self.old_base, self.new_base]),
+                           (self.git, sorted({c.parent for c in changes}))):
+            specs = [f"{r}:{p}" for r in revs for p in paths]
+            for spec, data in repo.cat_blobs(specs).items():
+                rev, path = spec.split(":", 1)
+                self._blob[(rev, path)] = None if data is None else \
+                    data.decode("utf-8", errors="replace").split("\n")
 
     def blob(self, rev: str, path: str) -> list[str] | None:
         key = (rev, path)
