@@ -400,7 +400,7 @@ def details(g: Group, olds: list[Change], news: list[Change],
     ev: dict[str, Any] = g.evidence
     s = g.status
     if s == "identical":
-        return "Same patch-id and same hunks: the change is byte-for-byte the same."
+        return "Same patch-id and the same hunks at the same lines: the change is the same."
     if s == "empty":
         return "No diff against its parent (an empty commit, e.g. a marker)."
     if s in ("dropped", "new"):

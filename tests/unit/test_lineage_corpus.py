@@ -127,6 +127,11 @@ def _moved(r: Report) -> None:
     assert e.evidence["patch_id_equal"] is True and e.evidence["line_shift"] == 1
 
 
+def _merge_renumbers(r: Report) -> None:
+    assert [e.renumbered for e in r.mapping] == [False, False, True]
+    assert [e.message_changed for e in r.mapping] == [False, True, False]
+
+
 def _whitespace(r: Report) -> None:
     e = r.entry_for_old(1)
     assert e.evidence["patch_id_equal"] is True and e.evidence["whitespace_differs"] is True
@@ -195,6 +200,11 @@ SCENARIOS = [
              check=_modified),
     Scenario("squash", [("alpha part", A1), ("beta part", B1)],
              [("alpha and beta", both(A1, B1))], {((1, 2), (1,), "merged")}),
+    Scenario("a merge renumbers the identical patch after it",
+             [("alpha", A1), ("beta part", B1), ("gamma part", G1), ("delta", D1)],
+             [("alpha", A1), ("beta and gamma", both(B1, G1)), ("delta", D1)],
+             {((1,), (1,), "identical"), ((2, 3), (2,), "merged"), ((4,), (3,), "identical")},
+             check=_merge_renumbers),
     Scenario("split", [("alpha and beta", both(A1, B1))],
              [("alpha part", A1), ("beta part", B1)], {((1,), (1, 2), "split")}),
     Scenario("dropped and new", [("a", A1), ("g", G1)], [("a", A1), ("d", D1)],
