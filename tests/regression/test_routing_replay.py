@@ -18,6 +18,7 @@ register, so the replay tests fail by assertion.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,7 +255,12 @@ def test_mtp_routers_never_call_the_wrapper(manager: Any) -> None:
     ids, pos, mask = tiny_batch()
 
     manager.stage = "record"
-    model(ids, pos, mask, labels=ids)
+    # With the mtp-rl patch MTP runs only when mtp_kwargs carries mtp_labels; before it, whenever
+    # labels are given. Pass what this tree's GPTModel.forward takes, so the MTP router runs.
+    extra: dict[str, Any] = {"labels": ids}
+    if "mtp_kwargs" in inspect.signature(type(model).forward).parameters:
+        extra["mtp_kwargs"] = {"mtp_labels": ids}
+    model(ids, pos, mask, **extra)
     assert mtp_forwards, "the MTP router did not run"
     assert mtp_router.routing_replay not in calls
     assert [len(routers[n].routing_replay.top_indices) for n in decoder_names] == [1, 1]
