@@ -502,39 +502,39 @@ def replay_tree(git: Git, o: Change, parent: str) -> tuple[str | None, list[dict
 
 def upstreamed(git: Git, o: Change, old_base: str, new_base: str) -> dict[str, Any] | None:
     """Evidence that the new base already holds ``o``'s change (every added line present in
-    its file there, every removed significant line gone), with the upstream commit that added
-    its most telling line; None otherwise."""
+    its file there, no significant removed line left as often as before), with the upstream
+    commit that brought its most telling added line; None otherwise."""
     if old_base == new_base:
         return None
-    blobs: dict[str, list[str] | None] = {}
-    telling: tuple[int, str, str] | None = None
+    specs = [f"{rev}:{f.path}" for f in o.files for rev in (new_base, o.parent)]
+    blobs = git.cat_blobs(specs)
+    telling: list[tuple[str, str]] = []
     for f in o.files:
-        blob = git.cat_blob(f"{new_base}:{f.path}")
-        content = blob.decode("utf-8", errors="replace").split("\n") if blob is not None else None
-        blobs[f.path] = content
-        have = Counter(content or [])
+        after, before = (blobs.get(f"{rev}:{f.path}") for rev in (new_base, o.parent))
+        have = Counter((after or b"").decode("utf-8", errors="replace").split("\n"))
+        had = Counter((before or b"").decode("utf-8", errors="replace").split("\n"))
+        added = {x[1:] for h in f.hunks for x in h.lines if x.startswith("+")}
         for h in f.hunks:
             for line in h.changed():
+                text = line[1:]
                 if line.startswith("+"):
-                    if have[line[1:]] <= 0:
+                    if have[text] <= 0:
                         return None
-                    if significant(line) and (telling is None or len(line) > telling[0]):
-                        telling = (len(line), f.path, line[1:])
-                elif significant(line) and line[1:] in have and content is not None:
-                    removed_still = sum(1 for x in content if x == line[1:])
-                    if removed_still and not any(x == line for x in h.lines if x[0] == "+"):
-                        return None
-    if telling is None:  # nothing telling added: no way to name the upstream commit
+                    if significant(line):
+                        telling.append((f.path, text))
+                elif significant(line) and text not in added and have[text] >= had[text] > 0:
+                    return None  # a line the patch removes is still there as often as before
+    if not telling:  # nothing telling added: no way to name the upstream commit
         return None
     evidence: dict[str, Any] = {"contained_in_new_base": True}
-    if telling is not None:
-        _, path, line = telling
+    for path, line in sorted(set(telling), key=lambda t: (-len(t[1].strip()), t))[:3]:
         shas = git.pickaxe(f"{old_base}..{new_base}", line.strip(), path)
         if shas:
             info = git.commits([shas[0]])[0]
             evidence["upstream_commit"] = info.sha
             evidence["upstream_subject"] = info.subject
             evidence["telling_line"] = line.strip()
+            break
     return evidence
 
 

@@ -111,6 +111,9 @@ D1 = sub("delta.py", "delta_value_30 = compute_delta(30)\n",
          "delta_value_30 = compute_delta(30)\ndelta_guard = check_delta_guard(30)\n")
 GAMMA_OTHER = sub("gamma.py", "gamma_value_7 = compute_gamma(7)\n",
                   "gamma_value_7 = compute_gamma(7) - other_gamma_offset\n")
+MOVE_G3 = both(sub("gamma.py", "gamma_value_3 = compute_gamma(3)\n", ""),
+               sub("gamma.py", "gamma_value_30 = compute_gamma(30)\n",
+                   "gamma_value_30 = compute_gamma(30)\ngamma_value_3 = compute_gamma(3)\n"))
 UP_ABOVE_ALPHA = sub("alpha.py", "alpha_value_1 = compute_alpha(1)\n",
                      "import upstream_thing\nalpha_value_1 = compute_alpha(1)\n")
 UP_CONTEXT_ALPHA = sub("alpha.py", "alpha_value_9 = compute_alpha(9)\n",
@@ -212,6 +215,17 @@ SCENARIOS = [
     Scenario("upstreamed", [("a", A1), ("fix: beta extra", B1)], [("a", A1)],
              {((1,), (1,), "identical"), ((2,), (), "upstreamed")},
              upstream=[("upstream: take the beta extra term (#42)", B1)], check=_upstreamed),
+    Scenario("added line upstream, removed line still there: dropped, not upstreamed",
+             [("fix: alpha scale", A1)], [],
+             {((1,), (), "dropped")},
+             upstream=[("upstream: scaled alpha copy", sub(
+                 "alpha.py", "alpha_value_40 = compute_alpha(40)\n",
+                 "alpha_value_40 = compute_alpha(40)\n"
+                 "alpha_value_10 = compute_alpha(10) * scale_factor\n"))]),
+    Scenario("a moved line that upstream moved the same way: upstreamed",
+             [("a", A1), ("refactor: move gamma 3 down", MOVE_G3)], [("a", A1)],
+             {((1,), (1,), "identical"), ((2,), (), "upstreamed")},
+             upstream=[("upstream: move gamma 3 (#51)", MOVE_G3)]),
     Scenario("upstreamed, carried as an empty commit", [("a", A1), ("fix: beta extra", B1)],
              [("a", A1), ("fix: beta extra", lambda f: {})],
              {((1,), (1,), "identical"), ((2,), (2,), "upstreamed")},
