@@ -169,16 +169,19 @@ def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> No
 @click.option("--tree", type=click.Path(file_okay=False, path_type=Path),
               help="Run on this Megatron tree as it is (no apply).")
 @click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1,
+              help="Run tests in N processes (pytest-xdist).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ws
 def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
-          tree: Path | None, upstream: str | None, as_json: bool) -> None:
+          tree: Path | None, upstream: str | None, jobs: int, as_json: bool) -> None:
     """Run tests/regression against the patched tree (or the base), per patch."""
     from . import testing
 
     path = actions.test_tree(ws, against, upstream, tree)
     with ui.progress(f"running regression tests on {path}"):
-        run = testing.run_tests(ws, path, against=against, device=device, patch_id=patch_id)
+        run = testing.run_tests(ws, path, against=against, device=device, patch_id=patch_id,
+                                jobs=jobs)
     if as_json:
         ui.emit_json(run.to_json())
     else:

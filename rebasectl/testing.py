@@ -9,6 +9,7 @@ JUnit XML gives the per-test outcomes, which are mapped to patches through serie
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -92,7 +93,7 @@ def run_pytest(
     tree: Path,
     files: list[str],
     device: str | None,
-    extra_env: dict[str, str] | None = None,
+    jobs: int = 1,
 ) -> tuple[int, dict[str, list[str]], str]:
     """Run pytest on ``files``; returns (exit code, {file: [outcome:testid, ...]}, output tail)."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-test-") as tmp:
@@ -110,12 +111,13 @@ def run_pytest(
             f"--junitxml={junit}",
             "-rfE",
         ]
+        if jobs > 1:
+            args += ["-n", str(jobs)]  # pytest-xdist
         expr = marker_expression(device)
         if expr:
             args += ["-m", expr]
         env = dict(os.environ)
         env["REBASECTL_TEST_TREE"] = str(tree)
-        env.update(extra_env or {})
         proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
         outcomes = parse_junit(junit) if junit.exists() else {}
     tail = (proc.stdout + proc.stderr)[-4000:]
@@ -140,7 +142,13 @@ def parse_junit(path: Path) -> dict[str, list[str]]:
 
 
 def run_tests(
-    ws: Workspace, tree: Path, *, against: str, device: str | None, patch_id: str | None
+    ws: Workspace,
+    tree: Path,
+    *,
+    against: str,
+    device: str | None,
+    patch_id: str | None,
+    jobs: int = 1,
 ) -> TestRun:
     series = load(ws.root)
     selected = select(series, patch_id)
@@ -150,7 +158,9 @@ def run_tests(
         raise RebasectlError(f"series.yaml names a test that does not exist: {missing[0]}")
     if not files:
         raise RebasectlError("no regression tests are listed in series.yaml (`tests:`)")
-    code, outcomes, tail = run_pytest(ws.root, tree, files, device)
+    if jobs > 1 and importlib.util.find_spec("xdist") is None:
+        raise RebasectlError("--jobs needs pytest-xdist (pip install pytest-xdist)")
+    code, outcomes, tail = run_pytest(ws.root, tree, files, device, jobs)
     if code not in (0, 1, 5):
         raise RebasectlError(
             f"pytest could not run (exit {code}): "
