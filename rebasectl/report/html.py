@@ -4,6 +4,7 @@ the markdown, with coloured side-by-side interdiffs."""
 from __future__ import annotations
 
 import difflib
+import json
 from html import escape
 
 from .markdown import FILE_WORDS, entry_title, flags
@@ -79,7 +80,8 @@ def _section(report: Report, k: int, e: Entry) -> list[str]:
                 h.append(side_by_side(f.interdiff))
                 h.append("</details>")
     if e.evidence:
-        h.append("<p>Evidence: <code>" + escape(repr(e.evidence)) + "</code></p>")
+        shown = json.dumps(e.evidence, indent=1, ensure_ascii=False)
+        h.append(f"<details><summary>evidence</summary><pre>{escape(shown)}</pre></details>")
     if e.upstream_commits:
         h.append("<p>Upstream commits between the bases that changed these lines:</p><ul>")
         for c in e.upstream_commits:
