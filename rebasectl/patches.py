@@ -13,6 +13,7 @@ tree (``..``, absolute paths, ``.git/``, escaping symlinks, setuid or other odd 
 
 from __future__ import annotations
 
+import base64
 import email.header
 import email.utils
 import posixpath
@@ -165,13 +166,25 @@ def render(patch: Patch) -> bytes:
 
 
 def _format_address(name: str, addr: str) -> str:
-    return email.utils.formataddr((name, addr), charset="utf-8")
+    if addr.isascii():
+        return email.utils.formataddr((name, addr), charset="utf-8")
+    # formataddr cannot encode a non-ASCII address; git writes it as it is (8bit)
+    head = email.utils.formataddr((name, "x@x.invalid"), charset="utf-8")
+    return head[: head.rindex("<")] + f"<{addr}>"
 
 
 def _format_subject(subject: str) -> str:
     if subject.isascii():
         return subject
-    return email.header.Header(subject, "utf-8", maxlinelen=76).encode()
+    if len(subject.splitlines()) <= 1:
+        return email.header.Header(subject, "utf-8", maxlinelen=76).encode()
+    # Header() folds at what str.splitlines() takes for line ends (U+0085, U+2028, form feed...),
+    # which would not parse back to the same subject: encode the words ourselves
+    words = [subject[i: i + 16] for i in range(0, len(subject), 16)]
+    return "\n ".join(
+        "=?utf-8?b?" + base64.b64encode(w.encode("utf-8", errors="surrogateescape")).decode() + "?="
+        for w in words
+    )
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -190,7 +203,12 @@ def parse(data: bytes, source: str) -> Patch:
     head, sep, rest = data.partition(b"\n\n")
     if not sep:
         raise PatchError(f"{source}:1: no mail header (expected a git format-patch file)")
-    headers = _parse_headers(head.decode("utf-8", errors="replace"), source)
+    try:
+        head_text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = head[: exc.start].count(b"\n") + 1
+        raise PatchError(f"{source}:{line}: mail header is not UTF-8") from None
+    headers = _parse_headers(head_text, source)
     for key in ("from", "subject"):
         if key not in headers:
             raise PatchError(
@@ -388,7 +406,8 @@ def _check_diff(diff: bytes, source: str, first_line: int) -> None:
     try:
         patchset = _patchset(diff)
     except (UnidiffParseError, ValueError, IndexError, KeyError, TypeError) as exc:
-        raise PatchError(f"{source}:{first_line}: corrupt diff: {exc}") from None
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PatchError(f"{source}:{first_line}: corrupt diff: {detail}") from None
     declared = sum(1 for line in lines if line.startswith("diff --git "))
     if len(patchset) != declared:
         raise PatchError(
