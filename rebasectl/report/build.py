@@ -418,8 +418,9 @@ def details(g: Group, olds: list[Change], news: list[Change],
                 f"{lineage.CONTAIN}.")
     if s == "upstreamed":
         sha = ev.get("upstream_commit")
-        who = f" by {sha[:12]} \"{ev.get('upstream_subject', '')}\"" if sha else ""
-        return f"Every added line is already in the new base{who}."
+        who = (f" Upstream commit {sha[:12]} \"{ev.get('upstream_subject', '')}\" brought "
+               f"`{ev.get('telling_line', '')}`." if sha else "")
+        return f"Every line it adds is already in the new base.{who}"
     parts = []
     if ev.get("patch_id_equal") and ev.get("line_shift"):
         parts.append(f"Same patch-id; hunks moved by {ev['line_shift']:+d} lines "
