@@ -233,8 +233,38 @@ def export_tree(ws: Workspace, worktree: Path) -> tuple[Series, list[str]]:
             f"{worktree}: merge commit {merges[0].sha[:12]} between base and HEAD; "
             "a series is a straight line of commits"
         )
-    known = {sha: pid for pid, sha in tree_map.commits}
+    in_tree = set(shas)
+    known = {sha: pid for pid, sha in tree_map.commits if sha in in_tree}
+    known.update(_matched_by_diff(ws, git, previous, [s for s in shas if s not in known], known))
     series, files = series_from_commits(git, base, shas, previous.upstream, previous, known)
     changed = write_series(ws, series, files)
     save_tree_map(ws, base, worktree, [(p.id, s) for p, s in zip(series.patches, shas)])
     return series, changed
+
+
+def _matched_by_diff(
+    ws: Workspace, git: Git, previous: Series, shas: list[str], known: dict[str, str]
+) -> dict[str, str]:
+    """Commits the tree map does not know (amended, reworded) that carry exactly the diff of a
+    patch of the series keep that patch's id, and with it its metadata."""
+    if not shas:
+        return {}
+    taken = set(known.values())  # ids of the commits still in the tree
+    by_diff: dict[bytes, str] = {}
+    for entry in previous.patches:
+        if entry.id in taken:
+            continue
+        try:
+            patch = parse((ws.patch_dir / entry.file).read_bytes(), entry.file)
+        except (OSError, PatchError):
+            continue
+        if patch.diff.strip():
+            by_diff.setdefault(patch.diff, entry.id)
+    found: dict[str, str] = {}
+    for info in git.commits(shas):
+        if not by_diff or not info.parents:
+            continue
+        pid = by_diff.pop(git.diff(info.parents[0], info.sha), None)
+        if pid is not None:
+            found[info.sha] = pid
+    return found

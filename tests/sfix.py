@@ -16,10 +16,14 @@ rebasectl`` runs it as a real subprocess (exit codes, signals).
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import sys
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.synth import Repo, lines, rebasectl
 
@@ -110,3 +114,27 @@ def run_cli(workdir: Path, *args: str) -> tuple[int, str, str]:
     finally:
         sys.argv = old_argv
     return code, out.getvalue(), err.getvalue()
+
+
+def template_fixture(factory: Any, name: str, **kw: Any) -> Iterator[Scenario]:
+    """Body of a module-scoped fixture: one scenario built with hermetic git (the autouse
+    per-test fixture of conftest does not cover module scope), copied per test by ``copy``."""
+    import pytest
+
+    from tests.conftest import _HERMETIC
+
+    home = factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+        for key, value in _HERMETIC.items():
+            mp.setenv(key, value)
+        for key in ("REBASECTL_UPSTREAM", "REBASECTL_DEBUG", "REBASECTL_FAULT"):
+            mp.delenv(key, raising=False)
+        yield make(factory.mktemp(name), **kw)
+
+
+def copy(sc: Scenario, tmp: Path) -> Path:
+    series = tmp / "series"
+    shutil.copytree(sc.series, series, symlinks=True)
+    return series

@@ -1,0 +1,347 @@
+"""Each status of each command of the core (issue 2): apply, continue, skip, abort, status, check,
+import, export, fetch, through the real CLI on a synthetic upstream (tests/sfix.py: five patches,
+one empty; ``new_base`` conflicts with patch 1 and needs a 3-way merge for patch 5).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sfix import (
+    A,
+    B,
+    Scenario,
+    _edit,
+    copy,
+    head_of,
+    snapshot,
+    template_fixture,
+    tree_of,
+)
+from tests.synth import Repo, rebasectl
+
+IDS = ["change-a-line-3", "add-e", "touch-b", "empty-marker", "change-a-line-30"]
+
+
+@pytest.fixture(scope="module")
+def tpl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    yield from template_fixture(tmp_path_factory, "apply")
+
+
+def ok(series: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    r = rebasectl(series, *args)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+    return r
+
+
+def fails(series: Path, code: int, *args: str) -> str:
+    r = rebasectl(series, *args)
+    assert r.returncode == code, (args, r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    return r.stderr
+
+
+def tree_repo(series: Path) -> Repo:
+    r = Repo.__new__(Repo)
+    r.path, r.clock = series / ".rebasectl" / "tree", 1767300000
+    return r
+
+
+def upstream_commit(sc: Scenario, branch: str, files: dict[str, str]) -> str:
+    """A new upstream commit on ``branch`` (made from the base); main stays checked out."""
+    sc.up.git("checkout", "-q", "-B", branch, sc.base)
+    sha = sc.up.commit(f"upstream: {branch}", files)  # type: ignore[arg-type]
+    sc.up.checkout("main")
+    return sha
+
+
+# -- apply -------------------------------------------------------------------------------------
+def test_apply_clean_reproduces_the_branch(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    before = snapshot(series)
+    r = ok(series, "apply", "--upstream", str(tpl.up.path), "--json")
+    data = json.loads(r.stdout)
+    assert data["schema"] == "rebasectl.apply/1" and data["result"] == "clean"
+    assert data["base"] == tpl.base
+    assert [(p["id"], p["status"]) for p in data["patches"]] == [
+        ("change-a-line-3", "clean"), ("add-e", "clean"), ("touch-b", "clean"),
+        ("empty-marker", "empty"), ("change-a-line-30", "clean")]
+    assert tree_of(series / ".rebasectl" / "tree") == tpl.up.tree("feature")
+    assert head_of(series / ".rebasectl" / "tree") == data["tip"]
+    assert snapshot(series) == before
+    # deterministic: a second apply (after the tree was left as it was) gives the same commits
+    ok(series, "apply")
+    assert head_of(series / ".rebasectl" / "tree") == data["tip"]
+
+
+def test_apply_three_way(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    only33 = upstream_commit(tpl, "only-33", {"a.txt": _edit(A, 33, "UP 33")})
+    r = ok(series, "apply", "--upstream", str(tpl.up.path), "--base", only33, "--json")
+    statuses = {p["id"]: p["status"] for p in json.loads(r.stdout)["patches"]}
+    assert statuses["change-a-line-30"] == "3way" and statuses["change-a-line-3"] == "clean"
+    text = (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    assert "PATCH 30\n" in text and "UP 33\n" in text and "PATCH 3\n" in text
+
+
+def test_apply_conflict_stops_with_everything_needed(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    before = snapshot(series)
+    err = fails(series, 1, "apply", "--upstream", str(tpl.up.path), "--base", tpl.new_base)
+    first = err.splitlines()[0]
+    assert first == ("rebasectl: error: patch 1/5 change-a-line-3 (0001-change-a-line-3.patch) "
+                     "does not apply: [1/5] fix: change a line 3")
+    assert "a.txt: @@ -1,6 +1,6 @@" in err
+    assert all(f"`rebasectl {c}`" in err for c in ("continue", "skip", "abort"))
+    assert "<<<<<<<" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    status = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]
+    assert status["stopped_at"] == "change-a-line-3" and status["applied"] == 0
+    assert status["conflicts"] == [{"path": "a.txt", "hunks": ["@@ -1,6 +1,6 @@"]}]
+    assert "apply in progress: 0/5 applied, stopped at change-a-line-3" in ok(series,
+                                                                             "status").stdout
+    # a new apply is refused while this one waits
+    assert "an apply is in progress" in fails(series, 2, "apply", "--base", tpl.base)
+    assert "an apply is in progress" in fails(series, 2, "export")
+    assert snapshot(series) == before
+
+
+def test_apply_refuses_to_replace_unexported_work(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    tree = tree_repo(series)
+    tree.commit("local work", {"f.txt": "mine\n"})
+    assert "not exported" in fails(series, 2, "apply")
+    (tree.path / "a.txt").write_text("dirty\n")
+    assert "not exported" in fails(series, 2, "apply")
+    assert (tree.path / "a.txt").read_text() == "dirty\n"  # nothing of it lost
+
+
+# -- continue ----------------------------------------------------------------------------------
+def _stopped(tpl: Scenario, tmp_path: Path, base: str | None = None) -> Path:
+    series = copy(tpl, tmp_path)
+    fails(series, 1, "apply", "--upstream", str(tpl.up.path), "--base", base or tpl.new_base)
+    return series
+
+
+RESOLVED = _edit(_edit(A, 3, "PATCH 3 + UPSTREAM 3"), 33, "UP 33")
+
+
+def test_continue_unresolved_then_markers_then_done(tpl: Scenario, tmp_path: Path) -> None:
+    series = _stopped(tpl, tmp_path)
+    assert "still unresolved: a.txt" in fails(series, 1, "continue")
+    tree = tree_repo(series)
+    tree.git("add", "a.txt")  # staged with the markers still in
+    assert "conflict markers left" in fails(series, 1, "continue")
+    (tree.path / "a.txt").write_text(RESOLVED)
+    tree.git("add", "a.txt")
+    r = ok(series, "continue", "--json")
+    data = json.loads(r.stdout)
+    assert [p["id"] for p in data["patches"]] == IDS[1:]
+    log = tree.git("log", "--format=%s", f"{tpl.new_base}..HEAD").splitlines()
+    assert log[::-1] == ["[1/5] fix: change a line 3", "feat: add e", "compat: touch b",
+                         "chore: empty marker", "feat: change a line 30"]
+    # export writes the resolution into patch 1 and the new base into series.yaml
+    before = snapshot(series)
+    out = ok(series, "export").stdout
+    after = snapshot(series)
+    assert "3 files changed" in out
+    assert b"+PATCH 3 + UPSTREAM 3\n" in after["patches/0001-change-a-line-3.patch"]
+    assert f"base: {tpl.new_base}" in after["series.yaml"].decode()
+    assert b"why: kept for the tests" in after["series.yaml"]  # metadata kept by id
+    assert after["patches/0002-add-e.patch"] == before["patches/0002-add-e.patch"]
+    assert ok(series, "check").returncode == 0
+
+
+def test_continue_adopts_a_resolution_committed_by_hand(tpl: Scenario, tmp_path: Path) -> None:
+    series = _stopped(tpl, tmp_path)
+    tree = tree_repo(series)
+    (tree.path / "a.txt").write_text(RESOLVED)
+    tree.git("add", "a.txt")
+    tree.git("commit", "-q", "-m", "my own message")
+    ok(series, "continue")
+    subjects = tree.git("log", "--format=%s", f"{tpl.new_base}..HEAD").splitlines()
+    assert subjects[-1] == "my own message" and len(subjects) == 5
+
+
+def test_continue_stops_at_the_next_conflict(tpl: Scenario, tmp_path: Path) -> None:
+    both = upstream_commit(tpl, "both", {"a.txt": _edit(A, 3, "UPSTREAM 3"),
+                                        "b.txt": _edit(B, 10, "UPSTREAM b 10", "b")})
+    series = _stopped(tpl, tmp_path, both)
+    tree = tree_repo(series)
+    (tree.path / "a.txt").write_text(_edit(A, 3, "RESOLVED 3"))
+    tree.git("add", "a.txt")
+    err = fails(series, 1, "continue")
+    assert "patch 3/5 touch-b (0003-touch-b.patch) does not apply" in err
+    assert "b.txt: @@ -7,7 +7,7 @@" in err
+    status = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]
+    assert status["applied"] == 2 and status["stopped_at"] == "touch-b"
+
+
+# -- skip --------------------------------------------------------------------------------------
+def test_skip_drops_the_patch(tpl: Scenario, tmp_path: Path) -> None:
+    series = _stopped(tpl, tmp_path)
+    r = ok(series, "skip", "--json")
+    assert [p["id"] for p in json.loads(r.stdout)["patches"]] == IDS[1:]
+    text = (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    assert "UPSTREAM 3\n" in text and "PATCH 3\n" not in text and "PATCH 30\n" in text
+    assert "no apply in progress" in fails(series, 2, "skip")
+    ok(series, "export")
+    assert "id: change-a-line-3\n" not in (series / "series.yaml").read_text()
+    assert not (series / "patches/0001-change-a-line-3.patch").exists()
+    assert (series / "patches/0001-add-e.patch").exists()
+
+
+# -- abort -------------------------------------------------------------------------------------
+def test_abort_leaves_everything_as_before(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    checkout = Repo(series)  # the user's checkout is a git repository with the series committed
+    checkout.commit("series")
+    before = snapshot(series)
+    fails(series, 1, "apply", "--upstream", str(tpl.up.path), "--base", tpl.new_base)
+    ok(series, "abort")
+    assert snapshot(series) == before
+    assert checkout.git("status", "--porcelain") == ""
+    assert not (series / ".rebasectl" / "tree").exists()
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
+    assert "no apply in progress" in fails(series, 2, "abort")
+    ok(series, "apply")  # and a fresh apply works after it
+    assert tree_of(series / ".rebasectl" / "tree") == tpl.up.tree("feature")
+
+
+def test_abort_after_the_work_tree_vanished(tpl: Scenario, tmp_path: Path) -> None:
+    series = _stopped(tpl, tmp_path)
+    import shutil
+
+    shutil.rmtree(series / ".rebasectl" / "tree")
+    ok(series, "abort")
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
+
+
+# -- status and check --------------------------------------------------------------------------
+def test_status_plain_and_json(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    out = ok(series, "status").stdout
+    assert f"base {tpl.base[:12]}" in out and "change-a-line-30" in out
+    data = json.loads(ok(series, "status", "--json").stdout)
+    assert data["schema"] == "rebasectl.status/1"
+    assert data["upstream"]["base"] == tpl.base
+    assert [(p["index"], p["id"], p["files"], p["added"], p["removed"], p["empty"])
+            for p in data["patches"]] == [
+        (1, "change-a-line-3", 1, 1, 1, False), (2, "add-e", 1, 1, 0, False),
+        (3, "touch-b", 1, 1, 1, False), (4, "empty-marker", 0, 0, 0, True),
+        (5, "change-a-line-30", 1, 1, 1, False)]
+    assert data["apply_in_progress"] is None
+
+
+def test_check_statuses(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    assert "5 patches: ok" in ok(series, "check").stdout
+    data = json.loads(ok(series, "check", "--apply", "--upstream", str(tpl.up.path),
+                         "--json").stdout)
+    assert data["valid"] and data["applies"] and data["tip"]
+    assert [s["status"] for s in data["steps"]] == ["clean", "clean", "clean", "empty", "clean"]
+    assert not (series / ".rebasectl" / "tree").exists()  # no work tree
+    # a title that differs from the patch subject is a problem (exit 1)
+    text = (series / "series.yaml").read_text()
+    (series / "series.yaml").write_text(text.replace("title: 'feat: add e'", "title: other"))
+    r = rebasectl(series, "check")
+    assert r.returncode == 1 and "problem: add-e: title in series.yaml differs" in r.stdout
+    (series / "series.yaml").write_text(text)
+    # not canonical: applies, but a re-export would rewrite it (exit 1)
+    p2 = series / "patches/0002-add-e.patch"
+    p2.write_bytes(p2.read_bytes().replace(b"Subject: feat: add e\n\n",
+                                           b"Subject: feat: add e\n\n\n"))
+    assert json.loads(ok(series, "status", "--json").stdout)["patches"][1]["id"] == "add-e"
+    r = rebasectl(series, "check", "--apply")
+    assert r.returncode == 1 and "0002-add-e.patch: not canonical" in r.stdout, r.stdout
+    p2.write_bytes(snapshot(tpl.series)["patches/0002-add-e.patch"])
+    # does not apply on the pinned base (exit 1, naming patch and hunk)
+    (series / "series.yaml").write_text(text.replace(tpl.base, tpl.new_base))
+    err = fails(series, 1, "check", "--apply")
+    assert "patch 1 change-a-line-3 does not apply exactly" in err and "a.txt @@ -1,6" in err
+
+
+# -- import and export --------------------------------------------------------------------------
+def test_import_new_series(tpl: Scenario, tmp_path: Path) -> None:
+    snap = snapshot(tpl.series)
+    assert sorted(snap) == ["patches/0001-change-a-line-3.patch", "patches/0002-add-e.patch",
+                            "patches/0003-touch-b.patch", "patches/0004-empty-marker.patch",
+                            "patches/0005-change-a-line-30.patch", "series.yaml"]
+    assert b"Subject: [1/5] fix: change a line 3\n" in snap[
+        "patches/0001-change-a-line-3.patch"]
+    empty = snap["patches/0004-empty-marker.patch"]
+    assert empty.endswith(b"Subject: chore: empty marker\n\n---\n")
+    assert b"A body line.\n---\n" in snap["patches/0005-change-a-line-30.patch"]
+    kinds = [line.split(": ")[1] for line in snap["series.yaml"].decode().splitlines()
+             if line.startswith("  kind:")]
+    assert kinds == ["fix", "feature", "compat", "feature", "feature"]
+
+
+def test_reimport_keeps_metadata_and_bytes(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    before = snapshot(series)
+    out = ok(series, "import", f"{tpl.base}..feature", "--repo", str(tpl.up.path)).stdout
+    assert "0 files changed" in out
+    assert snapshot(series) == before
+    # a shorter range: the last patch goes, the others keep their bytes and metadata
+    ok(series, "import", f"{tpl.base}..feature~1", "--repo", str(tpl.up.path))
+    after = snapshot(series)
+    assert "patches/0005-change-a-line-30.patch" not in after
+    assert after["patches/0001-change-a-line-3.patch"] == before[
+        "patches/0001-change-a-line-3.patch"]
+    assert b"why: kept for the tests" in after["series.yaml"]
+
+
+def test_export_unchanged_is_byte_identical(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    before = snapshot(series)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    assert "0 files changed" in ok(series, "export").stdout
+    assert snapshot(series) == before
+
+
+def test_export_new_and_reworded_commits(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    tree = tree_repo(series)
+    tree.commit("feat: brand new thing", {"new.txt": "new\n"})
+    out = ok(series, "export").stdout
+    assert "2 files changed" in out  # the new patch and series.yaml
+    text = (series / "series.yaml").read_text()
+    assert "id: brand-new-thing" in text and "file: 0006-brand-new-thing.patch" in text
+    assert "why: kept for the tests" in text
+    assert "0 files changed" in ok(series, "export").stdout
+    # reword it in the tree: the id stays with it (matched by the tree map), the title follows
+    tree.git("commit", "-q", "--amend", "-m", "feat: renamed thing")
+    ok(series, "export")
+    text = (series / "series.yaml").read_text()
+    assert "id: brand-new-thing" in text and "title: 'feat: renamed thing'" in text
+    assert "file: 0006-brand-new-thing.patch" in text
+
+
+def test_export_refuses_merges(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    tree = tree_repo(series)
+    tip = tree.head()
+    tree.git("checkout", "-q", "--detach", "HEAD~1")
+    tree.commit("side", {"side.txt": "s\n"})
+    side = tree.head()
+    tree.git("checkout", "-q", "--detach", tip)
+    tree.git("merge", "-q", "--no-edit", "--no-ff", side)
+    assert "merge commit" in fails(series, 2, "export")
+
+
+def test_fetch_updates_the_mirror(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    assert "mirror up to date" in ok(series, "fetch", "--upstream", str(tpl.up.path)).stdout
+    later = upstream_commit(tpl, "later", {"later.txt": "x\n"})
+    ok(series, "fetch")  # the url of series.yaml
+    mirror = Repo.__new__(Repo)
+    mirror.path, mirror.clock = series / ".rebasectl" / "upstream.git", 0
+    assert mirror.git("rev-parse", "refs/heads/later") == later
