@@ -71,11 +71,12 @@ class Patch:
         return [FileChange(_path(f), f.added, f.removed) for f in _patchset(self.diff)]
 
     def hunks(self) -> list[Hunk]:
+        """Every hunk as written in the patch (unidiff would re-render '+1' as '+1,1')."""
         out: list[Hunk] = []
-        for pf in _patchset(self.diff):
-            for h in pf:
-                header = str(h).split("\n", 1)[0]
-                out.append(Hunk(_path(pf), header, str(h)))
+        for path, file_diff in self.file_diffs().items():
+            for raw in split_file_diff(file_diff)[1]:
+                text = raw.decode("utf-8", errors="replace")
+                out.append(Hunk(path, text.split("\n", 1)[0], text))
         return out
 
     def file_diffs(self) -> dict[str, bytes]:

@@ -1,0 +1,124 @@
+"""series.yaml: the model, its validation (file:line errors) and its one saved form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rebasectl.series import (
+    PatchEntry,
+    Series,
+    SeriesError,
+    Upstream,
+    dump,
+    load,
+    parse,
+    patch_filename,
+    slugify,
+)
+
+BASE = "1dcf0dafa884ad52ffb243625717a3471643e087"
+TEXT = f"""version: 1
+upstream:
+  name: megatron-lm
+  url: https://github.com/NVIDIA/Megatron-LM.git
+  branch: dev
+  base: {BASE}
+patches:
+  - id: mla-rope-triton
+    file: 0001-mla-rope.patch
+    title: "fix: MLA RoPE"
+    kind: fix
+    why: "needed"
+    upstream: "NVIDIA/Megatron-LM#1234"
+    drop_when: "upstream ships it"
+    absorbs: [old-rope]
+    tests: [tests/regression/test_mla_rope.py]
+  - id: bare
+    file: 0002-bare.patch
+    title: bare
+"""
+
+
+def _root(tmp_path: Path, text: str = TEXT) -> Path:
+    (tmp_path / "patches").mkdir()
+    for name in ("0001-mla-rope.patch", "0002-bare.patch"):
+        (tmp_path / "patches" / name).write_text("x")
+    (tmp_path / "series.yaml").write_text(text)
+    return tmp_path
+
+
+def test_load_fields_and_defaults(tmp_path: Path) -> None:
+    series = load(_root(tmp_path))
+    assert series.upstream == Upstream("megatron-lm", "https://github.com/NVIDIA/Megatron-LM.git",
+                                       "dev", BASE)
+    first, bare = series.patches
+    assert first == PatchEntry("mla-rope-triton", "0001-mla-rope.patch", "fix: MLA RoPE", "fix",
+                               "needed", "NVIDIA/Megatron-LM#1234", "upstream ships it",
+                               ("old-rope",), ("tests/regression/test_mla_rope.py",))
+    assert bare == PatchEntry("bare", "0002-bare.patch", "bare")
+    assert series.by_id("bare") is bare and series.index_of("bare") == 1
+    with pytest.raises(SeriesError, match="no patch with id 'nope'"):
+        series.by_id("nope")
+
+
+def test_dump_is_deterministic_and_loads_back(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    series = load(root)
+    data = dump(series)
+    assert data == dump(load(root)) and data.endswith(b"\n")
+    (root / "series.yaml").write_bytes(data)
+    assert load(root) == series
+    assert dump(load(root)) == data  # a saved series saves to the same bytes
+
+
+def test_empty_patch_list_variants(tmp_path: Path) -> None:
+    head = TEXT.split("patches:")[0]
+    for tail in ("patches: []\n", "patches:\n", "patches: null\n", ""):
+        assert parse(head + tail, tmp_path).patches == ()
+
+
+def test_unicode_and_quotes_survive_dump(tmp_path: Path) -> None:
+    entry = PatchEntry("u", "0001-u.patch", "fix: «quoted» 'single' \"double\": colon #hash",
+                       why="line one\nline two\n")
+    series = Series(Upstream("n", "u", "b", BASE), (entry,))
+    assert parse(dump(series).decode(), tmp_path, check_files=False) == series
+
+
+@pytest.mark.parametrize("change,where", [
+    (("absorbs: [old-rope]", "absorbs: [mla-rope-triton, 'Not An Id']"), "series.yaml:8: absorbs"),
+    (("kind: fix", "kind: [fix]"), "series.yaml:11: 'kind' must be a single value"),
+    (("why: \"needed\"", "why: 3"), "series.yaml:12: 'why' must be str, got 3"),
+    (("upstream: \"NVIDIA/Megatron-LM#1234\"", "upstream: yes"),
+     "series.yaml:13: 'upstream' must be str or null, got True"),
+    (("  branch: dev\n", "  branch: dev\n  branch: main\n"), "series.yaml:6: duplicate key"),
+    (("  name: megatron-lm\n", ""), "series.yaml:3: missing key 'name'"),
+    (("file: 0002-bare.patch", "file: sub\\\\x.patch"), "must be a relative path"),
+])
+def test_errors_name_file_and_line(tmp_path: Path, change: tuple[str, str], where: str) -> None:
+    assert change[0] in TEXT
+    with pytest.raises(SeriesError) as info:
+        parse(TEXT.replace(change[0], change[1], 1), _root(tmp_path))
+    assert where in info.value.message and "\n" not in info.value.message
+
+
+def test_check_files_off_allows_missing_files(tmp_path: Path) -> None:
+    assert len(parse(TEXT, tmp_path, check_files=False).patches) == 2
+    with pytest.raises(SeriesError, match="not found"):
+        parse(TEXT, tmp_path)
+
+
+@pytest.mark.parametrize("subject,slug", [
+    ("[1/8] fix: MLA RoPE triton kernel", "mla-rope-triton-kernel"),
+    ("feat(moe)!: Routing replay (#1234)", "routing-replay"),
+    ("[PATCH v2 3/4] compat: TE 2.x", "te-2-x"),
+    ("!!!", "patch"),
+    ("x" * 80, "x" * 48),
+])
+def test_slugify(subject: str, slug: str) -> None:
+    assert slugify(subject) == slug
+
+
+def test_patch_filename() -> None:
+    assert patch_filename(4, "mla-rope") == "0004-mla-rope.patch"
