@@ -83,6 +83,8 @@ class UpstreamRange:
         self._children: dict[str, list[str]] | None = None
         self._subjects: dict[str, str] = {}
         self._file_log: dict[str, list[tuple[str, bytes]]] = {}
+        self._between: dict[tuple[str, str, str], list[str]] = {}
+        self._order: list[str] | None = None
 
     @property
     def parents(self) -> dict[str, tuple[str, ...]]:
@@ -116,6 +118,19 @@ class UpstreamRange:
     def ref(self, commit: str) -> CommitRef:
         return CommitRef(commit, self.subject(commit))
 
+    def between(self, keeper: str, parent: str, path: str) -> list[str]:
+        """Commits of ``keeper..parent`` that touch ``path`` (one side of a merge)."""
+        key = (keeper, parent, path)
+        if key not in self._between:
+            self._between[key] = self.git.rev_list([f"{keeper}..{parent}"], paths=[path])
+        return self._between[key]
+
+    def order(self) -> list[str]:
+        """The commits of the range, oldest first (topological)."""
+        if self._order is None:
+            self._order = self.git.rev_list([self.spec])
+        return self._order
+
     def file_log(self, path: str) -> list[tuple[str, bytes]]:
         """(commit, diff of ``path``) for every non-merge commit of the range touching it."""
         return self.paths_log([path])
@@ -148,26 +163,34 @@ def relevant_stack(stack: Sequence[tuple[str, Patch]], target: int) -> list[int]
 
 
 # -- breaks ------------------------------------------------------------------------------------
-def _applies(git: Git, index: Path, patch: Patch) -> bool:
-    """The rule of ``materialise``: exactly, else 3-way; the index keeps the result, and is left
-    as it was when the patch does not apply."""
-    if patch.is_empty or git.apply_to_index(index, patch.diff, three_way=False).ok:
+def _applies(git: Git, index: Path, patch: Patch, *, keep: bool = True) -> bool:
+    """The rule of ``materialise``: exactly, else 3-way. With ``keep`` the index holds the result,
+    and is left as it was when the patch does not apply (a snapshot only on that path)."""
+    if patch.is_empty or git.applies_to_index(index, patch.diff, three_way=False):
         return True
-    snapshot = git.write_tree(index)
-    if git.apply_to_index(index, patch.diff, three_way=True).ok:
+    snapshot = git.write_tree(index) if keep else None
+    if git.applies_to_index(index, patch.diff, three_way=True):
         return True
-    git.read_tree(index, snapshot)
+    if snapshot is not None:
+        git.read_tree(index, snapshot)
     return False
 
 
 def stack_applies(git: Git, index: Path, entries: dict[str, tuple[str, str]],
-                  patches: Sequence[Patch]) -> bool:
+                  patches: Sequence[Patch], files: Sequence[Path] = ()) -> bool:
     """Whether the last of ``patches`` applies on ``entries`` after the others (each applied when
-    it can, left out when it cannot, as ``bump`` does)."""
+    it can, left out when it cannot, as ``bump`` does). ``files``: the same patches written out;
+    then the common cases take one git process (everything applies exactly) or three (the ones
+    below apply exactly, the last one is tried exactly and 3-way)."""
     git.index_from_entries(index, entries)
+    if files:
+        if git.applies_files(index, files):
+            return True
+        if len(files) > 1 and git.applies_files(index, files[:-1]):
+            return _applies(git, index, patches[-1], keep=False)
     for patch in patches[:-1]:
         _applies(git, index, patch)
-    return _applies(git, index, patches[-1])
+    return _applies(git, index, patches[-1], keep=False)
 
 
 def scan(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
@@ -193,9 +216,16 @@ def scan(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
         states.append((commit, frozenset(blobs.items())))
     distinct = list(dict.fromkeys(key for _, key in states))
     with tempfile.TemporaryDirectory(prefix="rebasectl-scan-") as tmp:
+        files: list[Path] = []
+        for number, patch in enumerate(patches):
+            if not patch.is_empty:
+                files.append(Path(tmp) / f"{number:04d}.patch")
+                files[-1].write_bytes(patch.diff)
+
         def decide(item: tuple[int, frozenset[tuple[str, tuple[str, str]]]]) -> bool:
             number, key = item
-            return stack_applies(git, Path(tmp) / f"index-{number}", dict(key), patches)
+            return stack_applies(git, Path(tmp) / f"index-{number}", dict(key), patches,
+                                 files if len(files) == len(patches) else ())
 
         workers = min(len(distinct), max(1, (os.cpu_count() or 2)))
         if workers > 1:
@@ -416,8 +446,7 @@ def _successors(rng: UpstreamRange, keeper: str, path: str,
         for parent in parents:
             if parent == keeper:
                 continue
-            side += [c for c in rng.git.rev_list([f"{keeper}..{parent}"], paths=[path])
-                     if c in removed_by]
+            side += [c for c in rng.between(keeper, parent, path) if c in removed_by]
         result += side or [child]
     return list(dict.fromkeys(result))
 
@@ -432,7 +461,7 @@ def _topo_order(rng: UpstreamRange, commits: Iterable[str]) -> list[str]:
     wanted = set(commits)
     if not wanted:
         return []
-    order = [c for c in rng.git.rev_list([rng.spec]) if c in wanted]
+    order = [c for c in rng.order() if c in wanted]
     return order + sorted(wanted - set(order))
 
 

@@ -456,6 +456,19 @@ class Git:
         self.run(["update-index", "-z", "--index-info"], input=data.encode(),
                  env={"GIT_INDEX_FILE": str(index)})
 
+    def applies_to_index(self, index: Path, patch: bytes, *, three_way: bool) -> bool:
+        """``apply_to_index`` for a yes/no answer: the same apply, without listing conflicts."""
+        args = ["apply", "--cached", "--whitespace=nowarn", *(["--3way"] if three_way else [])]
+        proc = self.run(args, input=patch, env={"GIT_INDEX_FILE": str(index)}, check=False)
+        return proc.returncode == 0
+
+    def applies_files(self, index: Path, files: Sequence[Path]) -> bool:
+        """Whether the patch files apply exactly, in order, one on top of the other (all or
+        nothing: the index is unchanged when any does not)."""
+        proc = self.run(["apply", "--cached", "--whitespace=nowarn", "--", *map(str, files)],
+                        env={"GIT_INDEX_FILE": str(index)}, check=False)
+        return proc.returncode == 0
+
     def reverse_applies(self, index: Path, patch: bytes) -> bool:
         proc = self.run(["apply", "--cached", "--check", "--reverse", "--whitespace=nowarn"],
                         input=patch, env={"GIT_INDEX_FILE": str(index)}, check=False)
