@@ -376,9 +376,11 @@ def culprits(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int
                         wanted[to_ref[number]] = text
                     elif start == rng.old and _meaningful(text):
                         needs_from_stack.setdefault(path, set()).add(text.strip())
+            written: list[str] = []
             if start == rng.old:
-                for commit in _inserted(rng, path, new_blobs[path][1], ref_text, wanted,
-                                        by_path.get(path, []), to_ref):
+                written = _rewritten(rng, path, new_blobs[path][1], ref_text,
+                                     by_path.get(path, []), to_ref)
+                for commit in written:
                     found.setdefault(commit, path)
             last = git.blame_reverse(start, rng.new, path, _ranges(sorted(wanted)))
             gone = {line: commit for line, commit in last.items() if commit != rng.new}
@@ -386,7 +388,9 @@ def culprits(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int
                 continue
             removed_by = {c: _removed_lines(d) for c, d in rng.file_log(path)}
             for line, keeper in sorted(gone.items()):
-                candidates = _successors(rng, keeper, path, removed_by)
+                candidates, opened = _successors(rng, keeper, path, removed_by)
+                if opened and written:
+                    continue  # a merge's other side, known precisely from the forward blame
                 text = wanted.get(line, "").strip()
                 strong = [c for c in candidates if text and text in removed_by.get(c, set())]
                 for commit in strong or candidates:
@@ -397,21 +401,29 @@ def culprits(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int
     return result, blocked
 
 
-def _inserted(rng: UpstreamRange, path: str, new_blob: str, old_text: list[str],
-              wanted: dict[int, str], hunks: Sequence[_Hunk], to_old: dict[int, int]) -> list[str]:
-    """Commits that put new lines between the lines a hunk needs (an insertion next to the
-    patch's own conflicts without removing anything): the hunk's span mapped into the new file,
-    forward-blamed on the lines that are not from the old base."""
+def _rewritten(rng: UpstreamRange, path: str, new_blob: str, old_text: list[str],
+               hunks: Sequence[_Hunk], to_old: dict[int, int]) -> list[str]:
+    """Commits that wrote what the new file now has where a hunk's lines were: the hunk's span,
+    widened to the nearest old lines that survive on each side, mapped into the new file and
+    forward-blamed on its lines that are not from the old base. That names the commit that
+    replaced a needed line or inserted lines among them (side branches included, no guessing
+    by content); a plain deletion leaves nothing there and is found by the reverse blame."""
     new_text = (rng.git.cat_blob(new_blob) or b"").decode(errors="replace").split("\n")
     old_to_new = _map_lines(new_text, old_text)
     kept = set(old_to_new.values())
     lines: list[int] = []
     for h in hunks:
         olds = [to_old[n] for n in range(h.start, h.start + len(h.lines)) if n in to_old]
-        news = [old_to_new[o] for o in olds if o in old_to_new and o in wanted]
-        if len(news) < 2:
+        if not olds:
             continue
-        lines += [n for n in range(min(news), max(news) + 1) if n not in kept]
+        lo, hi = min(olds), max(olds)
+        while lo > 1 and lo not in old_to_new:
+            lo -= 1
+        while hi < len(old_text) and hi not in old_to_new:
+            hi += 1
+        first = old_to_new.get(lo, 1)
+        last = old_to_new.get(hi, len(new_text))
+        lines += [n for n in range(first, last + 1) if n not in kept and n <= len(new_text)]
     if not lines:
         return []
     blamed = rng.git.blame_forward(rng.old, rng.new, path, _ranges(sorted(set(lines))))
@@ -431,24 +443,27 @@ def _ranges(lines: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def _successors(rng: UpstreamRange, keeper: str, path: str,
-                removed_by: dict[str, set[str]]) -> list[str]:
+                removed_by: dict[str, set[str]]) -> tuple[list[str], bool]:
     """The commits right after ``keeper`` (the last one that had a line) that change ``path``:
     a non-merge child itself; for a merge child, the commits of its other side that touch the
-    file (and the merge itself when its own resolution changed it)."""
+    file (and the merge itself when its own resolution changed it); and whether a merge was
+    opened up."""
     result: list[str] = []
+    opened = False
     for child in rng.children.get(keeper, []):
         parents = rng.parents.get(child, ())
         if len(parents) <= 1:
             if child in removed_by:
                 result.append(child)
             continue
+        opened = True
         side: list[str] = []
         for parent in parents:
             if parent == keeper:
                 continue
             side += [c for c in rng.between(keeper, parent, path) if c in removed_by]
         result += side or [child]
-    return list(dict.fromkeys(result))
+    return list(dict.fromkeys(result)), opened
 
 
 def _file_level(rng: UpstreamRange, path: str, *, created: bool) -> list[str]:
