@@ -222,6 +222,10 @@ def export_tree(ws: Workspace, worktree: Path) -> tuple[Series, list[str]]:
     if tree_map is None or not (worktree / ".git").exists():
         raise RebasectlError(f"no work tree at {worktree}: run `rebasectl apply` first")
     git = Git(worktree)
+    if not git.is_clean():
+        raise RebasectlError(f"{worktree} has uncommitted changes: commit them (`git commit "
+                             "--amend` into a patch, or a new commit for a new patch), or discard "
+                             "them, then export")
     base = tree_map.base
     head = git.head()
     if not git.is_ancestor(base, head):

@@ -104,9 +104,19 @@ def start(ws: Workspace, git: Git, base: str, worktree: Path) -> ApplyOutcome:
 
 
 def _check_room(ws: Workspace, worktree: Path) -> None:
-    """Refuse to replace a work tree that holds work that was never exported."""
+    """Refuse to replace anything but a rebasectl work tree, and one that holds work that was
+    never exported: the work tree is removed and made again, so a wrong ``--worktree`` (the
+    checkout itself, a parent of it, another clone) must never get that far."""
+    root = ws.root.resolve()
+    where = worktree.resolve()
+    if where == root or where in root.parents:
+        raise RebasectlError(f"--worktree {worktree}: is the series checkout or holds it; "
+                             "pick a directory of its own (default .rebasectl/tree)")
     if not worktree.exists():
         return
+    if (worktree / ".git").exists() and not _is_our_worktree(ws, worktree):
+        raise RebasectlError(f"{worktree} is a git repository that rebasectl did not make; "
+                             "pick another --worktree")
     tmap = load_tree_map(ws)
     if (worktree / ".git").exists():
         tree_git = Git(worktree)
@@ -121,6 +131,22 @@ def _check_room(ws: Workspace, worktree: Path) -> None:
         raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree")
     elif not worktree.is_dir():
         raise RebasectlError(f"{worktree} exists and is not a directory")
+
+
+def _is_our_worktree(ws: Workspace, worktree: Path) -> bool:
+    """A linked work tree of our mirror: its ``.git`` is a file naming a gitdir inside it."""
+    dotgit = worktree / ".git"
+    if not dotgit.is_file():
+        return False
+    try:
+        text = dotgit.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not text.startswith("gitdir: "):
+        return False
+    gitdir = Path(text[len("gitdir: "):])
+    mirror = (ws.mirror / "worktrees").resolve()
+    return mirror in gitdir.resolve().parents
 
 
 def _clear(ws: Workspace, worktree: Path) -> None:
@@ -268,9 +294,12 @@ def skip(ws: Workspace, git: Git) -> ApplyOutcome:
 def abort(ws: Workspace, git: Git | None) -> Path:
     state = _require_state(ws)
     worktree = Path(state.worktree)
-    if git is not None and (worktree / ".git").exists():
-        git.worktree_remove(worktree)
-    shutil.rmtree(worktree, ignore_errors=True)
+    foreign = (worktree / ".git").exists() and not _is_our_worktree(ws, worktree)
+    holds_root = worktree.resolve() in (ws.root.resolve(), *ws.root.resolve().parents)
+    if not foreign and not holds_root:  # never delete what rebasectl did not make
+        if git is not None and (worktree / ".git").exists():
+            git.worktree_remove(worktree)
+        shutil.rmtree(worktree, ignore_errors=True)
     (ws.state_dir / "tree.json").unlink(missing_ok=True)
     ws.apply_state.unlink(missing_ok=True)
     return worktree

@@ -71,8 +71,10 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
         )
     src = validate_source(source)
     ws.ensure_state_dir()
+    for stale in ws.state_dir.glob("upstream.git.tmp-*"):  # clones cut short by a kill
+        if not _alive(stale.name.rsplit("-", 1)[1]):
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = ws.state_dir / f"upstream.git.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
         Git.init_bare_clone(src, tmp)
         os.replace(tmp, ws.mirror)
@@ -111,3 +113,13 @@ def open_for(ws: Workspace, explicit: str | None, series_url: str | None, needed
         except RebasectlError:
             pass
     return git
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -345,3 +345,33 @@ def test_fetch_updates_the_mirror(tpl: Scenario, tmp_path: Path) -> None:
     mirror = Repo.__new__(Repo)
     mirror.path, mirror.clock = series / ".rebasectl" / "upstream.git", 0
     assert mirror.git("rev-parse", "refs/heads/later") == later
+
+
+@pytest.mark.parametrize("where", [".", "..", "other-clone"])
+def test_apply_never_deletes_what_it_did_not_make(tpl: Scenario, tmp_path: Path,
+                                                  where: str) -> None:
+    """`--worktree` naming the checkout, a parent of it or another clone is refused; before
+    this check, `apply --worktree .` removed the whole checkout, .git included."""
+    series = copy(tpl, tmp_path)
+    checkout = Repo(series)
+    checkout.commit("series")
+    other = Repo(tmp_path / "other-clone")
+    other.commit("theirs", {"t.txt": "t\n"})
+    target = {".": series, "..": tmp_path, "other-clone": other.path}[where]
+    before = snapshot(series)
+    fails(series, 2, "apply", "--upstream", str(tpl.up.path), "--worktree", str(target))
+    assert snapshot(series) == before
+    assert checkout.git("status", "--porcelain") == "" and checkout.git("log", "--format=%s") \
+        == "series"
+    assert (other.path / "t.txt").read_text() == "t\n" and other.git("status", "--porcelain") == ""
+
+
+def test_export_refuses_uncommitted_changes(tpl: Scenario, tmp_path: Path) -> None:
+    """Edits not committed in the work tree would silently not be exported."""
+    series = copy(tpl, tmp_path)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    before = snapshot(series)
+    (series / ".rebasectl" / "tree" / "a.txt").write_text("edited\n")
+    assert "uncommitted changes" in fails(series, 2, "export")
+    assert snapshot(series) == before
+    assert (series / ".rebasectl" / "tree" / "a.txt").read_text() == "edited\n"

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import _HERMETIC
 from tests.sfix import Scenario, make, run_cli, snapshot
-from tests.synth import rebasectl
+from tests.synth import Repo, rebasectl
 
 P1 = "patches/0001-change-a-line-3.patch"
 P2 = "patches/0002-add-e.patch"
@@ -111,6 +111,13 @@ def _writable_again(path: Path) -> None:
         subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
     if path.exists():
         path.chmod(0o755)
+
+
+def _git_checkout(path: Path) -> None:
+    """Make ``path`` a git repository with everything in it committed (a user's checkout)."""
+    repo = Repo(path)
+    (path / "mine.txt").write_text("precious\n")
+    repo.commit("user work")
 
 
 def _hunk_header(ctx: Ctx) -> None:
@@ -289,6 +296,17 @@ CASES: list[Case] = [
          lambda c: (c.write("afile", "x\n"), ["apply", "--upstream", c.up,
                                               "--worktree", str(c.series / "afile")])[1],
          "afile exists and is not a directory"),
+    Case("worktree-is-the-checkout",
+         lambda c: (_git_checkout(c.series), ["apply", "--upstream", c.up, "--worktree",
+                                              str(c.series)])[1],
+         "is the series checkout or holds it"),
+    Case("worktree-holds-the-checkout",
+         lambda c: ["apply", "--upstream", c.up, "--worktree", str(c.tmp)],
+         "is the series checkout or holds it"),
+    Case("worktree-another-clone",
+         lambda c: (_git_checkout(c.tmp / "clone"), ["apply", "--upstream", c.up,
+                                                     "--worktree", str(c.tmp / "clone")])[1],
+         "is a git repository that rebasectl did not make"),
     Case("worktree-foreign-dir",
          lambda c: ((c.tmp / "mine").mkdir(), (c.tmp / "mine" / "keep.txt").write_text("x"),
                     ["apply", "--upstream", c.up, "--worktree", str(c.tmp / "mine")])[2],
