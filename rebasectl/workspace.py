@@ -60,8 +60,12 @@ class Workspace:
         return self.state_dir / "txn"
 
     def ensure_state_dir(self) -> Path:
-        self.state_dir.mkdir(exist_ok=True)
-        ignore = self.state_dir / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n")
+        try:
+            self.state_dir.mkdir(exist_ok=True)
+            ignore = self.state_dir / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text("*\n")
+        except OSError as exc:
+            raise RebasectlError(f"{self.state_dir}: cannot create rebasectl's state here: "
+                                 f"{exc.strerror}") from None
         return self.state_dir

@@ -305,3 +305,31 @@ def test_fault_spec_is_inert_elsewhere(ref: Reference, tmp_path: Path) -> None:
     data = json.loads((series / ".rebasectl" / "tree.json").read_text())
     assert [c[0] for c in data["commits"]] == ["change-a-line-3", "add-e", "touch-b",
                                                "empty-marker", "change-a-line-30"]
+
+
+@pytest.mark.parametrize("delay", [0.35, 0.5, 0.65, 0.8, 1.0])
+def test_real_ctrl_c_to_the_process_group(ref: Reference, tmp_path: Path, delay: float) -> None:
+    """A terminal's Ctrl-C: SIGINT to rebasectl and its git children at once, at whatever point
+    the delay falls. Exit 0 (too late) or 130 with one line; then a rerun finishes the apply."""
+    import subprocess
+    import sys
+    import time
+
+    series = _copy(ref, tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "rebasectl", "-C", str(series), "apply",
+                             "--upstream", str(ref.sc.up.path)], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 130, -signal.SIGINT), err
+    assert "Traceback" not in err
+    if proc.returncode == 130:
+        assert err.count("\n") == 1 and "interrupted" in err, err
+    _ok(series, "apply")
+    head, tree, clean = _tree_state(series)
+    assert head == ref.apply_tip and tree == ref.sc.up.tree("feature") and clean
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
