@@ -375,3 +375,20 @@ def test_export_refuses_uncommitted_changes(tpl: Scenario, tmp_path: Path) -> No
     assert "uncommitted changes" in fails(series, 2, "export")
     assert snapshot(series) == before
     assert (series / ".rebasectl" / "tree" / "a.txt").read_text() == "edited\n"
+
+
+def test_continue_after_the_work_tree_vanished(tpl: Scenario, tmp_path: Path) -> None:
+    """The stopped patch is redone from scratch: it stops at the same conflict again."""
+    import shutil
+
+    series = _stopped(tpl, tmp_path)
+    shutil.rmtree(series / ".rebasectl" / "tree")
+    err = fails(series, 1, "continue")
+    assert "patch 1/5 change-a-line-3" in err
+    assert "<<<<<<<" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    tree = tree_repo(series)
+    (tree.path / "a.txt").write_text(RESOLVED)
+    tree.git("add", "a.txt")
+    ok(series, "continue")
+    assert (series / ".rebasectl" / "tree" / "a.txt").read_text() == RESOLVED.replace(
+        "a 30\n", "PATCH 30\n")
