@@ -135,6 +135,10 @@ def series_from_commits(
             )
         entries.append(entry)
         files[name] = patch.render()
+        try:  # refuse now what the series could not load back (binaries, unsafe paths)
+            parse(files[name], f"{PATCH_DIR}/{name}")
+        except PatchError as exc:
+            raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
     return Series(
         Upstream(upstream.name, upstream.url, upstream.branch, base), tuple(entries)
     ), files

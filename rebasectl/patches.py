@@ -216,7 +216,7 @@ def parse(data: bytes, source: str) -> Patch:
                 f"{source}:1: missing '{key.capitalize()}:' header "
                 "(expected a git format-patch file)"
             )
-    name, addr = email.utils.parseaddr(_decode_header(headers["from"]))
+    name, addr = _parse_from(_decode_header(headers["from"]))
     if not addr:
         raise PatchError(f"{source}:1: 'From:' header has no email address")
     date = headers.get("date", "")
@@ -252,6 +252,19 @@ def _parse_headers(text: str, source: str) -> dict[str, str]:
         last = key.strip().lower()
         headers[last] = value.strip()
     return headers
+
+
+def _parse_from(value: str) -> tuple[str, str]:
+    """``Name <addr>`` as git writes it. Not email.utils.parseaddr alone: it cuts addresses that
+    git accepts but RFC 5322 does not, such as ``github-actions[bot]@users.noreply.github.com``
+    (-> ``github-actions``), which changed the author on every round trip."""
+    m = re.match(r"^\s*(.*?)\s*<([^<>]*)>\s*$", value)
+    if m is None:
+        return email.utils.parseaddr(value)
+    name = m.group(1)
+    if len(name) >= 2 and name.startswith('"') and name.endswith('"'):
+        name = email.utils.unquote(name)
+    return name, m.group(2).strip()
 
 
 def _decode_header(value: str) -> str:

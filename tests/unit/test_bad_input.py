@@ -275,6 +275,12 @@ CASES: list[Case] = [
          "range '-x..feature'"),
     Case("range-not-ancestor", lambda c: ["import", f"feature..{c.sc.new_base}", "--repo", c.up],
          "is not an ancestor"),
+    Case("import-binary-commit",
+         lambda c: (c.sc.up.git("checkout", "-q", "-B", "bin", "feature"),
+                    (c.sc.up.path / "logo.png").write_bytes(b"\x89PNG\x00\x01"),
+                    c.sc.up.commit("docs: logo"), c.sc.up.checkout("main"),
+                    ["import", f"{c.sc.base}..bin", "--repo", c.up])[4],
+         "(docs: logo): patches/0006-logo.patch:10: binary patch refused (logo.png)"),
     Case("import-repo-not-git",
          lambda c: ((c.tmp / "plain").mkdir(), ["import", "a..b", "--repo", str(c.tmp / "plain")]
                     )[1], "plain: not a git repository"),

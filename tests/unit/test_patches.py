@@ -121,3 +121,30 @@ def test_errors_name_the_line(cut: bytes, where: str) -> None:
     with pytest.raises(PatchError) as info:
         parse(data, "c.patch")
     assert where in info.value.message
+
+
+def test_bot_address_round_trip() -> None:
+    """Real Megatron-LM authors such as github-actions[bot]: parseaddr cut the address at '['
+    (the author changed on every apply/export round trip)."""
+    patch = Patch("github-actions[bot]", "github-actions[bot]@users.noreply.github.com",
+                  "Wed, 17 Dec 2025 19:47:06 +0000", "chore: rotate oncall schedule\n", b"")
+    data = patch.render()
+    assert b'From: "github-actions[bot]" <github-actions[bot]@users.noreply.github.com>\n' in data
+    assert parse(data, "bot.patch") == patch
+
+
+def test_real_megatron_commits_round_trip(mirror_path: Path) -> None:
+    """Every commit of 3714d81..1dcf0da: the canonical patch parses back to itself, and only
+    true binaries are refused (no false alarm of the safety checks on real diffs)."""
+    from rebasectl.exchange import patch_from_commit
+    from rebasectl.gitio import Git
+
+    git = Git(mirror_path)
+    refused = []
+    for info in git.commits(git.rev_list(["3714d81..1dcf0da"])):
+        data = patch_from_commit(git, info).render()
+        try:
+            assert parse(data, "m.patch").render() == data, info.sha
+        except PatchError as exc:
+            refused.append(exc.message)
+    assert refused and all("binary patch refused (docs/images/" in m for m in refused)
