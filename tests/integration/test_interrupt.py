@@ -333,3 +333,22 @@ def test_real_ctrl_c_to_the_process_group(ref: Reference, tmp_path: Path, delay:
     head, tree, clean = _tree_state(series)
     assert head == ref.apply_tip and tree == ref.sc.up.tree("feature") and clean
     assert not (series / ".rebasectl" / "apply-state.json").exists()
+
+
+def test_megatron_kill_at_patch_boundaries(mirror_path: Path, tmp_path: Path) -> None:
+    """The real upstream: 15 Megatron-LM commits imported, apply killed after patch 4, 8 and 12
+    in turn, continue; the tree is the original tip's, and export changes no byte."""
+    m = Repo.__new__(Repo)
+    m.path, m.clock = mirror_path, 0
+    tip = m.git("rev-list", "--first-parent", "--reverse", "3714d81..1dcf0da").split()[14]
+    series = tmp_path / "series"
+    series.mkdir()
+    _ok(series, "import", f"3714d81..{tip}", "--repo", str(mirror_path))
+    before = snapshot(series)
+    for n in (4, 8, 12):
+        _faulted(series, "kill", "commit", n, "apply", "--upstream", str(mirror_path))
+        _ok(series, "continue")
+        assert tree_of(series / ".rebasectl" / "tree") == m.tree(tip)
+        assert snapshot(series) == before
+    _ok(series, "export")
+    assert snapshot(series) == before
