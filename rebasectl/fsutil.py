@@ -99,6 +99,10 @@ def _check_writable(root: Path, rels: list[str]) -> None:
         if probe in probed:
             continue
         probed.add(probe)
+        real_root = root.resolve()
+        if probe.resolve() != real_root and real_root not in probe.resolve().parents:
+            raise RebasectlError(f"{probe}: leads outside the repository (symlink?); refusing "
+                                 "to write there")
         if not probe.is_dir():
             raise RebasectlError(f"{probe}: not a directory")
         try:

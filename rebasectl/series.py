@@ -197,6 +197,8 @@ def _patch_entry(item: yaml.Node, name: str, root: Path, check_files: bool) -> P
         raise SeriesError(f"{name}:{line}: empty title")
     file_line = _line(fields["file"][1])
     _inside(root / PATCH_DIR, values["file"], f"{name}:{file_line}", "file")
+    if (root / PATCH_DIR).exists():  # patches/ itself must not lead out (a symlink)
+        _inside(root, f"{PATCH_DIR}/{values['file']}", f"{name}:{file_line}", "file")
     if check_files and not (root / PATCH_DIR / values["file"]).is_file():
         raise SeriesError(f"{name}:{file_line}: patch file {PATCH_DIR}/{values['file']} not found")
     for test in values.get("tests", ()):
