@@ -181,7 +181,10 @@ def run_tests(
                     result.failed += 1
                     result.failures.append(node)
         results.append(result)
-    uncovered = [r.id for r in results if r.failed == 0] if against == "base" else []
+    # On the base every patch needs a failing test. Under --cpu/--gpu only the patches that have
+    # tests in that selection are judged (a CPU-only patch has nothing to prove on --gpu).
+    judged = [r for r in results if device is None or r.passed + r.failed > 0]
+    uncovered = [r.id for r in judged if r.failed == 0] if against == "base" else []
     return TestRun(against, tree_id(tree), results, uncovered, code, tail)
 
 
