@@ -34,6 +34,7 @@ class ApplyState:
     current: str | None = None  # the patch stopped at (conflict in the work tree)
     conflicts: list[dict[str, object]] = field(default_factory=list)
     in_tree: bool = False  # the conflict of ``current`` has been written into the work tree
+    cleared: bool = True  # the work tree is this apply's (an older one was removed first)
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -97,9 +98,11 @@ def start(ws: Workspace, git: Git, base: str, worktree: Path) -> ApplyOutcome:
     series = load(ws.root)
     loaded = load_patches(ws, series)
     _check_room(ws, worktree)
-    state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded])
+    state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded], cleared=False)
     save_state(ws, state)  # from here on an interruption is finished by `continue` or a rerun
     _clear(ws, worktree)
+    state.cleared = True
+    save_state(ws, state)
     return _run(ws, git, state, {lp.entry.id: lp for lp in loaded})
 
 
@@ -222,6 +225,10 @@ def _conflict_message(
 def _reconcile(ws: Workspace, git: Git, state: ApplyState) -> Git | None:
     """Adopt commits that reached the work tree after the last save; None if it is gone."""
     worktree = Path(state.worktree)
+    if not state.cleared:  # interrupted before the old work tree went: its commits are not ours
+        _clear(ws, worktree)
+        state.cleared = True
+        save_state(ws, state)
     if not (worktree / ".git").exists():
         return None
     tree_git = Git(worktree)

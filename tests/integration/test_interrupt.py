@@ -352,3 +352,20 @@ def test_megatron_kill_at_patch_boundaries(mirror_path: Path, tmp_path: Path) ->
         assert snapshot(series) == before
     _ok(series, "export")
     assert snapshot(series) == before
+
+
+def test_reapply_killed_before_the_old_tree_is_cleared(ref: Reference, tmp_path: Path) -> None:
+    """apply, edit a patch, apply again killed right after its state is saved (the old work tree
+    still there): continue must apply the edited patch, not adopt the old tree's commits (which
+    a later export would write back over the edit)."""
+    series = _copy(ref, tmp_path)
+    _ok(series, "apply", "--upstream", str(ref.sc.up.path))
+    p2 = series / "patches" / "0002-add-e.patch"
+    p2.write_bytes(p2.read_bytes().replace(b"+new file\n", b"+edited by hand\n"))
+    edited = snapshot(series)
+    _faulted(series, "kill", "state", 1, "apply")
+    _ok(series, "continue")
+    assert (series / ".rebasectl" / "tree" / "e.txt").read_text() == "edited by hand\n"
+    _ok(series, "export")
+    assert b"+edited by hand\n" in (series / "patches" / "0002-add-e.patch").read_bytes()
+    assert snapshot(series)["series.yaml"] == edited["series.yaml"]
