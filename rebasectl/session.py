@@ -261,6 +261,13 @@ def _commit_resolution(
     ws: Workspace, tree_git: Git, state: ApplyState, patches: dict[str, LoadedPatch]
 ) -> None:
     assert state.current is not None
+    head = tree_git.run(["rev-parse", "HEAD"], check=False).stdout.decode().strip()
+    if head != state.tip:  # the index would be committed on top of the wrong parent
+        raise RebasectlError(
+            f"{state.worktree}: HEAD moved to {head[:12] or '?'} while patch {state.current} "
+            f"waits on {state.tip[:12]}; `git reset --keep {state.tip[:12]}` there (keeps your "
+            "edits), or `rebasectl abort`"
+        )
     unresolved = tree_git.unmerged_paths()
     if unresolved:
         raise ConflictError(

@@ -392,3 +392,20 @@ def test_continue_after_the_work_tree_vanished(tpl: Scenario, tmp_path: Path) ->
     ok(series, "continue")
     assert (series / ".rebasectl" / "tree" / "a.txt").read_text() == RESOLVED.replace(
         "a 30\n", "PATCH 30\n")
+
+
+def test_continue_refuses_a_moved_head(tpl: Scenario, tmp_path: Path) -> None:
+    """While patch 3 waits, HEAD moved back (git reset --hard HEAD~1): committing the index
+    would silently revert patch 2; refused, and the advice given works."""
+    both = upstream_commit(tpl, "both3", {"b.txt": _edit(B, 10, "UPSTREAM b 10", "b")})
+    series = _stopped(tpl, tmp_path, both)
+    tree = tree_repo(series)
+    waiting = tree.head()
+    tree.git("reset", "-q", "--hard", "HEAD~1")
+    (tree.path / "b.txt").write_text(_edit(B, 10, "RESOLVED b 10", "b"))
+    tree.git("add", "b.txt")
+    assert "HEAD moved to" in fails(series, 2, "continue")
+    tree.git("reset", "-q", "--keep", waiting)
+    ok(series, "continue")
+    assert (tree.path / "e.txt").read_text() == "new file\n"  # patch 2 is still there
+    assert "RESOLVED b 10\n" in (tree.path / "b.txt").read_text()  # and the resolution too
