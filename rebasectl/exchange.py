@@ -172,9 +172,21 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes]) -> list
     """Replace patches/ and series.yaml with ``series``/``files`` in one transaction; returns the
     paths whose bytes changed."""
     txn = FileTransaction(ws.root, ws.journal_dir)
-    if ws.patch_dir.is_dir():
-        for old in ws.patch_dir.glob("*.patch"):
-            txn.delete(f"{PATCH_DIR}/{old.name}")
+    # only files the current series lists are ours to remove or replace: a patch file someone
+    # put in patches/ without listing it is never deleted, and never silently overwritten
+    listed: set[str] = set()
+    try:
+        current = _maybe_load(ws)
+        listed = {e.file for e in current.patches} if current else set()
+    except RebasectlError:
+        pass
+    existing = {p.name for p in ws.patch_dir.glob("*.patch")} if ws.patch_dir.is_dir() else set()
+    clash = sorted((existing - listed) & set(files))
+    if clash:
+        raise RebasectlError(f"{PATCH_DIR}/{clash[0]}: not listed in {SERIES_FILE} and would be "
+                             "overwritten; move it out of the way first")
+    for name in sorted(existing & listed):
+        txn.delete(f"{PATCH_DIR}/{name}")
     for name, data in files.items():
         txn.write(f"{PATCH_DIR}/{name}", data)
     txn.write(SERIES_FILE, dump(series))

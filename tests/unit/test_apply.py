@@ -409,3 +409,24 @@ def test_continue_refuses_a_moved_head(tpl: Scenario, tmp_path: Path) -> None:
     ok(series, "continue")
     assert (tree.path / "e.txt").read_text() == "new file\n"  # patch 2 is still there
     assert "RESOLVED b 10\n" in (tree.path / "b.txt").read_text()  # and the resolution too
+
+
+def test_export_never_deletes_or_overwrites_unlisted_patch_files(tpl: Scenario,
+                                                                 tmp_path: Path) -> None:
+    """A patch file dropped into patches/ but not (yet) listed in series.yaml is the user's:
+    export renumbers around it, never deletes it, and refuses to overwrite one."""
+    series = copy(tpl, tmp_path)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    mine = series / "patches" / "0009-my-draft.patch"
+    mine.write_text("my draft, not listed yet\n")
+    tree = tree_repo(series)
+    tree.git("rebase", "-q", "--onto", "HEAD~5", "HEAD~4")  # drop patch 1: the rest renumber
+    ok(series, "export")
+    assert mine.read_text() == "my draft, not listed yet\n"
+    assert not (series / "patches" / "0005-change-a-line-30.patch").exists()
+    clash = series / "patches" / "0005-clash.patch"
+    clash.write_text("mine too\n")
+    tree.commit("feat: clash", {"c.txt": "c\n"})
+    before = snapshot(series)
+    assert "0005-clash.patch: not listed in series.yaml" in fails(series, 2, "export")
+    assert snapshot(series) == before

@@ -292,6 +292,10 @@ CASES: list[Case] = [
                     c.sc.up.commit("docs: logo"), c.sc.up.checkout("main"),
                     ["import", f"{c.sc.base}..bin", "--repo", c.up])[4],
          "(docs: logo): patches/0006-logo.patch:10: binary patch refused (logo.png)"),
+    Case("import-over-unlisted-patch-files",
+         lambda c: ((c.series / "series.yaml").unlink(),
+                    ["import", f"{c.sc.base}..feature", "--repo", c.up])[1],
+         "patches/0001-change-a-line-3.patch: not listed in series.yaml and would be overwritten"),
     Case("import-repo-not-git",
          lambda c: ((c.tmp / "plain").mkdir(), ["import", "a..b", "--repo", str(c.tmp / "plain")]
                     )[1], "plain: not a git repository"),
