@@ -65,13 +65,18 @@ class FileTransaction:
         if self.journal_dir.exists():
             shutil.rmtree(self.journal_dir)
         staged = self.journal_dir / "staged"
-        staged.mkdir(parents=True)
         moves: list[list[str]] = []
-        for i, rel in enumerate(sorted(r for r in changed if r in self.writes)):
-            tmp = staged / f"{i:05d}"
-            tmp.write_bytes(self.writes[rel])
-            moves.append([str(tmp.relative_to(self.journal_dir)), rel])
-            boundary("txn-stage")
+        try:
+            staged.mkdir(parents=True)
+            for i, rel in enumerate(sorted(r for r in changed if r in self.writes)):
+                tmp = staged / f"{i:05d}"
+                tmp.write_bytes(self.writes[rel])
+                moves.append([str(tmp.relative_to(self.journal_dir)), rel])
+                boundary("txn-stage")
+        except OSError as exc:  # disk full, quota: nothing has been moved yet
+            shutil.rmtree(self.journal_dir, ignore_errors=True)
+            raise RebasectlError(f"{self.journal_dir}: cannot stage the new files: "
+                                 f"{exc.strerror}; nothing was changed") from None
         deletes = sorted(r for r in changed if r in self.deletes)
         journal = {"moves": moves, "deletes": deletes}
         atomic_write(self.journal_dir / JOURNAL, json.dumps(journal).encode())

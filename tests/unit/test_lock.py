@@ -120,3 +120,29 @@ def test_lock_of_killed_command_is_recovered(tmp_path: Path) -> None:
     r = rebasectl(sc.series, "continue")
     assert r.returncode == 0, r.stderr
     assert tree_of(sc.series / ".rebasectl" / "tree") == sc.up.tree("feature")
+
+
+def test_disk_full_while_staging_changes_nothing(tmp_path: Path) -> None:
+    """A write that fails halfway (here: a file-size limit, as a full disk would) is exit 2 with
+    one line, and the series is as it was; the next export finishes normally."""
+    import resource
+
+    sc = make(tmp_path)
+    assert rebasectl(sc.series, "apply", "--upstream", str(sc.up.path)).returncode == 0
+    tree = sc.series / ".rebasectl" / "tree"
+    (tree / "big.txt").write_text("x" * 4000 + "\n")
+    subprocess.run(["git", "-C", str(tree), "add", "big.txt"], check=True)
+    subprocess.run(["git", "-C", str(tree), "commit", "-q", "-m", "feat: big"], check=True)
+    before = snapshot(sc.series)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    r = subprocess.run([sys.executable, "-m", "rebasectl", "-C", str(sc.series), "export"],
+                       preexec_fn=limit, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "nothing was changed" in r.stderr, r.stderr
+    assert snapshot(sc.series) == before
+    assert not (sc.series / ".rebasectl" / "txn").exists()
+    assert rebasectl(sc.series, "export").returncode == 0
+    assert "patches/0006-big.patch" in snapshot(sc.series)
