@@ -73,7 +73,9 @@ def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
         "problems": problems,
     }
     if apply:
-        git = open_for(ws, upstream, series.upstream.url, [series.upstream.base])
+        ws.ensure_state_dir()
+        with RepoLock(ws.lock_file, "check --apply"):  # it may create or fetch the mirror
+            git = open_for(ws, upstream, series.upstream.url, [series.upstream.base])
         base = resolve(git, series.upstream.base, what="base")
         done = materialise(git, base, [(lp.entry.id, lp.patch) for lp in loaded], three_way=False)
         result["applies"] = done.ok

@@ -77,7 +77,11 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
     tmp = ws.state_dir / f"upstream.git.tmp-{os.getpid()}"
     try:
         Git.init_bare_clone(src, tmp)
-        os.replace(tmp, ws.mirror)
+        try:
+            os.replace(tmp, ws.mirror)
+        except OSError:
+            if not (ws.mirror / "HEAD").exists():  # not a concurrent clone that won the race
+                raise RebasectlError(f"{ws.mirror}: cannot create the mirror there") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Git(ws.mirror)
