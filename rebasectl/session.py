@@ -4,7 +4,11 @@ State lives in ``.rebasectl/apply-state.json`` and is written before every step 
 work tree, so a crash or Ctrl-C at any point leaves a state that ``continue`` resumes: commits that
 reached the work tree's HEAD after the last save are recognised (they can only be the next patches,
 in order) and adopted, and a missing or half-made work tree is made again from the recorded commits.
-``abort`` removes the work tree and the state; it never touches patches/ or series.yaml.
+Two flags close the gaps between saves: ``cleared`` (an older work tree is gone, so commits found
+in the tree are this apply's) and ``in_tree`` (the stopped patch's conflict reached the tree, so
+``continue`` may commit what is there). A rerun of the same ``apply`` finishes an interrupted one.
+``abort`` removes the work tree and the state; it never touches patches/ or series.yaml, and
+nothing that rebasectl did not make (the checkout, a parent of it, another repository) is removed.
 """
 
 from __future__ import annotations
