@@ -271,12 +271,19 @@ def cpu_router_shims() -> Iterator[None]:
     import megatron.core.transformer.moe.moe_utils as moe_utils
     import torch
 
+    import torch._dynamo
+
     saved: list[tuple[Any, str, Any]] = [
         (torch.cuda, "current_device", torch.cuda.current_device),
         (moe_utils, "te_general_gemm", getattr(moe_utils, "te_general_gemm", _MISSING)),
+        (torch._dynamo.config, "disable", torch._dynamo.config.disable),
     ]
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
     moe_utils.te_general_gemm = None
+    # On a CUDA host, torch.compile'd router helpers (expert bias) would ask dynamo's CUDA device
+    # interface for the current device, which now answers "cpu" and breaks it (seen on the H200:
+    # InternalTorchDynamoError). Compilation is not under test: run those helpers eagerly.
+    torch._dynamo.config.disable = True
     try:
         yield
     finally:
