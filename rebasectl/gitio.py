@@ -38,6 +38,18 @@ CANONICAL_DIFF = (
 ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 
 
+def network_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """For clone and fetch: the user's git config applies (``url.<base>.insteadOf``, proxies,
+    credentials), but only the allowed transports, and never a prompt."""
+    env = dict(os.environ)
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL=ALLOWED_PROTOCOLS)
+    for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
+        env.pop(key, None)
+    if extra:
+        env.update(extra)
+    return env
+
+
 def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """An environment in which no system or global git config can change git's output."""
     env = dict(os.environ)
@@ -112,7 +124,7 @@ class Git:
         check: bool = True,
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        full_env = hermetic_env(env) if self.hermetic else {**os.environ, **(env or {})}
+        full_env = hermetic_env(env) if self.hermetic else network_env(env)
         try:
             proc = subprocess.run(
                 ["git", *args],
@@ -147,11 +159,13 @@ class Git:
 
     @staticmethod
     def init_bare_clone(source: str, dest: Path) -> Git:
-        Git(dest.parent).run(["clone", "--mirror", "--quiet", "--", source, str(dest)])
+        # the user's config applies to talking to the upstream (url.<base>.insteadOf, proxies)
+        Git(dest.parent, hermetic=False).run(["clone", "--mirror", "--quiet", "--", source,
+                                              str(dest)])
         return Git(dest)
 
     def fetch_all(self) -> None:
-        self.run(["fetch", "--prune", "--quiet", "origin"])
+        Git(self.path, hermetic=False).run(["fetch", "--prune", "--quiet", "origin"])
 
     def set_remote_url(self, url: str) -> None:
         self.run(["remote", "set-url", "origin", "--", url])

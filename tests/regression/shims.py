@@ -270,7 +270,6 @@ def cpu_router_shims() -> Iterator[None]:
     """``torch.cuda.current_device()`` answers "cpu"; the router gemm does not use TE."""
     import megatron.core.transformer.moe.moe_utils as moe_utils
     import torch
-
     import torch._dynamo
 
     saved: list[tuple[Any, str, Any]] = [
