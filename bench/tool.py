@@ -150,15 +150,15 @@ def main() -> None:
     parser.add_argument("--mirror", type=Path, required=True)
     parser.add_argument("--series", type=Path, default=REPO)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", help="run only the benchmarks whose function name has this")
     args = parser.parse_args()
     REPEAT = args.repeat
     with tempfile.TemporaryDirectory(prefix="rebasectl-bench-") as tmp:
         work = Path(tmp)
         ours, raw, base, patch_files = setup(args.mirror.resolve(), args.series.resolve(), work)
-        bench_apply(ours, raw, base, patch_files, work)
-        bench_check(ours, raw, base, patch_files, work)
-        for extra in EXTRA_BENCHES:
-            extra(ours, raw, base, patch_files, work)
+        for bench in [bench_apply, bench_check, *EXTRA_BENCHES]:
+            if args.only is None or args.only in bench.__name__:
+                bench(ours, raw, base, patch_files, work)
     header = ["benchmark", "ours s", "raw s", "ratio", "target", "ours MiB", "raw MiB"]
     widths = [max(len(r[i]) for r in [header, *ROWS]) for i in range(len(header))]
     for row in [header, *ROWS]:
@@ -230,6 +230,41 @@ def bench_bump(ours: Path, raw: Path, base: str, patch_files: list[Path], work: 
 
 
 EXTRA_BENCHES.append(bench_bump)
+
+
+def bench_bump_scaling(ours: Path, raw: Path, base: str, patch_files: list[Path],
+                       work: Path) -> None:
+    """bump of this repository's series from its base to upstream commits ~100, ~500 and ~1500
+    first-parent commits later (the mirror's dev), one run each: time per upstream commit must
+    not grow with the range (issue 9: no worse than linear)."""
+    chain = subprocess.run(["git", "-C", str(raw), "rev-list", "--first-parent", "--reverse",
+                            f"{base}..dev"], check=True, capture_output=True,
+                           text=True).stdout.split()
+    def count_to(rev: str) -> int:
+        return int(subprocess.run(["git", "-C", str(raw), "rev-list", "--count", f"{base}..{rev}"],
+                                  check=True, capture_output=True, text=True).stdout)
+
+    for want in (100, 500, 1500):
+        lo, hi = 0, len(chain) - 1  # first-parent position whose range holds >= want commits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if count_to(chain[mid]) >= want:
+                hi = mid
+            else:
+                lo = mid + 1
+        target = chain[lo]
+        count = count_to(target)
+        shutil.rmtree(work / "scale", ignore_errors=True)
+        shutil.copytree(ours, work / "scale", ignore=shutil.ignore_patterns("tree", "tree.json",
+                                                                          "base-tree"))
+        cmd = " ".join(rebasectl("-C", str(work / "scale"), "bump", "--to", target, "--json",
+                                 "--artifacts", str(work / "scale-art")))
+        seconds, rss = timed([["sh", "-c", f"{cmd} > /dev/null; test $? -le 1"]], work)
+        ROWS.append([f"bump scaling: {count} upstream commits", f"{seconds:.3f}", "",
+                     f"{1000 * seconds / count:.1f} ms/commit", "linear", f"{rss:.0f}", ""])
+
+
+EXTRA_BENCHES.append(bench_bump_scaling)
 
 
 if __name__ == "__main__":

@@ -205,9 +205,9 @@ def _mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: str,
     tag moves: a bump to `dev` means upstream's `dev` now, not the cached one)."""
     git = open_for(ws, upstream, series.upstream.url, [from_rev or series.upstream.base, to_rev])
     if not COMMIT_ID.fullmatch(to_rev):
-        source = choose_source(upstream, series.upstream.url)
-        if source is not None:
-            git = ensure_mirror(ws, source, update=True)
+        # an existing mirror is fetched from where it came from unless --upstream or
+        # $REBASECTL_UPSTREAM say otherwise (series.yaml's url must not re-point a local mirror)
+        git = ensure_mirror(ws, choose_source(upstream, None), update=True)
     return git
 
 
