@@ -171,17 +171,22 @@ def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> No
 @click.option("--upstream", help="Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml).")
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1,
               help="Run tests in N processes (pytest-xdist).")
+@click.option("--multi-gpu", "multi_gpu", type=click.IntRange(2, 256), default=None,
+              metavar="N",
+              help="Also run the multi_gpu tests under torchrun, one rank per GPU (NCCL; "
+                   "REBASECTL_MULTI_GPU_BACKEND=gloo: on CPUs). Alone: only those.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ws
 def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
-          tree: Path | None, upstream: str | None, jobs: int, as_json: bool) -> None:
+          tree: Path | None, upstream: str | None, jobs: int, multi_gpu: int | None,
+          as_json: bool) -> None:
     """Run tests/regression against the patched tree (or the base), per patch."""
     from . import testing
 
     path = actions.test_tree(ws, against, upstream, tree)
     with ui.progress(f"running regression tests on {path}"):
         run = testing.run_tests(ws, path, against=against, device=device, patch_id=patch_id,
-                                jobs=jobs)
+                                jobs=jobs, multi_gpu=multi_gpu or 0)
     if as_json:
         ui.emit_json(run.to_json())
     else:

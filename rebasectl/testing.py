@@ -5,6 +5,11 @@
 failing test there, or the suite does not cover it ("uncovered"). pytest runs in a subprocess with
 ``REBASECTL_TEST_TREE`` naming the tree (tests/regression/conftest.py puts it on sys.path); its
 JUnit XML gives the per-test outcomes, which are mapped to patches through series.yaml ``tests:``.
+
+``--multi-gpu N`` also runs the ``multi_gpu`` tests with ``torchrun --standalone --nproc-per-node N
+-m pytest -m multi_gpu`` (one process per GPU, NCCL; ``REBASECTL_MULTI_GPU_BACKEND=gloo`` runs the
+same tests on CPUs). Each rank writes its own JUnit XML; a test fails if it fails on any rank, and
+a rank that wrote none (crashed) is an error. NVLink multicast is always off in that launch.
 """
 
 from __future__ import annotations
@@ -83,6 +88,16 @@ def marker_expression(device: str | None) -> str | None:
     return None
 
 
+# Always set in a multi-GPU launch: NVLink SHARP / multicast off (NCCL, torch symmetric memory,
+# NVSHMEM). The lent machines do not support it reliably.
+MULTI_GPU_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+MULTI_GPU_TIMEOUT_S = 3600
+
+
 def select(series: Series, patch_id: str | None) -> list[tuple[str, list[str]]]:
     entries = [series.by_id(patch_id)] if patch_id else list(series.patches)
     return [(e.id, list(e.tests)) for e in entries]
@@ -124,6 +139,87 @@ def run_pytest(
     return proc.returncode, outcomes, tail
 
 
+def run_torchrun(
+    root: Path, tree: Path, files: list[str], nproc: int
+) -> tuple[int, dict[str, list[str]], str]:
+    """Run the ``multi_gpu`` tests of ``files`` under torchrun with ``nproc`` ranks.
+
+    Returns (exit code, merged outcomes, output tail); the code is 0, 1 (some test failed on some
+    rank) or 5 (no test ran). Raises when a rank wrote no JUnit XML."""
+    with tempfile.TemporaryDirectory(prefix="rebasectl-mgpu-") as tmp:
+        args = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(nproc),
+            "-m",
+            "pytest",
+            *files,
+            "-q",
+            "-m",
+            "multi_gpu",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "junit_family=xunit1",
+            # pytest expands $RANK (set by torchrun per worker): one XML per rank.
+            f"--junitxml={Path(tmp) / 'junit-rank$RANK.xml'}",
+            "-rfE",
+        ]
+        env = dict(os.environ)
+        env["REBASECTL_TEST_TREE"] = str(tree)
+        env.update(MULTI_GPU_ENV)
+        try:
+            proc = subprocess.run(
+                args,
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=MULTI_GPU_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RebasectlError(
+                f"multi-GPU tests did not finish in {MULTI_GPU_TIMEOUT_S} s (a rank hangs?)",
+                ExitCode.TESTS_FAILED,
+            ) from exc
+        tail = (proc.stdout + proc.stderr)[-4000:]
+        per_rank = []
+        for rank in range(nproc):
+            junit = Path(tmp) / f"junit-rank{rank}.xml"
+            if not junit.exists():
+                last = tail.strip().splitlines()[-1] if tail.strip() else ""
+                raise RebasectlError(
+                    f"multi-GPU tests: rank {rank} wrote no JUnit XML "
+                    f"(torchrun exit {proc.returncode}): {last}",
+                    ExitCode.TESTS_FAILED,
+                )
+            per_rank.append(parse_junit(junit))
+    outcomes = merge_rank_outcomes(per_rank)
+    states = [item.split(":", 1)[0] for items in outcomes.values() for item in items]
+    code = 1 if "failed" in states else 0 if states else 5
+    return code, outcomes, tail
+
+
+def merge_rank_outcomes(per_rank: list[dict[str, list[str]]]) -> dict[str, list[str]]:
+    """One outcome per test over all ranks: failed on any rank > passed on any > skipped."""
+    rank_of = {"failed": 2, "passed": 1, "skipped": 0}
+    merged: dict[str, dict[str, str]] = {}
+    for outcomes in per_rank:
+        for file, items in outcomes.items():
+            tests = merged.setdefault(file, {})
+            for item in items:
+                state, node = item.split(":", 1)
+                if rank_of[state] >= rank_of[tests.get(node, "skipped")]:
+                    tests[node] = state
+    return {
+        file: [f"{state}:{node}" for node, state in tests.items()] for file, tests in merged.items()
+    }
+
+
 def parse_junit(path: Path) -> dict[str, list[str]]:
     """{test file: ["passed:nodeid", "failed:nodeid", "skipped:nodeid", ...]}"""
     outcomes: dict[str, list[str]] = {}
@@ -149,6 +245,7 @@ def run_tests(
     device: str | None,
     patch_id: str | None,
     jobs: int = 1,
+    multi_gpu: int = 0,
 ) -> TestRun:
     series = load(ws.root)
     selected = select(series, patch_id)
@@ -160,13 +257,23 @@ def run_tests(
         raise RebasectlError("no regression tests are listed in series.yaml (`tests:`)")
     if jobs > 1 and importlib.util.find_spec("xdist") is None:
         raise RebasectlError("--jobs needs pytest-xdist (pip install pytest-xdist)")
-    code, outcomes, tail = run_pytest(ws.root, tree, files, device, jobs)
+    # With --multi-gpu alone only the multi_gpu tests run; with --cpu/--gpu that selection too.
+    code, tail = 5, ""
+    outcomes: dict[str, list[str]] = {}
+    if not multi_gpu or device is not None:
+        code, outcomes, tail = run_pytest(ws.root, tree, files, device, jobs)
     if code not in (0, 1, 5):
         raise RebasectlError(
             f"pytest could not run (exit {code}): "
             f"{tail.strip().splitlines()[-1] if tail.strip() else ''}",
             ExitCode.TESTS_FAILED,
         )
+    if multi_gpu:
+        mcode, moutcomes, mtail = run_torchrun(ws.root, tree, files, multi_gpu)
+        for file, items in moutcomes.items():
+            outcomes.setdefault(file, []).extend(items)
+        code = 1 if 1 in (code, mcode) else 5 if code == mcode == 5 else 0
+        tail = (tail + mtail)[-4000:]
     results: list[PatchResult] = []
     for pid, tests in selected:
         result = PatchResult(pid, tests)
@@ -183,7 +290,7 @@ def run_tests(
         results.append(result)
     # On the base every patch needs a failing test. Under --cpu/--gpu only the patches that have
     # tests in that selection are judged (a CPU-only patch has nothing to prove on --gpu).
-    judged = [r for r in results if device is None or r.passed + r.failed > 0]
+    judged = [r for r in results if (device is None and not multi_gpu) or r.passed + r.failed > 0]
     uncovered = [r.id for r in judged if r.failed == 0] if against == "base" else []
     return TestRun(against, tree_id(tree), results, uncovered, code, tail)
 

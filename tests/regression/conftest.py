@@ -53,6 +53,21 @@ def _has_te() -> bool:
     return importlib.util.find_spec("transformer_engine") is not None
 
 
+def _multi_gpu_skip() -> str | None:
+    """``multi_gpu`` tests run only under torchrun (see mgpu.py: NCCL, or gloo for a dry run)."""
+    from mgpu import skip_reason
+
+    return skip_reason(torch_cuda_count())
+
+
+def torch_cuda_count() -> int:
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for line in (
         "cpu: runs on a CPU (no CUDA needed)",
@@ -75,8 +90,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs CUDA (run with `rebasectl test --gpu`)"))
         elif "needs_te" in item.keywords and not te:
             item.add_marker(pytest.mark.skip(reason="needs Transformer Engine"))
-        elif "multi_gpu" in item.keywords and not cuda:
-            item.add_marker(pytest.mark.skip(reason="needs several CUDA devices"))
+        elif "multi_gpu" in item.keywords and _multi_gpu_skip() is not None:
+            item.add_marker(pytest.mark.skip(reason=_multi_gpu_skip()))
 
 
 class _NoTreeItem(pytest.Item):

@@ -1,0 +1,89 @@
+"""The multi-GPU launcher of `rebasectl test --multi-gpu N` (rebasectl.testing.run_torchrun).
+
+A tiny fake test file runs under a real torchrun with 2 ranks (no process group, no GPU): one test
+passes everywhere, one fails on rank 1 only, one is skipped everywhere, one is not ``multi_gpu``
+(deselected). It checks that each rank writes its own JUnit XML, that the merge fails a test when
+it fails on any rank, and that NVLink multicast is off in the launched environment. The merge
+itself is also checked on its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rebasectl import testing
+
+FAKE_TESTS = """
+import os
+
+import pytest
+
+
+@pytest.mark.multi_gpu
+def test_passes_everywhere():
+    assert os.environ["NCCL_NVLS_ENABLE"] == "0"
+    assert os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert os.environ["NVSHMEM_DISABLE_NVLS"] == "1"
+    assert os.environ["WORLD_SIZE"] == "2"
+
+
+@pytest.mark.multi_gpu
+def test_fails_on_rank1_only():
+    assert os.environ["RANK"] != "1"
+
+
+@pytest.mark.multi_gpu
+def test_skipped():
+    pytest.skip("not here")
+
+
+def test_not_multi_gpu():
+    raise AssertionError("deselected: must not run")
+"""
+
+CONFTEST = """
+def pytest_configure(config):
+    config.addinivalue_line("markers", "multi_gpu: fake")
+"""
+
+
+def test_merge_rank_outcomes_fails_a_test_that_fails_on_any_rank() -> None:
+    rank0 = {"t.py": ["passed:t.py::a", "passed:t.py::b", "skipped:t.py::c", "skipped:t.py::d"]}
+    rank1 = {"t.py": ["failed:t.py::a", "passed:t.py::b", "passed:t.py::c", "skipped:t.py::d"]}
+    merged = testing.merge_rank_outcomes([rank0, rank1])
+    assert sorted(merged["t.py"]) == [
+        "failed:t.py::a",
+        "passed:t.py::b",
+        "passed:t.py::c",
+        "skipped:t.py::d",
+    ]
+    assert testing.merge_rank_outcomes([rank1, rank0]) == {"t.py": merged["t.py"]}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun)")
+def test_run_torchrun_merges_per_rank_junit(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (tmp_path / "test_fake.py").write_text(FAKE_TESTS)
+    code, outcomes, tail = testing.run_torchrun(tmp_path, tmp_path, ["test_fake.py"], 2)
+    assert code == 1, tail
+    states = {item.split("::")[-1]: item.split(":", 1)[0] for item in outcomes["test_fake.py"]}
+    assert states == {
+        "test_passes_everywhere": "passed",
+        "test_fails_on_rank1_only": "failed",
+        "test_skipped": "skipped",
+    }, tail
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun)")
+def test_run_torchrun_without_xml_is_an_error(tmp_path: Path) -> None:
+    from rebasectl.errors import RebasectlError
+
+    (tmp_path / "test_crash.py").write_text(
+        "import os\nif os.environ.get('RANK') == '1':\n    os._exit(3)\ndef test_x():\n    pass\n"
+    )
+    with pytest.raises(RebasectlError, match="rank 1 wrote no JUnit XML"):
+        testing.run_torchrun(tmp_path, tmp_path, ["test_crash.py"], 2)
