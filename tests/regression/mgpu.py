@@ -111,6 +111,7 @@ def model_parallel(tp: int = 1, ep: int = 1, pp: int = 1, seed: int = 1234) -> I
 
     On gloo (CPU): the TE-absent shims and the CPU model/router/dist-checkpoint shims of
     ``shims.py``. On NCCL: the TE-absent shims and Megatron's CUDA RNG tracker seeded per rank.
+    Both: torch.compile (dynamo) off, so Megatron's jit-fused helpers run eagerly.
     """
     import megatron.core.parallel_state as ps
     import torch
@@ -129,6 +130,12 @@ def model_parallel(tp: int = 1, ep: int = 1, pp: int = 1, seed: int = 1234) -> I
         expert_model_parallel_size=ep,
     )
     torch.manual_seed(seed)
+    import torch._dynamo
+
+    # Megatron's jit_fuser helpers (router top-k, fused ops) would be torch.compile'd on first use
+    # on a GPU (slow, needs a compiler toolchain); compilation is not under test: run them eagerly.
+    dynamo_disabled = torch._dynamo.config.disable
+    torch._dynamo.config.disable = True
     try:
         with contextlib.ExitStack() as stack:
             stack.enter_context(te_absent_shims())
@@ -142,6 +149,7 @@ def model_parallel(tp: int = 1, ep: int = 1, pp: int = 1, seed: int = 1234) -> I
                 stack.enter_context(cpu_dist_ckpt_shims())
             yield
     finally:
+        torch._dynamo.config.disable = dynamo_disabled
         ps.destroy_model_parallel()
         import torch.distributed as dist
 
