@@ -187,17 +187,17 @@ def run_torchrun(
                 ExitCode.TESTS_FAILED,
             ) from exc
         tail = (proc.stdout + proc.stderr)[-4000:]
-        per_rank = []
-        for rank in range(nproc):
-            junit = Path(tmp) / f"junit-rank{rank}.xml"
-            if not junit.exists():
-                last = tail.strip().splitlines()[-1] if tail.strip() else ""
-                raise RebasectlError(
-                    f"multi-GPU tests: rank {rank} wrote no JUnit XML "
-                    f"(torchrun exit {proc.returncode}): {last}",
-                    ExitCode.TESTS_FAILED,
-                )
-            per_rank.append(parse_junit(junit))
+        junits = [Path(tmp) / f"junit-rank{rank}.xml" for rank in range(nproc)]
+        missing = [str(rank) for rank, junit in enumerate(junits) if not junit.exists()]
+        if missing:
+            # A rank that crashed (or that torchrun killed after another rank crashed).
+            last = tail.strip().splitlines()[-1] if tail.strip() else ""
+            raise RebasectlError(
+                f"multi-GPU tests: rank {', '.join(missing)} wrote no JUnit XML "
+                f"(torchrun exit {proc.returncode}): {last}",
+                ExitCode.TESTS_FAILED,
+            )
+        per_rank = [parse_junit(junit) for junit in junits]
     outcomes = merge_rank_outcomes(per_rank)
     states = [item.split(":", 1)[0] for items in outcomes.values() for item in items]
     code = 1 if "failed" in states else 0 if states else 5

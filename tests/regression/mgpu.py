@@ -14,6 +14,7 @@ process group has a short timeout (``REBASECTL_MULTI_GPU_TIMEOUT``, 60 s) as a l
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 import os
@@ -68,6 +69,22 @@ def ensure_process_group() -> None:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     timeout = datetime.timedelta(seconds=float(os.environ.get("REBASECTL_MULTI_GPU_TIMEOUT", "60")))
     dist.init_process_group(backend=backend(), timeout=timeout)
+    atexit.register(_finish_process_group)
+
+
+def _finish_process_group() -> None:
+    """At exit (after pytest wrote this rank's JUnit XML): wait for the other ranks, then leave.
+
+    torchrun stops the remaining ranks as soon as one exits non-zero (pytest: a test failed); the
+    barrier keeps a rank that finished first from cutting off another rank's report."""
+    import torch.distributed as dist
+
+    try:
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - best effort at exit (a rank may have crashed)
+        pass
 
 
 def rank() -> int:
