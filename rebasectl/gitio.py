@@ -492,25 +492,18 @@ class Git:
                       ranges: Sequence[tuple[int, int]]) -> dict[int, str]:
         """For lines of ``path`` at ``old``: the last commit of ``old..new`` in which each line
         still existed (``new`` itself when it survived)."""
-        args = ["blame", "--porcelain", "--reverse", f"{old}..{new}"]
-        for start, end in ranges:
-            args += ["-L", f"{start},{end}"]
-        proc = self.run([*args, "--", path], check=False)
-        found: dict[int, str] = {}
-        if proc.returncode != 0:
-            return found
-        for ln in proc.stdout.decode(errors="replace").splitlines():
-            parts = ln.split()
-            if len(parts) >= 3 and len(parts[0]) == 40 and all(c in "0123456789abcdef"
-                                                                for c in parts[0]):
-                found[int(parts[2])] = parts[0]  # sha, line there, line at old, [count]
-        return found
+        return self._blame(["--reverse"], old, new, path, ranges)
 
     def blame_forward(self, old: str, new: str, path: str,
                       ranges: Sequence[tuple[int, int]]) -> dict[int, str]:
         """For lines of ``path`` at ``new``: the commit that wrote each (side branches of merges
         included); lines older than ``old`` come back as a boundary commit outside the range."""
-        args = ["blame", "--porcelain", f"{old}..{new}"]
+        return self._blame([], old, new, path, ranges)
+
+    def _blame(self, extra: Sequence[str], old: str, new: str, path: str,
+               ranges: Sequence[tuple[int, int]]) -> dict[int, str]:
+        """{line number in the blamed file: commit} from ``git blame --porcelain``."""
+        args = ["blame", "--porcelain", *extra, f"{old}..{new}"]
         for start, end in ranges:
             args += ["-L", f"{start},{end}"]
         proc = self.run([*args, "--", path], check=False)
@@ -518,7 +511,7 @@ class Git:
         if proc.returncode != 0:
             return found
         for ln in proc.stdout.decode(errors="replace").splitlines():
-            parts = ln.split()
+            parts = ln.split()  # header: sha, line in the commit, line in the blamed file, [n]
             if len(parts) >= 3 and len(parts[0]) == 40 and all(c in "0123456789abcdef"
                                                                 for c in parts[0]):
                 found[int(parts[2])] = parts[0]
