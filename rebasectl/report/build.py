@@ -206,7 +206,8 @@ class _Ctx:
             for h in f.hunks:
                 for x in h.lines:
                     text = x[1:].strip()
-                    if x.startswith("+") and text in have and text not in removed:
+                    if x.startswith("+") and text in have and text not in removed \
+                            and _statement(text):
                         out.append(Finding("redundant", "new", c.index, f.path,
                                            f"added line already in the new base: {text}"))
         return _cap(out)
@@ -232,6 +233,13 @@ class _Ctx:
                 out.append(Finding("partial-revert", "new", c.index, f.path,
                                    f"and {len(candidates) - 3} more such lines"))
         return out
+
+
+def _statement(text: str) -> bool:
+    """Whether a line stands alone: not a fragment of a longer expression such as an argument
+    line (``cp_group=self.cp_group,``) or a call opener (``x, _ = roll_tensor(``), which a new
+    call repeats from its neighbours without being redundant."""
+    return not text.endswith((",", "(", "[", "{", "\\")) and not text.startswith((")", "]", "}"))
 
 
 def _cap(items: list[Finding]) -> list[Finding]:
@@ -269,13 +277,17 @@ def message_identifiers(message: str) -> list[str]:
 
 
 _CAMEL = re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+")
-_FILE = re.compile(r"[\w/.-]+\.(?:py|md|txt|yaml|yml|sh|json|toml|cfg|cu|cpp|h)")
+# a file name ends at a word boundary: "triton.heuristics" does not name a file "triton.h"
+_FILE = re.compile(r"[\w/.-]+\.(?:py|md|txt|yaml|yml|sh|json|toml|cfg|cu|cpp|h)(?![\w-])")
+# product and project names that are CamelCase but never identifiers in a diff
+_NAMES = frozenset({"PyTorch", "HuggingFace", "TensorFlow", "DeepSpeed", "GitHub", "GitLab",
+                    "JavaScript", "TypeScript", "FlashAttention", "TransformerEngine"})
 
 
 def _codeish(word: str) -> bool:
     """snake_case, CamelCase / lowerCamel (not acronyms such as RoPE or MoE), or a dotted path
     of such names; not file names, versions or abbreviations such as e.g."""
-    if _FILE.fullmatch(word) or re.fullmatch(r"[\d.]+|[a-z]\.[a-z]", word):
+    if _FILE.fullmatch(word) or word in _NAMES or re.fullmatch(r"[\d.]+|[a-z]\.[a-z]", word):
         return False
     parts = word.split(".")
     if len(parts) > 1:
@@ -307,8 +319,14 @@ def stale_message(c: Change) -> list[Finding]:
     return _cap(out)
 
 
+_NUMBERING = re.compile(r"^\[(?:PATCH\s*)?\d+/\d+\]\s*")
+
+
 def _norm_msg(message: str) -> str:
-    return "\n".join(line.rstrip() for line in message.strip().split("\n"))
+    """A message as compared for ``message_changed``: trailing blanks and a leading series
+    number such as ``[4/8]`` left out (renumbering is its own flag, not a message change)."""
+    text = _NUMBERING.sub("", message.strip())
+    return "\n".join(line.rstrip() for line in text.split("\n"))
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

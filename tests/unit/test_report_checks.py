@@ -90,3 +90,46 @@ def test_attribution_follows_merge_side_branch(tmp_path: Path) -> None:
     assert e.status == "modified"
     assert [(c.commit, c.pr) for c in e.upstream_commits] == [(side, "#77")]
     assert r.upstream.commits == 3
+
+
+def test_stale_message_ignores_product_names_and_dotted_words(tmp_path: Path) -> None:
+    """Found on the real example pair: "PyTorch" was reported as a missing identifier, and
+    "triton.heuristics" as a file `triton.h` the diff does not change."""
+    assert message_identifiers("fixes for PyTorch, HuggingFace and TE; RouterReplay") == \
+        ["RouterReplay"]
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("base", {"kern.py": text("kern")})
+    c = repo.commit("fix: misc compatibility fixes for PyTorch\n\n"
+                    "K_BLOCK is chosen by triton.heuristics; see kern.py. Also fixes ops.h.",
+                    {"kern.py": text("kern") + "K_BLOCK = 64\n"})
+    r = _report(repo, base, [c], base, [c])
+    texts = sorted(f.text for e in r.mapping for f in e.findings if f.side == "new")
+    assert texts == ["message names file `ops.h`, which its diff does not change"]
+
+
+def test_series_number_prefix_is_not_a_message_change(tmp_path: Path) -> None:
+    """``[4/8] subject`` -> ``subject`` (renumbering is its own flag); ``[fix]`` -> ``feat:`` is."""
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("base", {"a.py": text("a"), "b.py": text("b")})
+    o1 = repo.commit("[4/8] fix: alpha\n\nSame body.", {"a.py": text("a") + "alpha_extra = 1\n"})
+    o2 = repo.commit("[fix] beta", {"b.py": text("b") + "beta_extra = 2\n"})
+    repo.checkout(base)
+    n1 = repo.commit("fix: alpha\n\nSame body.", {"a.py": text("a") + "alpha_extra = 1\n"})
+    n2 = repo.commit("fix: beta", {"b.py": text("b") + "beta_extra = 2\n"})
+    r = _report(repo, base, [o1, o2], base, [n1, n2])
+    assert [(e.old, e.status, e.message_changed) for e in r.mapping] == \
+        [((1,), "identical", False), ((2,), "identical", True)]
+
+
+def test_redundant_ignores_fragments_of_a_new_call(tmp_path: Path) -> None:
+    """Found on the real example pair: the argument lines of a new roll_tensor(...) call were
+    each reported as "added line already in the new base" (they are, in the other calls)."""
+    call = ("labels_rolled, _ = roll_tensor(\n    labels_tensor,\n    cp_group=self.cp_group,\n"
+            "    packed_seq_params=packed_seq_params,\n)\n")
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("base", {"m.py": text("m") + call})
+    c = repo.commit("feat: roll the mask too", {"m.py": text("m") + call + call.replace(
+        "labels", "mask") + "m_value_1 = compute_m(1)\n"})
+    r = _report(repo, base, [c], base, [c])
+    assert [f.text for e in r.mapping for f in e.findings if f.kind == "redundant"] == \
+        ["added line already in the new base: m_value_1 = compute_m(1)"]
