@@ -275,11 +275,14 @@ def run_tests(
         code = 1 if 1 in (code, mcode) else 5 if code == mcode == 5 else 0
         tail = (tail + mtail)[-4000:]
     results: list[PatchResult] = []
+    all_ids = [e.id for e in series.patches]
     for pid, tests in selected:
         result = PatchResult(pid, tests)
         for test in tests:
             for item in outcomes.get(test, []):
                 state, node = item.split(":", 1)
+                if not belongs_to(node, pid, all_ids):
+                    continue
                 if state == "passed":
                     result.passed += 1
                 elif state == "skipped":
@@ -293,6 +296,20 @@ def run_tests(
     judged = [r for r in results if (device is None and not multi_gpu) or r.passed + r.failed > 0]
     uncovered = [r.id for r in judged if r.failed == 0] if against == "base" else []
     return TestRun(against, tree_id(tree), results, uncovered, code, tail)
+
+
+def belongs_to(node: str, patch_id: str, patch_ids: list[str]) -> bool:
+    """Whether a test counts for ``patch_id``. A module listed under several patches can say
+    which patch each case is for by naming it in the case's parameters as ``<patch-id>:`` (e.g.
+    ``test_x[cpu-partial-ckpt-load:file.py]``); a case that names no patch counts for all."""
+    params = node.partition("[")[2]
+    head, colon, _ = params.partition(":")
+    if not colon:
+        return True
+    named = [p for p in patch_ids if head == p or head.endswith(f"-{p}")]
+    if not named:
+        return True
+    return patch_id == max(named, key=len)  # "dp-reshardable-compat" is not "compat"
 
 
 def tree_id(tree: Path) -> str:

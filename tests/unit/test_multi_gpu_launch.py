@@ -88,3 +88,23 @@ def test_run_torchrun_without_xml_is_an_error(tmp_path: Path) -> None:
     # torchrun may also kill rank 0 once rank 1 died, before rank 0 wrote its XML.
     with pytest.raises(RebasectlError, match=r"rank (0, )?1 wrote no JUnit XML"):
         testing.run_torchrun(tmp_path, tmp_path, ["test_crash.py"], 2)
+
+
+def test_cases_naming_a_patch_count_for_that_patch_only() -> None:
+    from rebasectl.testing import belongs_to
+
+    ids = ["compat", "partial-ckpt-load", "mtp-rl"]
+    node = "tests/regression/test_upstream_units.py::test_file[cpu-partial-ckpt-load:x.py]"
+    assert belongs_to(node, "partial-ckpt-load", ids)
+    assert not belongs_to(node, "mtp-rl", ids)
+    assert belongs_to("tests/regression/test_a.py::test_b[1-2]", "mtp-rl", ids)
+    assert belongs_to("tests/regression/test_a.py::test_b", "compat", ids)
+
+
+def test_a_patch_id_that_ends_another_is_not_confused_with_it() -> None:
+    from rebasectl.testing import belongs_to
+
+    ids = ["compat", "dp-reshardable-compat"]
+    node = "t.py::test_file[cpu-dp-reshardable-compat:dist_checkpointing/test_mapping.py]"
+    assert belongs_to(node, "dp-reshardable-compat", ids)
+    assert not belongs_to(node, "compat", ids)
