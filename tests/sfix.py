@@ -15,6 +15,7 @@ rebasectl`` runs it as a real subprocess (exit codes, signals).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -116,9 +117,10 @@ def run_cli(workdir: Path, *args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def template_fixture(factory: Any, name: str, **kw: Any) -> Iterator[Scenario]:
-    """Body of a module-scoped fixture: one scenario built with hermetic git (the autouse
-    per-test fixture of conftest does not cover module scope), copied per test by ``copy``."""
+@contextlib.contextmanager
+def module_hermetic_git(factory: Any) -> Iterator[None]:
+    """Hermetic git for module-scoped fixtures (the autouse per-test fixture of conftest does
+    not cover module scope): HOME in a tmp dir, no global config, fixed identities and dates."""
     import pytest
 
     from tests.conftest import _HERMETIC
@@ -131,6 +133,13 @@ def template_fixture(factory: Any, name: str, **kw: Any) -> Iterator[Scenario]:
             mp.setenv(key, value)
         for key in ("REBASECTL_UPSTREAM", "REBASECTL_DEBUG", "REBASECTL_FAULT"):
             mp.delenv(key, raising=False)
+        yield
+
+
+def template_fixture(factory: Any, name: str, **kw: Any) -> Iterator[Scenario]:
+    """Body of a module-scoped fixture: one scenario built with hermetic git, copied per test
+    by ``copy``."""
+    with module_hermetic_git(factory):
         yield make(factory.mktemp(name), **kw)
 
 

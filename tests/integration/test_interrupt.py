@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _HERMETIC
-from tests.sfix import Scenario, head_of, make, snapshot, tree_of
+from tests.sfix import Scenario, head_of, make, module_hermetic_git, snapshot, tree_of
 from tests.synth import Repo, lines, rebasectl
 
 Point = tuple[str, str, int]  # (kill|int, boundary, n)
@@ -73,14 +72,7 @@ def _ok(series: Path, *args: str) -> None:
 
 @pytest.fixture(scope="module")
 def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
-    home = tmp_path_factory.mktemp("home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-        for key, value in _HERMETIC.items():
-            mp.setenv(key, value)
-        for key in ("REBASECTL_UPSTREAM", "REBASECTL_DEBUG", "REBASECTL_FAULT"):
-            mp.delenv(key, raising=False)
+    with module_hermetic_git(tmp_path_factory):
         tmp = tmp_path_factory.mktemp("ref")
         sc = make(tmp)
         # an upstream commit on which every patch still applies (a new unrelated file)

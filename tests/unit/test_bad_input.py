@@ -9,7 +9,6 @@ also as a real subprocess (``test_subprocess_same_line``) to prove the process-l
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -18,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _HERMETIC
-from tests.sfix import Scenario, make, run_cli, snapshot
+from tests.sfix import Scenario, run_cli, snapshot, template_fixture
 from tests.synth import Repo, rebasectl
 
 P1 = "patches/0001-change-a-line-3.patch"
@@ -28,13 +26,7 @@ P2 = "patches/0002-add-e.patch"
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
-    home = tmp_path_factory.mktemp("home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-        for key, value in _HERMETIC.items():
-            mp.setenv(key, value)
-        yield make(tmp_path_factory.mktemp("bad"))
+    yield from template_fixture(tmp_path_factory, "bad")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ with command-running transports are refused; no shell string anywhere in the pac
 from __future__ import annotations
 
 import ast
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from rebasectl.patches import PatchError, check_symlink, parse, unquote_path
-from tests.conftest import _HERMETIC
-from tests.sfix import Scenario, make, run_cli, snapshot
+from tests.sfix import Scenario, run_cli, snapshot, template_fixture
 
 P1 = "patches/0001-change-a-line-3.patch"
 HEAD = (
@@ -86,13 +84,7 @@ HOSTILE: dict[str, tuple[str, int, str]] = {
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
-    home = tmp_path_factory.mktemp("home")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-        for key, value in _HERMETIC.items():
-            mp.setenv(key, value)
-        yield make(tmp_path_factory.mktemp("hostile"))
+    yield from template_fixture(tmp_path_factory, "hostile")
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
