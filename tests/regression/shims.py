@@ -16,17 +16,39 @@ from typing import Any
 
 import pytest
 
+_MISSING = object()
+
+
+class Patches:
+    """setattr with undo: every shim below records what it replaces, and leaving the ``with``
+    block puts it all back in reverse order (a missing attribute is deleted again)."""
+
+    def __init__(self) -> None:
+        self.saved: list[tuple[Any, str, Any]] = []
+
+    def set(self, obj: Any, name: str, value: Any) -> None:
+        self.saved.append((obj, name, getattr(obj, name, _MISSING)))
+        setattr(obj, name, value)
+
+    def __enter__(self) -> Patches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for obj, name, value in reversed(self.saved):
+            if value is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, value)
+        self.saved.clear()
+
 
 @contextlib.contextmanager
 def te_absent_shims() -> Iterator[None]:
     """Make upstream's TE version probes and router gemm behave as 'TE not installed'."""
     import megatron.core.utils as mcore_utils
 
-    saved: list[tuple[Any, str, Any]] = []
-
-    def patch(obj: Any, name: str, value: Any) -> None:
-        saved.append((obj, name, getattr(obj, name, _MISSING)))
-        setattr(obj, name, value)
+    patches = Patches()
+    patch = patches.set
 
     original = mcore_utils.is_te_min_version
 
@@ -44,17 +66,9 @@ def te_absent_shims() -> Iterator[None]:
             patch(moe_utils, "te_general_gemm", None)
     except ImportError:
         pass
-    try:
+    with patches:
         yield
-    finally:
-        for obj, name, value in reversed(saved):
-            if value is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, value)
 
-
-_MISSING = object()
 
 
 @pytest.fixture
@@ -118,11 +132,8 @@ def cpu_model_shims() -> Iterator[None]:
                 self.buffer[(name, dtype)] = buf
             return buf[0:required].view(*tensor_shape)
 
-    saved: list[tuple[Any, str, Any]] = []
-
-    def patch(obj: Any, name: str, value: Any) -> None:
-        saved.append((obj, name, getattr(obj, name, _MISSING)))
-        setattr(obj, name, value)
+    patches = Patches()
+    patch = patches.set
 
     patch(torch.cuda, "synchronize", lambda *args, **kwargs: None)
     patch(ps, "_GLOBAL_MEMORY_BUFFER", CPUGlobalMemoryBuffer())
@@ -134,14 +145,8 @@ def cpu_model_shims() -> Iterator[None]:
         "save_loss_to_tracker",
         staticmethod(lambda *args, **kwargs: None),
     )
-    try:
+    with patches:
         yield
-    finally:
-        for obj, name, value in reversed(saved):
-            if value is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, value)
 
 
 @contextlib.contextmanager
@@ -272,25 +277,15 @@ def cpu_router_shims() -> Iterator[None]:
     import torch
     import torch._dynamo
 
-    saved: list[tuple[Any, str, Any]] = [
-        (torch.cuda, "current_device", torch.cuda.current_device),
-        (moe_utils, "te_general_gemm", getattr(moe_utils, "te_general_gemm", _MISSING)),
-        (torch._dynamo.config, "disable", torch._dynamo.config.disable),
-    ]
-    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment]
-    moe_utils.te_general_gemm = None
+    patches = Patches()
+    patches.set(torch.cuda, "current_device", lambda: "cpu")
+    patches.set(moe_utils, "te_general_gemm", None)
     # On a CUDA host, torch.compile'd router helpers (expert bias) would ask dynamo's CUDA device
     # interface for the current device, which now answers "cpu" and breaks it (seen on the H200:
     # InternalTorchDynamoError). Compilation is not under test: run those helpers eagerly.
-    torch._dynamo.config.disable = True
-    try:
+    patches.set(torch._dynamo.config, "disable", True)
+    with patches:
         yield
-    finally:
-        for obj, name, value in reversed(saved):
-            if value is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, value)
 
 
 @pytest.fixture
@@ -323,21 +318,12 @@ def cpu_dist_ckpt_shims() -> Iterator[None]:
         return
     import megatron.core.dist_checkpointing.strategies.filesystem_async as fs_async
 
-    saved: list[tuple[Any, str, Any]] = []
-
-    def patch(obj: Any, name: str, value: Any) -> None:
-        saved.append((obj, name, getattr(obj, name, _MISSING)))
-        setattr(obj, name, value)
+    patches = Patches()
+    patch = patches.set
 
     patch(torch.cuda, "synchronize", lambda *args, **kwargs: None)
     patch(torch.cuda, "current_device", lambda: "cpu")
     if not getattr(fs_async, "HAVE_PSUTIL", True):
         patch(fs_async, "_process_memory", lambda: 0)
-    try:
+    with patches:
         yield
-    finally:
-        for obj, name, value in reversed(saved):
-            if value is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, value)
