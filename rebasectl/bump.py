@@ -437,6 +437,14 @@ def conflict_readme(result: BumpResult) -> str:
 def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | None,
           upstream: str | None) -> dict[str, Any]:
     """Breaks and culprits of one patch (id or file name) between two upstream revisions."""
+    from .actions import locked  # actions imports session; keep the import graph one-way
+
+    with locked(ws, "blame"):  # it may create or fetch the mirror; an export may be half done
+        return _blame(ws, patch_ref, from_rev, to_rev, upstream)
+
+
+def _blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | None,
+           upstream: str | None) -> dict[str, Any]:
     series = load(ws.root)
     loaded = load_patches(ws, series)
     pos = next((i for i, lp in enumerate(loaded)

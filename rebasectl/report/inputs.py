@@ -199,8 +199,15 @@ def report_text(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
     from .markdown import render_markdown
     from .serialize import to_json
 
-    git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
-    report = build_report(git, o, n, up)
+    if ws.series_file.exists():  # series inputs: finish a half-done export, keep others out
+        from ..actions import locked
+
+        with locked(ws, "report"):
+            git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
+            report = build_report(git, o, n, up)
+    else:  # commit ranges of some repository only: nothing of ours is read or written
+        git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
+        report = build_report(git, o, n, up)
     if fmt == "json":
         return to_json(report)
     if fmt == "html":

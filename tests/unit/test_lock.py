@@ -146,3 +146,20 @@ def test_disk_full_while_staging_changes_nothing(tmp_path: Path) -> None:
     assert not (sc.series / ".rebasectl" / "txn").exists()
     assert rebasectl(sc.series, "export").returncode == 0
     assert "patches/0006-big.patch" in snapshot(sc.series)
+
+
+@pytest.mark.parametrize("args", [["report", "--old-rev", "HEAD", "--new-rev", "HEAD"],
+                                  ["blame", "p1"]])
+def test_report_and_blame_wait_their_turn(tmp_path: Path, args: list[str]) -> None:
+    """report and blame read the series and may create or fetch the mirror: while another
+    command holds the lock they are refused with the holder's name, like any other."""
+    sc = make(tmp_path)
+    holder = RepoLock(sc.series / ".rebasectl" / "lock", "export")
+    (sc.series / ".rebasectl").mkdir(exist_ok=True)
+    holder.acquire()
+    try:
+        r = rebasectl(sc.series, *args)
+    finally:
+        holder.release()
+    assert r.returncode == 2, r.stderr
+    assert "`rebasectl export`" in r.stderr and "Traceback" not in r.stderr
