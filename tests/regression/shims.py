@@ -11,7 +11,9 @@ Megatron's source. Why each exists:
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -327,3 +329,33 @@ def cpu_dist_ckpt_shims() -> Iterator[None]:
         patch(fs_async, "_process_memory", lambda: 0)
     with patches:
         yield
+
+
+# ------------------------------------------------------------------------------------------------
+# The test routing replay manager (tests/regression/replay_pkg, same API as miles') made importable
+# as ``miles.utils.replay_base`` for one test, enabled before any router is built.
+# ------------------------------------------------------------------------------------------------
+
+REPLAY_PKG = Path(__file__).resolve().parent / "replay_pkg"
+
+
+def drop_miles_modules() -> None:
+    for name in [n for n in sys.modules if n == "miles" or n.startswith("miles.")]:
+        del sys.modules[name]
+
+
+@contextlib.contextmanager
+def replay_manager_installed() -> Iterator[Any]:
+    """Yield the enabled test manager; afterwards ``miles`` is not importable again."""
+    drop_miles_modules()
+    sys.path.insert(0, str(REPLAY_PKG))
+    try:
+        from miles.utils.replay_base import routing_replay_manager
+
+        routing_replay_manager.reset()
+        routing_replay_manager.enabled = True
+        yield routing_replay_manager
+        routing_replay_manager.reset()
+    finally:
+        sys.path.remove(str(REPLAY_PKG))
+        drop_miles_modules()

@@ -20,19 +20,17 @@ assertion on both ranks alike (before any collective that could hang).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import mgpu
 import pytest
 import torch
 import torch.nn.functional as F
+from shims import replay_manager_installed
 
 pytestmark = [pytest.mark.multi_gpu]
 
-REPLAY_PKG = Path(__file__).resolve().parent / "replay_pkg"
 NUM_EXPERTS = 4
 TOPK = 2
 HIDDEN = 16
@@ -40,26 +38,11 @@ FFN = 32
 EP = 2
 
 
-def _drop_miles_modules() -> None:
-    for name in [n for n in sys.modules if n == "miles" or n.startswith("miles.")]:
-        del sys.modules[name]
-
 
 @pytest.fixture
 def manager() -> Iterator[Any]:
-    with mgpu.model_parallel(ep=EP):
-        _drop_miles_modules()
-        sys.path.insert(0, str(REPLAY_PKG))
-        try:
-            from miles.utils.replay_base import routing_replay_manager
-
-            routing_replay_manager.reset()
-            routing_replay_manager.enabled = True
-            yield routing_replay_manager
-            routing_replay_manager.reset()
-        finally:
-            sys.path.remove(str(REPLAY_PKG))
-            _drop_miles_modules()
+    with mgpu.model_parallel(ep=EP), replay_manager_installed() as manager:
+        yield manager
 
 
 def _moe_layer() -> Any:

@@ -21,14 +21,19 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from shims import single_rank_moe, tiny_batch, tiny_gpt, tiny_gpt_config  # noqa: F401 (fixture)
+from shims import (  # noqa: F401 (fixture)
+    drop_miles_modules,
+    replay_manager_installed,
+    single_rank_moe,
+    tiny_batch,
+    tiny_gpt,
+    tiny_gpt_config,
+)
 
-REPLAY_PKG = Path(__file__).resolve().parent / "replay_pkg"
 NUM_EXPERTS = 8
 TOPK = 2
 HIDDEN = 16
@@ -42,27 +47,13 @@ SCORE_VARIANTS = [
 ]
 
 
-def _drop_miles_modules() -> None:
-    for name in [n for n in sys.modules if n == "miles" or n.startswith("miles.")]:
-        del sys.modules[name]
-
 
 @pytest.fixture
 def manager(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The test replay manager as ``miles.utils.replay_base``, enabled before routers are built."""
     request.getfixturevalue("single_rank_moe")
-    _drop_miles_modules()
-    sys.path.insert(0, str(REPLAY_PKG))
-    try:
-        from miles.utils.replay_base import routing_replay_manager
-
-        routing_replay_manager.reset()
-        routing_replay_manager.enabled = True
-        yield routing_replay_manager
-        routing_replay_manager.reset()
-    finally:
-        sys.path.remove(str(REPLAY_PKG))
-        _drop_miles_modules()
+    with replay_manager_installed() as manager:
+        yield manager
 
 
 def _router(
@@ -277,7 +268,7 @@ def test_mtp_routers_never_call_the_wrapper(manager: Any) -> None:
 @pytest.mark.cpu
 @pytest.mark.usefixtures("single_rank_moe")
 def test_without_miles_routing_is_plain_topk(monkeypatch: pytest.MonkeyPatch) -> None:
-    _drop_miles_modules()
+    drop_miles_modules()
     monkeypatch.setitem(sys.modules, "miles", None)  # `import miles...` raises ImportError
     router = _router()
     assert getattr(router, "routing_replay", None) is None
