@@ -107,9 +107,9 @@ def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | No
     """The tree ``rebasectl test`` runs on: given, or the patched work tree (applied if needed),
     or a checkout of the unpatched base."""
     if tree is not None:
-        if not (tree / "megatron").is_dir() and not tree.is_dir():
-            raise RebasectlError(f"--tree {tree}: not a directory")
-        return tree.resolve()
+        from .testing import check_tree
+
+        return check_tree(tree)
     series = load(ws.root)
     if against == "base":
         with locked(ws, "test --against base"):

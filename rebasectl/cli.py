@@ -1,7 +1,7 @@
 """The click commands: parse arguments, call one function, render its result.
 
 No logic lives here. Every failure below arrives as ``RebasectlError`` and leaves as one line on
-stderr with the exit code of DESIGN.md (2 for bad input, 1 for conflicts, 3 for failed tests,
+stderr with the exit code of docs/design.md (2 for bad input, 1 for conflicts, 3 for failed tests,
 130 for Ctrl-C); click's usage errors are folded into the same one-line form.
 """
 
@@ -101,14 +101,22 @@ def _render_apply(outcome: Any, as_json: bool) -> None:
 @click.option(
     "--worktree", type=click.Path(path_type=Path), help="Work tree (default .rebasectl/tree)."
 )
+@click.option("--install", is_flag=True,
+              help="Then make the work tree this Python environment's megatron (a .pth file).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_ws
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
-          as_json: bool) -> None:
+          install: bool, as_json: bool) -> None:
     """Materialise base + one commit per patch in a work tree."""
     with ui.progress("applying"):
         outcome = actions.apply(ws, base, upstream, worktree)
     _render_apply(outcome, as_json)
+    if install:
+        from .pyenv import install_tree
+
+        pth = install_tree(outcome.worktree)
+        if not as_json:
+            ui.line(f"installed: import megatron gives {outcome.worktree} ({pth})")
 
 
 @cli.command("continue")
@@ -195,12 +203,14 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
                  [[p.id, p.passed, p.failed, p.skipped] for p in run.patches])
         for p in run.patches:
             for failure in p.failures:
-                ui.line(f"FAILED {p.id}: {failure}")
+                first = failure.message.splitlines()[0] if failure.message else ""
+                kind = failure.kind.value if failure.kind else ""
+                ui.line(f"FAILED {p.id}: {failure.node} [{kind}] {failure.location}: {first}")
         if run.result == "failed" and against == "patched":
             ui.line(run.log_tail)
     if run.result == "failed":
-        what = f"not covered (no test fails on the base): {', '.join(run.uncovered)}" \
-            if against == "base" else "regression tests failed"
+        what = ("not covered (no test fails on an assertion on the base): "
+                f"{', '.join(run.uncovered)}") if against == "base" else "regression tests failed"
         raise RebasectlError(what, ExitCode.TESTS_FAILED)
 
 

@@ -1,4 +1,4 @@
-"""The one error type below the CLI, carrying the exit code of DESIGN.md.
+"""The one error type below the CLI, carrying the exit code of docs/design.md.
 
 Nothing below ``cli.py`` prints or exits; it raises ``RebasectlError`` (or a subclass) with a
 one-line message, and the CLI turns it into that line on stderr and the exit code.

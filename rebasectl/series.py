@@ -1,6 +1,6 @@
 """The series model: series.yaml (schema version 1) and its patch entries.
 
-Loading validates everything DESIGN.md fixes and names ``file:line`` for each problem (unknown
+Loading validates everything docs/design.md fixes and names ``file:line`` for each problem (unknown
 keys, wrong types, duplicate ids, missing or escaping paths), because a maintainer edits this file
 by hand. Saving writes one deterministic form, so an unchanged series saves to the same bytes.
 The model knows nothing of git or the screen.

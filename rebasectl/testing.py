@@ -2,9 +2,16 @@
 
 ``--against patched`` (default) runs the suite on the patched work tree: every test must pass.
 ``--against base`` runs the same tests on the unpatched base: every patch must have at least one
-failing test there, or the suite does not cover it ("uncovered"). pytest runs in a subprocess with
-``REBASECTL_TEST_TREE`` naming the tree (tests/regression/conftest.py puts it on sys.path); its
-JUnit XML gives the per-test outcomes, which are mapped to patches through series.yaml ``tests:``.
+test that ran there and failed *on an assertion* (``AssertionError``, or pytest's own ``Failed``
+from ``pytest.raises``/``pytest.fail``): an import error, a syntax error or a setup error on the
+base proves nothing about the patch, so such a patch is "uncovered". pytest runs in a subprocess
+with ``REBASECTL_TEST_TREE`` naming the tree (tests/regression/conftest.py puts it first on
+sys.path and checks that ``megatron.core`` is imported from it); its JUnit XML gives each test's
+outcome, failure kind, message and location, mapped to patches through series.yaml ``tests:``.
+
+A run that cannot run is an error, never a pass: no pytest (or no pytest-xdist for ``-j``), a
+``--tree`` that is not a Megatron tree, and a run in which no test executed (all skipped or
+deselected) are exit 2 with one line saying why.
 
 ``--multi-gpu N`` also runs the ``multi_gpu`` tests with ``torchrun --standalone --nproc-per-node N
 -m pytest -m multi_gpu`` (one process per GPU, NCCL; ``REBASECTL_MULTI_GPU_BACKEND=gloo`` runs the
@@ -16,11 +23,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +38,45 @@ from .errors import ExitCode, RebasectlError
 from .gitio import Git
 from .series import Series, load
 from .workspace import Workspace
+
+SCHEMA = "rebasectl.test/1"
+MESSAGE_LINES = 6  # lines of a failure's message kept in the JSON and the table
+
+
+class Outcome(str, Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class FailureKind(str, Enum):
+    """Why a test failed. Only ``assertion`` proves that the base lacks a patch's behaviour."""
+
+    ASSERTION = "assertion"  # AssertionError, or pytest's Failed (DID NOT RAISE, pytest.fail)
+    EXCEPTION = "exception"  # another exception raised by the test body (TypeError, ...)
+    BROKEN = "broken"  # import/syntax error, or an error in setup/teardown: proves nothing
+
+
+_PROOF_TYPES = {"AssertionError", "Failed"}
+_BROKEN_TYPES = {"ImportError", "ModuleNotFoundError", "SyntaxError", "IndentationError",
+                 "TabError", "NameError"}
+_LOCATION = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+): (?P<type>[\w.]+)$")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One test case as the JUnit XML reports it."""
+
+    node: str  # file::name[params]
+    file: str
+    outcome: Outcome
+    kind: FailureKind | None = None
+    message: str = ""
+    location: str = ""
+
+    def failure_json(self) -> dict[str, Any]:
+        return {"test": self.node, "kind": self.kind.value if self.kind else None,
+                "message": self.message, "location": self.location}
 
 
 @dataclass
@@ -37,7 +86,27 @@ class PatchResult:
     passed: int = 0
     failed: int = 0
     skipped: int = 0
-    failures: list[str] = field(default_factory=list)
+    failures: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def proving(self) -> int:
+        """Failures that show a missing behaviour (assertions), as opposed to a broken run."""
+        return sum(1 for f in self.failures if f.kind is FailureKind.ASSERTION)
+
+    def count(self, case: CaseResult) -> None:
+        if case.outcome is Outcome.PASSED:
+            self.passed += 1
+        elif case.outcome is Outcome.SKIPPED:
+            self.skipped += 1
+        else:
+            self.failed += 1
+            self.failures.append(case)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "tests": self.tests, "passed": self.passed,
+                "failed": self.failed, "skipped": self.skipped, "proving": self.proving,
+                "failures": [f.node for f in self.failures],
+                "failure_details": [f.failure_json() for f in self.failures]}
 
 
 @dataclass
@@ -53,31 +122,12 @@ class TestRun:
     def result(self) -> str:
         if self.against == "base":
             return "failed" if self.uncovered else "passed"
-        return (
-            "failed"
-            if any(p.failed for p in self.patches) or self.returncode not in (0, 5)
-            else "passed"
-        )
+        return "failed" if any(p.failed for p in self.patches) else "passed"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": "rebasectl.test/1",
-            "against": self.against,
-            "tree": self.tree,
-            "result": self.result,
-            "patches": [
-                {
-                    "id": p.id,
-                    "tests": p.tests,
-                    "passed": p.passed,
-                    "failed": p.failed,
-                    "skipped": p.skipped,
-                    "failures": p.failures,
-                }
-                for p in self.patches
-            ],
-            "uncovered": self.uncovered,
-        }
+        return {"schema": SCHEMA, "against": self.against, "tree": self.tree,
+                "result": self.result, "patches": [p.to_json() for p in self.patches],
+                "uncovered": self.uncovered}
 
 
 def marker_expression(device: str | None) -> str | None:
@@ -98,203 +148,200 @@ MULTI_GPU_ENV = {
 MULTI_GPU_TIMEOUT_S = 3600
 
 
+# -- preconditions -------------------------------------------------------------------------------
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def preflight(jobs: int) -> None:
+    """Refuse a run that cannot happen, before anything starts: the suite runs under this
+    interpreter (``sys.executable -m pytest``), so its environment must have pytest."""
+    if not _importable("pytest"):
+        raise RebasectlError(f"rebasectl test needs pytest in this environment ({sys.executable}):"
+                             " pip install pytest")
+    if jobs > 1 and not _importable("xdist"):
+        raise RebasectlError("-j/--jobs needs pytest-xdist in this environment: "
+                             "pip install pytest-xdist (or run without -j)")
+
+
+def check_tree(tree: Path) -> Path:
+    """A Megatron-LM checkout: one with ``megatron/core/__init__.py``."""
+    if not tree.is_dir():
+        raise RebasectlError(f"--tree {tree}: not a directory")
+    if not (tree / "megatron" / "core" / "__init__.py").is_file():
+        raise RebasectlError(f"--tree {tree}: not a Megatron-LM tree "
+                             "(no megatron/core/__init__.py)")
+    return tree.resolve()
+
+
 def select(series: Series, patch_id: str | None) -> list[tuple[str, list[str]]]:
     entries = [series.by_id(patch_id)] if patch_id else list(series.patches)
     return [(e.id, list(e.tests)) for e in entries]
 
 
-def run_pytest(
-    root: Path,
-    tree: Path,
-    files: list[str],
-    device: str | None,
-    jobs: int = 1,
-) -> tuple[int, dict[str, list[str]], str]:
-    """Run pytest on ``files``; returns (exit code, {file: [outcome:testid, ...]}, output tail)."""
+# -- running pytest ------------------------------------------------------------------------------
+def _pytest_args(files: Sequence[str], junit: str) -> list[str]:
+    return ["-m", "pytest", *files, "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
+            f"--junitxml={junit}", "-rfE"]
+
+
+def run_pytest(root: Path, tree: Path, files: list[str], device: str | None,
+               jobs: int = 1) -> tuple[int, list[CaseResult], str]:
+    """Run pytest on ``files``; returns (exit code, the cases, output tail)."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-test-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        args = [
-            sys.executable,
-            "-m",
-            "pytest",
-            *files,
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "junit_family=xunit1",
-            f"--junitxml={junit}",
-            "-rfE",
-        ]
+        args = [sys.executable, *_pytest_args(files, str(junit))]
         if jobs > 1:
             args += ["-n", str(jobs)]  # pytest-xdist
         expr = marker_expression(device)
         if expr:
             args += ["-m", expr]
-        env = dict(os.environ)
-        env["REBASECTL_TEST_TREE"] = str(tree)
+        env = dict(os.environ, REBASECTL_TEST_TREE=str(tree))
         proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
-        outcomes = parse_junit(junit) if junit.exists() else {}
-    tail = (proc.stdout + proc.stderr)[-4000:]
-    return proc.returncode, outcomes, tail
+        cases = parse_junit(junit) if junit.exists() else []
+    return proc.returncode, cases, (proc.stdout + proc.stderr)[-4000:]
 
 
-def run_torchrun(
-    root: Path, tree: Path, files: list[str], nproc: int
-) -> tuple[int, dict[str, list[str]], str]:
+def run_torchrun(root: Path, tree: Path, files: list[str],
+                 nproc: int) -> tuple[int, list[CaseResult], str]:
     """Run the ``multi_gpu`` tests of ``files`` under torchrun with ``nproc`` ranks.
 
-    Returns (exit code, merged outcomes, output tail); the code is 0, 1 (some test failed on some
+    Returns (exit code, merged cases, output tail); the code is 0, 1 (some test failed on some
     rank) or 5 (no test ran). Raises when a rank wrote no JUnit XML."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-mgpu-") as tmp:
-        args = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node",
-            str(nproc),
-            "-m",
-            "pytest",
-            *files,
-            "-q",
-            "-m",
-            "multi_gpu",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "junit_family=xunit1",
-            # pytest expands $RANK (set by torchrun per worker): one XML per rank.
-            f"--junitxml={Path(tmp) / 'junit-rank$RANK.xml'}",
-            "-rfE",
-        ]
-        env = dict(os.environ)
-        env["REBASECTL_TEST_TREE"] = str(tree)
-        env.update(MULTI_GPU_ENV)
+        # pytest expands $RANK (set by torchrun per worker): one XML per rank.
+        args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                str(nproc), *_pytest_args(files, str(Path(tmp) / "junit-rank$RANK.xml")),
+                "-m", "multi_gpu"]
+        env = dict(os.environ, REBASECTL_TEST_TREE=str(tree), **MULTI_GPU_ENV)
         try:
-            proc = subprocess.run(
-                args,
-                cwd=root,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=MULTI_GPU_TIMEOUT_S,
-            )
+            proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True,
+                                  check=False, timeout=MULTI_GPU_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
-            raise RebasectlError(
-                f"multi-GPU tests did not finish in {MULTI_GPU_TIMEOUT_S} s (a rank hangs?)",
-                ExitCode.TESTS_FAILED,
-            ) from exc
+            raise RebasectlError(f"multi-GPU tests did not finish in {MULTI_GPU_TIMEOUT_S} s "
+                                 "(a rank hangs?)", ExitCode.TESTS_FAILED) from exc
         tail = (proc.stdout + proc.stderr)[-4000:]
         junits = [Path(tmp) / f"junit-rank{rank}.xml" for rank in range(nproc)]
         missing = [str(rank) for rank, junit in enumerate(junits) if not junit.exists()]
-        if missing:
-            # A rank that crashed (or that torchrun killed after another rank crashed).
+        if missing:  # a rank that crashed (or that torchrun killed after another one crashed)
             last = tail.strip().splitlines()[-1] if tail.strip() else ""
-            raise RebasectlError(
-                f"multi-GPU tests: rank {', '.join(missing)} wrote no JUnit XML "
-                f"(torchrun exit {proc.returncode}): {last}",
-                ExitCode.TESTS_FAILED,
-            )
-        per_rank = [parse_junit(junit) for junit in junits]
-    outcomes = merge_rank_outcomes(per_rank)
-    states = [item.split(":", 1)[0] for items in outcomes.values() for item in items]
-    code = 1 if "failed" in states else 0 if states else 5
-    return code, outcomes, tail
+            raise RebasectlError(f"multi-GPU tests: rank {', '.join(missing)} wrote no JUnit XML "
+                                 f"(torchrun exit {proc.returncode}): {last}",
+                                 ExitCode.TESTS_FAILED)
+        cases = merge_rank_outcomes([parse_junit(junit) for junit in junits])
+    states = {c.outcome for c in cases}
+    code = 1 if Outcome.FAILED in states else 0 if states else 5
+    return code, cases, tail
 
 
-def merge_rank_outcomes(per_rank: list[dict[str, list[str]]]) -> dict[str, list[str]]:
-    """One outcome per test over all ranks: failed on any rank > passed on any > skipped."""
-    rank_of = {"failed": 2, "passed": 1, "skipped": 0}
-    merged: dict[str, dict[str, str]] = {}
-    for outcomes in per_rank:
-        for file, items in outcomes.items():
-            tests = merged.setdefault(file, {})
-            for item in items:
-                state, node = item.split(":", 1)
-                if rank_of[state] >= rank_of[tests.get(node, "skipped")]:
-                    tests[node] = state
-    return {
-        file: [f"{state}:{node}" for node, state in tests.items()] for file, tests in merged.items()
-    }
+_RANK = {Outcome.FAILED: 2, Outcome.PASSED: 1, Outcome.SKIPPED: 0}
 
 
-def parse_junit(path: Path) -> dict[str, list[str]]:
-    """{test file: ["passed:nodeid", "failed:nodeid", "skipped:nodeid", ...]}"""
-    outcomes: dict[str, list[str]] = {}
+def merge_rank_outcomes(per_rank: list[list[CaseResult]]) -> list[CaseResult]:
+    """One result per test over all ranks: failed on any rank > passed on any > skipped."""
+    merged: dict[str, CaseResult] = {}
+    for cases in per_rank:
+        for case in cases:
+            kept = merged.get(case.node)
+            if kept is None or _RANK[case.outcome] > _RANK[kept.outcome]:
+                merged[case.node] = case
+    return list(merged.values())
+
+
+# -- JUnit ---------------------------------------------------------------------------------------
+def parse_junit(path: Path) -> list[CaseResult]:
+    """The cases of a pytest JUnit XML (xunit1: ``file`` attributes), with failure details."""
+    cases: list[CaseResult] = []
     for case in ET.parse(path).getroot().iter("testcase"):
         file = case.get("file") or ""
-        name = case.get("name") or ""
-        node = f"{file}::{name}"
-        if case.find("failure") is not None or case.find("error") is not None:
-            state = "failed"
-        elif case.find("skipped") is not None:
-            state = "skipped"
-        else:
-            state = "passed"
-        outcomes.setdefault(file, []).append(f"{state}:{node}")
-    return outcomes
+        node = f"{file}::{case.get('name') or ''}"
+        failure, error = case.find("failure"), case.find("error")
+        if failure is None and error is None:
+            skipped = case.find("skipped") is not None
+            cases.append(CaseResult(node, file, Outcome.SKIPPED if skipped else Outcome.PASSED))
+            continue
+        element = failure if failure is not None else error
+        assert element is not None
+        kind, location = classify_failure(element.text or "", setup_error=failure is None)
+        message = "\n".join((element.get("message") or "").splitlines()[:MESSAGE_LINES])
+        cases.append(CaseResult(node, file, Outcome.FAILED, kind, message, location))
+    return cases
 
 
-def run_tests(
-    ws: Workspace,
-    tree: Path,
-    *,
-    against: str,
-    device: str | None,
-    patch_id: str | None,
-    jobs: int = 1,
-    multi_gpu: int = 0,
-) -> TestRun:
-    series = load(ws.root)
-    selected = select(series, patch_id)
+def classify_failure(text: str, *, setup_error: bool) -> tuple[FailureKind, str]:
+    """The kind of a failure and its ``file:line`` from pytest's traceback text, whose last line
+    is ``path:LINE: ExceptionType``."""
+    location, exc_type = "", ""
+    for line in reversed(text.strip().splitlines()):
+        m = _LOCATION.match(line.strip())
+        if m:
+            location = f"{m.group('file')}:{m.group('line')}"
+            exc_type = m.group("type").rsplit(".", 1)[-1]
+            break
+    if setup_error or exc_type in _BROKEN_TYPES:
+        return FailureKind.BROKEN, location
+    if exc_type in _PROOF_TYPES:
+        return FailureKind.ASSERTION, location
+    return FailureKind.EXCEPTION, location
+
+
+# -- the run -------------------------------------------------------------------------------------
+def _files_of(ws: Workspace, selected: list[tuple[str, list[str]]]) -> list[str]:
     files = sorted({t for _, tests in selected for t in tests})
     missing = [f for f in files if not (ws.root / f).exists()]
     if missing:
         raise RebasectlError(f"series.yaml names a test that does not exist: {missing[0]}")
     if not files:
         raise RebasectlError("no regression tests are listed in series.yaml (`tests:`)")
-    if jobs > 1 and importlib.util.find_spec("xdist") is None:
-        raise RebasectlError("--jobs needs pytest-xdist (pip install pytest-xdist)")
-    # With --multi-gpu alone only the multi_gpu tests run; with --cpu/--gpu that selection too.
+    return files
+
+
+def _collect(ws: Workspace, tree: Path, files: list[str], device: str | None, jobs: int,
+             multi_gpu: int) -> tuple[int, list[CaseResult], str]:
+    """Run pytest (unless ``--multi-gpu`` alone) and torchrun (with ``--multi-gpu``)."""
     code, tail = 5, ""
-    outcomes: dict[str, list[str]] = {}
+    cases: list[CaseResult] = []
     if not multi_gpu or device is not None:
-        code, outcomes, tail = run_pytest(ws.root, tree, files, device, jobs)
+        code, cases, tail = run_pytest(ws.root, tree, files, device, jobs)
     if code not in (0, 1, 5):
-        raise RebasectlError(
-            f"pytest could not run (exit {code}): "
-            f"{tail.strip().splitlines()[-1] if tail.strip() else ''}",
-            ExitCode.TESTS_FAILED,
-        )
+        last = tail.strip().splitlines()[-1] if tail.strip() else ""
+        raise RebasectlError(f"pytest could not run (exit {code}): {last}")
     if multi_gpu:
-        mcode, moutcomes, mtail = run_torchrun(ws.root, tree, files, multi_gpu)
-        for file, items in moutcomes.items():
-            outcomes.setdefault(file, []).extend(items)
+        mcode, mcases, mtail = run_torchrun(ws.root, tree, files, multi_gpu)
+        cases += mcases
         code = 1 if 1 in (code, mcode) else 5 if code == mcode == 5 else 0
         tail = (tail + mtail)[-4000:]
-    results: list[PatchResult] = []
+    return code, cases, tail
+
+
+def run_tests(ws: Workspace, tree: Path, *, against: str, device: str | None,
+              patch_id: str | None, jobs: int = 1, multi_gpu: int = 0) -> TestRun:
+    preflight(jobs)
+    series = load(ws.root)
+    selected = select(series, patch_id)
+    files = _files_of(ws, selected)
+    code, cases, tail = _collect(ws, tree, files, device, jobs, multi_gpu)
     all_ids = [e.id for e in series.patches]
+    results: list[PatchResult] = []
     for pid, tests in selected:
         result = PatchResult(pid, tests)
-        for test in tests:
-            for item in outcomes.get(test, []):
-                state, node = item.split(":", 1)
-                if not belongs_to(node, pid, all_ids):
-                    continue
-                if state == "passed":
-                    result.passed += 1
-                elif state == "skipped":
-                    result.skipped += 1
-                else:
-                    result.failed += 1
-                    result.failures.append(node)
+        for case in cases:
+            if case.file in tests and belongs_to(case.node, pid, all_ids):
+                result.count(case)
         results.append(result)
-    # On the base every patch needs a failing test. Under --cpu/--gpu only the patches that have
-    # tests in that selection are judged (a CPU-only patch has nothing to prove on --gpu).
-    judged = [r for r in results if (device is None and not multi_gpu) or r.passed + r.failed > 0]
-    uncovered = [r.id for r in judged if r.failed == 0] if against == "base" else []
+    if not any(r.passed + r.failed for r in results):
+        skipped = sum(r.skipped for r in results)
+        raise RebasectlError(f"no regression test ran on {tree} ({skipped} skipped, the rest "
+                             "deselected): nothing was tested; check the selection (--cpu/--gpu/"
+                             "--patch) and the skip reasons with `pytest -rs`")
+    # On the base every patch needs a test that failed on an assertion. Under --cpu/--gpu only
+    # the patches that have tests in that selection are judged (a CPU-only patch has nothing to
+    # prove on --gpu).
+    judged = [r for r in results if (device is None and not multi_gpu) or r.passed + r.failed]
+    uncovered = [r.id for r in judged if r.proving == 0] if against == "base" else []
     return TestRun(against, tree_id(tree), results, uncovered, code, tail)
 
 
@@ -313,11 +360,11 @@ def belongs_to(node: str, patch_id: str, patch_ids: list[str]) -> bool:
 
 
 def tree_id(tree: Path) -> str:
+    """The commit a tree is at (``git rev-parse HEAD`` there), else its path."""
     if (tree / ".git").exists():
-        try:
-            return Git(tree).head()
-        except RebasectlError:
-            pass
+        head = Git(tree).resolve("HEAD")
+        if head is not None:
+            return head
     return str(tree)
 
 
@@ -326,9 +373,8 @@ def ensure_base_tree(ws: Workspace, git: Git, base: str) -> Path:
     path = ws.state_dir / "base-tree"
     if (path / ".git").exists():
         tree = Git(path)
-        if tree.head() == base:
-            return path
-        tree.reset_hard(base)
+        if tree.head() != base:
+            tree.reset_hard(base)
         return path
     git.run(["worktree", "prune"], check=False)
     git.worktree_add(path, base)

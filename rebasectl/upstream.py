@@ -1,9 +1,9 @@
 """The cached upstream mirror: where the upstream comes from, creating and updating the bare
 mirror under ``.rebasectl/upstream.git``, and resolving revisions in it.
 
-Source precedence (DESIGN.md): ``--upstream`` > ``REBASECTL_UPSTREAM`` > series.yaml's url. Only
-https, ssh, git and file transports (and local paths, scp-style ``host:path``) are accepted: a
-``ext::`` or other ``transport::`` URL could run commands.
+Source precedence (docs/design.md): ``--upstream`` > ``REBASECTL_UPSTREAM`` > series.yaml's url.
+Only https, ssh, git and file transports (and local paths, scp-style ``host:path``) are accepted:
+a ``ext::`` or other ``transport::`` URL could run commands.
 """
 
 from __future__ import annotations

@@ -42,13 +42,21 @@ def hermetic_git(tmp_path_factory: pytest.TempPathFactory,
     yield
 
 
-@pytest.fixture
-def mirror_path() -> Path:
-    """The real Megatron-LM mirror, for tests that need it (skipped without it)."""
+def real_mirror() -> Path:
+    """The real Megatron-LM mirror named by REBASECTL_MEGATRON_MIRROR (relative paths are taken
+    from the repository's root, as the README gives it); skips the test without one."""
     env = os.environ.get("REBASECTL_MEGATRON_MIRROR")
     if not env:
         pytest.skip("REBASECTL_MEGATRON_MIRROR is not set (path to a Megatron-LM git mirror)")
     path = Path(env)
+    if not path.is_absolute():
+        path = Path(__file__).resolve().parents[1] / path
     if not path.exists():
         pytest.skip(f"REBASECTL_MEGATRON_MIRROR={env} does not exist")
-    return path
+    return path.resolve()
+
+
+@pytest.fixture
+def mirror_path() -> Path:
+    """The real Megatron-LM mirror, for tests that need it (skipped without it)."""
+    return real_mirror()

@@ -1,4 +1,4 @@
-"""Where the two sides of a report come from (DESIGN.md, ``report`` inputs).
+"""Where the two sides of a report come from (docs/design.md, ``report`` inputs).
 
 Each side is one of: a revision of this repository (``--old-rev/--new-rev``; default old = the
 series before the last commit that changed the base in series.yaml, default new = the working

@@ -1,4 +1,4 @@
-"""JSON = the report model serialised, in the ``rebasectl.report/1`` shape of DESIGN.md.
+"""JSON = the report model serialised, in the ``rebasectl.report/1`` shape of docs/design.md.
 
 Keys are written in a fixed order and the output ends with one newline, so the same report always
 gives the same bytes.

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import real_mirror
 from tests.synth import rebasectl
 
 OLD = "3714d81d418c9f1bca4594fc35f9e8289f652862"
@@ -109,10 +110,7 @@ def _log_l(mirror: Path, path: str, marker: str, before: int, after: int) -> set
 
 @pytest.fixture(scope="module")
 def bumped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    env = os.environ.get("REBASECTL_MEGATRON_MIRROR")
-    if not env or not Path(env).exists():
-        pytest.skip("REBASECTL_MEGATRON_MIRROR is not set (path to a Megatron-LM git mirror)")
-    mirror = Path(env)
+    mirror = real_mirror()
     root = tmp_path_factory.mktemp("megatron-bump")
     fork, base, tip = build_old_series(mirror, root)
     series = root / "series"

@@ -41,6 +41,26 @@ if TREE is not None:
     os.environ.setdefault("REBASECTL_TEST_TREE", str(TREE))
 
 
+def imported_megatron_core() -> Path | None:
+    """Where ``import megatron.core`` is found (without running megatron.core itself): another
+    megatron-core installed in the environment, or an earlier tree's ``.pth``, must not shadow
+    the tree under test, or every result would be about the wrong code."""
+    spec = importlib.util.find_spec("megatron.core")
+    return Path(spec.origin).resolve().parent if spec is not None and spec.origin else None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if TREE is None:
+        return
+    found = imported_megatron_core()
+    expected = (TREE / "megatron" / "core").resolve()
+    if found != expected:
+        raise pytest.UsageError(
+            f"megatron.core would be imported from {found}, not from the tree under test "
+            f"{expected}: uninstall that copy (pip uninstall megatron-core) or fix PYTHONPATH"
+        )
+
+
 def _has_cuda() -> bool:
     try:
         import torch

@@ -1,4 +1,4 @@
-"""The user's ``url.<base>.insteadOf`` applies when rebasectl talks to the upstream (DESIGN.md:
+"""The user's ``url.<base>.insteadOf`` applies when rebasectl talks to the upstream (docs/design.md:
 "Git's own url.<base>.insteadOf works too"), although everything else runs hermetically."""
 
 from __future__ import annotations

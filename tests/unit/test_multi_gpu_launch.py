@@ -51,17 +51,25 @@ def pytest_configure(config):
 """
 
 
+def _cases(spec: str) -> list[testing.CaseResult]:
+    """``"a:passed b:failed"`` -> results of tests t.py::a, t.py::b."""
+    out = []
+    for item in spec.split():
+        name, state = item.split(":")
+        out.append(testing.CaseResult(f"t.py::{name}", "t.py", testing.Outcome(state)))
+    return out
+
+
+def _states(cases: list[testing.CaseResult]) -> dict[str, str]:
+    return {c.node.split("::")[-1]: c.outcome.value for c in cases}
+
+
 def test_merge_rank_outcomes_fails_a_test_that_fails_on_any_rank() -> None:
-    rank0 = {"t.py": ["passed:t.py::a", "passed:t.py::b", "skipped:t.py::c", "skipped:t.py::d"]}
-    rank1 = {"t.py": ["failed:t.py::a", "passed:t.py::b", "passed:t.py::c", "skipped:t.py::d"]}
-    merged = testing.merge_rank_outcomes([rank0, rank1])
-    assert sorted(merged["t.py"]) == [
-        "failed:t.py::a",
-        "passed:t.py::b",
-        "passed:t.py::c",
-        "skipped:t.py::d",
-    ]
-    assert testing.merge_rank_outcomes([rank1, rank0]) == {"t.py": merged["t.py"]}
+    rank0 = _cases("a:passed b:passed c:skipped d:skipped")
+    rank1 = _cases("a:failed b:passed c:passed d:skipped")
+    merged = _states(testing.merge_rank_outcomes([rank0, rank1]))
+    assert merged == {"a": "failed", "b": "passed", "c": "passed", "d": "skipped"}
+    assert _states(testing.merge_rank_outcomes([rank1, rank0])) == merged
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun)")
@@ -70,8 +78,7 @@ def test_run_torchrun_merges_per_rank_junit(tmp_path: Path) -> None:
     (tmp_path / "test_fake.py").write_text(FAKE_TESTS)
     code, outcomes, tail = testing.run_torchrun(tmp_path, tmp_path, ["test_fake.py"], 2)
     assert code == 1, tail
-    states = {item.split("::")[-1]: item.split(":", 1)[0] for item in outcomes["test_fake.py"]}
-    assert states == {
+    assert _states(outcomes) == {
         "test_passes_everywhere": "passed",
         "test_fails_on_rank1_only": "failed",
         "test_skipped": "skipped",

@@ -1,5 +1,5 @@
 """Renderers: hostile subjects are escaped (HTML) or cannot break the table (markdown), the JSON
-keeps the DESIGN.md shape, and every patch sits in exactly one mapping entry."""
+keeps the docs/design.md shape, and every patch sits in exactly one mapping entry."""
 
 from __future__ import annotations
 

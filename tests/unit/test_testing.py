@@ -1,0 +1,202 @@
+"""`rebasectl test` that cannot run is an error, never a pass; failures say why; coverage on the
+base counts assertions only; `apply --install` makes the tree the environment's megatron.
+
+Every case runs the real CLI in a subprocess on a tiny fake Megatron tree (``megatron/core``) and
+a series whose ``tests:`` name real pytest modules, so pytest, its JUnit XML and the exit codes
+are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rebasectl.testing import FailureKind, classify_failure
+from tests.synth import rebasectl
+
+SERIES = """\
+version: 1
+upstream: {{name: up, url: https://example.invalid/up.git, branch: main, base: "{base}"}}
+patches:
+  - id: one
+    file: 0001-one.patch
+    title: "one"
+    tests: [tests/regression/test_one.py]
+  - id: two
+    file: 0002-two.patch
+    title: "two"
+    tests: [tests/regression/test_two.py]
+"""
+
+PATCH = """\
+From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A <a@example.invalid>
+Date: Thu, 1 Jan 2026 00:00:00 +0000
+Subject: {title}
+
+---
+"""
+
+CONFTEST = """
+import os, sys
+tree = os.environ.get("REBASECTL_TEST_TREE")
+if tree:
+    sys.path.insert(0, tree)
+
+def pytest_configure(config):
+    for m in ("cpu", "gpu", "multi_gpu", "needs_te"):
+        config.addinivalue_line("markers", m)
+"""
+
+
+def _workspace(tmp_path: Path, one: str, two: str) -> tuple[Path, Path]:
+    ws = tmp_path / "ws"
+    (ws / "patches").mkdir(parents=True)
+    (ws / "series.yaml").write_text(SERIES.format(base="a" * 40))
+    for name, title in (("0001-one.patch", "one"), ("0002-two.patch", "two")):
+        (ws / "patches" / name).write_text(PATCH.format(title=title))
+    reg = ws / "tests" / "regression"
+    reg.mkdir(parents=True)
+    (reg / "conftest.py").write_text(CONFTEST)
+    (reg / "test_one.py").write_text(textwrap.dedent(one))
+    (reg / "test_two.py").write_text(textwrap.dedent(two))
+    tree = tmp_path / "tree"
+    (tree / "megatron" / "core").mkdir(parents=True)
+    (tree / "megatron" / "core" / "__init__.py").write_text("FEATURE = False\n")
+    return ws, tree
+
+
+PASSING = """
+import pytest
+@pytest.mark.cpu
+def test_ok():
+    assert True
+"""
+
+ASSERTS_FEATURE = """
+import pytest
+@pytest.mark.cpu
+def test_feature():
+    import megatron.core
+    assert megatron.core.FEATURE, "the feature is missing"
+"""
+
+IMPORT_ERROR = """
+import pytest
+@pytest.mark.cpu
+def test_module():
+    import megatron.core.absent_module  # noqa: F401
+"""
+
+
+def test_tree_that_is_not_megatron_is_exit_2(tmp_path: Path) -> None:
+    ws, _ = _workspace(tmp_path, PASSING, PASSING)
+    (tmp_path / "empty").mkdir()
+    proc = rebasectl(ws, "test", "--tree", str(tmp_path / "empty"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"rebasectl: error: --tree {tmp_path / 'empty'}: not a Megatron-LM tree "
+        "(no megatron/core/__init__.py)"]
+
+
+def test_a_run_in_which_no_test_executed_is_exit_2(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, PASSING, PASSING)
+    proc = rebasectl(ws, "test", "--gpu", "--tree", str(tree))  # every test is a cpu test
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no regression test ran" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _run_without(ws: Path, tree: Path, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process where ``module`` cannot be imported (as in an environment without
+    it): ``sys.modules[name] = None`` makes every import of it fail."""
+    code = (f"import sys; sys.modules[{module!r}] = None; from rebasectl.cli import main; "
+            f"sys.argv = ['rebasectl', '-C', {str(ws)!r}, 'test', '--tree', {str(tree)!r}, "
+            f"*{list(args)!r}]; main()")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+
+
+def test_without_pytest_is_exit_2_naming_what_to_install(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, PASSING, PASSING)
+    for args in ((), ("--against", "base")):
+        proc = _run_without(ws, tree, "pytest", *args)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("rebasectl: error: rebasectl test needs pytest")
+        assert proc.stderr.strip().endswith("pip install pytest")
+
+
+def test_jobs_without_xdist_is_exit_2(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, PASSING, PASSING)
+    proc = _run_without(ws, tree, "xdist", "-j", "2")
+    assert proc.returncode == 2
+    assert "pip install pytest-xdist" in proc.stderr
+
+
+def test_failures_carry_kind_message_and_location(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, ASSERTS_FEATURE, IMPORT_ERROR)
+    proc = rebasectl(ws, "test", "--tree", str(tree), "--json")
+    assert proc.returncode == 3, proc.stderr
+    data = json.loads(proc.stdout)
+    one, two = data["patches"]
+    assert one["failures"] == ["tests/regression/test_one.py::test_feature"]
+    detail = one["failure_details"][0]
+    assert detail["kind"] == "assertion"
+    assert detail["message"].startswith("AssertionError: the feature is missing")
+    assert detail["location"] == "tests/regression/test_one.py:6"
+    assert two["failure_details"][0]["kind"] == "broken"
+    assert "ModuleNotFoundError" in two["failure_details"][0]["message"]
+
+
+def test_on_the_base_an_import_error_does_not_cover_a_patch(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, ASSERTS_FEATURE, IMPORT_ERROR)
+    proc = rebasectl(ws, "test", "--tree", str(tree), "--against", "base", "--json")
+    data = json.loads(proc.stdout)
+    assert data["uncovered"] == ["two"], data
+    assert [p["proving"] for p in data["patches"]] == [1, 0]
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == ("rebasectl: error: not covered (no test fails on an "
+                                   "assertion on the base): two")
+
+
+@pytest.mark.parametrize(("text", "setup", "kind"), [
+    ("E   AssertionError: x\n\nt.py:3: AssertionError", False, FailureKind.ASSERTION),
+    ("E   Failed: DID NOT RAISE ValueError\n\nt.py:5: Failed", False, FailureKind.ASSERTION),
+    ("E   ModuleNotFoundError: m\n\nt.py:3: ModuleNotFoundError", False, FailureKind.BROKEN),
+    ("E     File x.py, line 1\nE   SyntaxError: bad\n\nx.py:1: SyntaxError", False,
+     FailureKind.BROKEN),
+    ("E   TypeError: f() got an unexpected keyword\n\nt.py:9: TypeError", False,
+     FailureKind.EXCEPTION),
+    ("E   AssertionError: in a fixture\n\nt.py:2: AssertionError", True, FailureKind.BROKEN),
+])
+def test_classify_failure(text: str, setup: bool, kind: FailureKind) -> None:
+    assert classify_failure(text, setup_error=setup)[0] is kind
+
+
+def test_apply_install_makes_the_tree_the_environments_megatron(tmp_path: Path) -> None:
+    """A throwaway environment (venv without pip) runs `rebasectl.pyenv.install_tree`; afterwards
+    a fresh interpreter of that environment, started elsewhere, imports the tree's
+    megatron.core."""
+    _, tree = _workspace(tmp_path, PASSING, PASSING)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo),
+                                                       sysconfig.get_paths()["purelib"]]))
+    script = ("import pathlib; from rebasectl.pyenv import install_tree; "
+              f"print(install_tree(pathlib.Path({str(tree)!r})))")
+    install = subprocess.run([str(python), "-c", script], env=env, capture_output=True,
+                             text=True, check=False)
+    assert install.returncode == 0, install.stderr
+    probe = subprocess.run([str(python), "-c", "import megatron.core as m; print(m.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, check=False,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert probe.stdout.strip() == str(tree / "megatron" / "core" / "__init__.py"), probe.stderr
