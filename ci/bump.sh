@@ -6,15 +6,19 @@
 # Environment: REBASECTL (command, default `rebasectl`), REBASECTL_DIR (the series checkout,
 # default .), REBASECTL_UPSTREAM (upstream URL or mirror path, else series.yaml's url),
 # ARTIFACTS (default artifacts/bump), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
-# Exit: 0 clean (series exported, report in $ARTIFACTS/report.md, PR body in $ARTIFACTS/pr-body.md),
-# 1 conflicts (one `conflict: FILE:LINE: ...` line per failing hunk on stderr, for the problem
-# matcher; resumable artifacts in $ARTIFACTS), 2 bad input, 3 tests failed (with RUN_TESTS=1).
+# rebasectl writes its artifacts into $ARTIFACTS/rebasectl (a folder it owns); this script writes
+# bump-stdout.json and pr-body.md beside it.
+# Exit: 0 clean (series exported, report in $ARTIFACTS/rebasectl/report.md, PR body in
+# $ARTIFACTS/pr-body.md), 1 conflicts (one `patches/FILE:LINE: ...` line per conflict region on
+# stderr, for the problem matcher; resumable artifacts in $ARTIFACTS/rebasectl), 2 bad input,
+# 3 tests failed (with RUN_TESTS=1).
 set -uo pipefail
 REBASECTL=${REBASECTL:-rebasectl}
 DIR=${REBASECTL_DIR:-.}
 ARTIFACTS=${ARTIFACTS:-artifacts/bump}
 mkdir -p "$ARTIFACTS"
 ARTIFACTS=$(cd "$ARTIFACTS" && pwd)
+OWN="$ARTIFACTS/rebasectl"
 
 target=${1:-}
 if [ -z "$target" ]; then
@@ -28,11 +32,11 @@ $REBASECTL -C "$DIR" fetch "${up[@]}" || exit $?
 
 extra=()
 [ "${RUN_TESTS:-0}" = 1 ] && extra+=(--test)
-$REBASECTL -C "$DIR" bump --to "$target" --artifacts "$ARTIFACTS" --json "${extra[@]}" \
+$REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json "${extra[@]}" \
   > "$ARTIFACTS/bump-stdout.json"
 rc=$?
 
-result=$(python3 - "$ARTIFACTS/bump.json" <<'PY'
+result=$(python3 - "$OWN/bump.json" <<'PY'
 import json, sys
 try:
     data = json.load(open(sys.argv[1]))
@@ -47,9 +51,9 @@ if [ -n "${GITHUB_OUTPUT:-}" ]; then
   { echo "result=$outcome"; echo "to=$to"; echo "exit=$rc"; } >> "$GITHUB_OUTPUT"
 fi
 
-if [ "$rc" = 0 ] && [ -f "$ARTIFACTS/report.md" ]; then
+if [ "$rc" = 0 ] && [ -f "$OWN/report.md" ]; then
   # a pull request body is limited to 65536 characters
-  python3 - "$ARTIFACTS/report.md" "$ARTIFACTS/pr-body.md" <<'PY'
+  python3 - "$OWN/report.md" "$ARTIFACTS/pr-body.md" <<'PY'
 import sys
 text = open(sys.argv[1], encoding="utf-8").read()
 limit = 60000
@@ -58,8 +62,8 @@ if len(text) > limit:
 open(sys.argv[2], "w", encoding="utf-8").write(text)
 PY
 fi
-if [ "$rc" = 1 ] && [ -f "$ARTIFACTS/README.md" ]; then
-  cat "$ARTIFACTS/README.md"
-  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$ARTIFACTS/README.md" >> "$GITHUB_STEP_SUMMARY"; fi
+if [ "$rc" = 1 ] && [ -f "$OWN/README.md" ]; then
+  cat "$OWN/README.md"
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$OWN/README.md" >> "$GITHUB_STEP_SUMMARY"; fi
 fi
 exit "$rc"

@@ -1,5 +1,5 @@
 """``python -m rebasectl``."""
 
-from .cli import main
+from ._entry import main
 
 main()

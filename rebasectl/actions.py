@@ -1,130 +1,255 @@
-"""The mutating commands, each one function: take the lock, finish any interrupted export, find
-the upstream, and call the stage that does the work (session, exchange, upstream).
+"""The commands, each one function: take the lock, finish or repair what an interrupted command
+left, find the upstream, and call the stage that does the work (session, exchange, bump, ...).
 
 Kept apart from ``cli.py`` so that the CLI only parses and renders, and so tests can call each
-command's logic directly.
+command's logic directly. What an interruption can leave, and what is done about it here before
+any command goes on: a half-written export (rolled forward from its journal), git lock files of a
+killed git (removed when no process has them open, and named), a ``git worktree add`` killed
+while "initializing" (its registration and half-made directory removed), and registrations of
+work trees whose directory is gone (pruned).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from . import session
 from .errors import RebasectlError
-from .exchange import export_tree, import_range, load_patches, load_tree_map
+from .exchange import Built, export_tree, import_range, load_patches
 from .fsutil import recover
-from .gitio import Git
+from .git import Repo, Runner
+from .git.worktree import holders, initializing_worktrees, stale_git_locks
 from .lock import RepoLock
 from .series import Series, load
+from .session import ApplyOutcome, Session
 from .upstream import choose_source, ensure_mirror, open_for, resolve
 from .workspace import Workspace
 
+Notify = Callable[[str], None]
+
+
+def _quiet(text: str) -> None:
+    return None
+
 
 @contextmanager
-def locked(ws: Workspace, command: str) -> Iterator[None]:
+def locked(ws: Workspace, command: str, notify: Notify = _quiet) -> Iterator[None]:
     ws.ensure_state_dir()
     with RepoLock(ws.lock_file, command):
         recover(ws.root, ws.journal_dir)
+        repair_git(ws, notify)
         yield
+
+
+def repair_git(ws: Workspace, notify: Notify) -> None:
+    """Clear what a killed git left in the mirror and its work trees (see the module doc)."""
+    if not (ws.mirror / "HEAD").exists():
+        return
+    locks = stale_git_locks([ws.mirror])
+    busy = holders(locks)
+    if busy:
+        lock, pid = next(iter(busy.items()))
+        raise RebasectlError(f"git (pid {pid}) is working in {lock.parent}: wait for it to "
+                             "finish, then rerun")
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+        notify(f"removed {lock}, left by an interrupted git")
+    for reg in initializing_worktrees(ws.mirror):
+        try:
+            half = Path((reg / "gitdir").read_text().strip()).parent
+        except OSError:
+            half = None
+        shutil.rmtree(reg, ignore_errors=True)
+        notify(f"removed the half-made work tree registration {reg.name}, left by an "
+               "interrupted `git worktree add`")
+        if half is not None and half.is_dir() and ws.inside_state(half):
+            shutil.rmtree(half, ignore_errors=True)
+    Runner(ws.mirror).run(["worktree", "prune"], check=False)
+
+
+def source(ws: Workspace, upstream: str | None) -> str | None:
+    """``--upstream``, with a relative local path taken from ``-C`` (as git does)."""
+    if upstream is None or "://" in upstream or ":" in upstream.split("/", 1)[0]:
+        return upstream
+    candidate = ws.path(upstream)
+    return str(candidate) if candidate.exists() else upstream
 
 
 def fetch(ws: Workspace, upstream: str | None) -> str:
     with locked(ws, "fetch"):
-        series_url = (
-            load(ws.root, check_files=False).upstream.url if ws.series_file.exists() else None
-        )
-        source = choose_source(upstream, series_url)
-        if source is None:
+        series_url = load(ws.root, check_files=False).upstream.url \
+            if ws.series_file.exists() else None
+        chosen = choose_source(source(ws, upstream), series_url)
+        if chosen is None:
             raise RebasectlError("no upstream: pass --upstream URL|PATH")
-        git = ensure_mirror(ws, source, update=True)
-        return str(git.path)
+        return str(ensure_mirror(ws, chosen, update=True).path)
 
 
-def mirror_for(ws: Workspace, series: Series, upstream: str | None, revs: list[str]) -> Git:
-    return open_for(ws, upstream, series.upstream.url, revs)
+def mirror_for(ws: Workspace, series: Series, upstream: str | None, revs: list[str]) -> Repo:
+    return open_for(ws, source(ws, upstream), series.upstream.url, revs)
 
 
-def apply(
-    ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None
-) -> session.ApplyOutcome:
-    with locked(ws, "apply"):
-        series = load(ws.root)
-        load_patches(ws, series)  # bad or hostile patch files are refused before git runs
-        rev = base or series.upstream.base
-        git = mirror_for(ws, series, upstream, [rev])
-        sha = resolve(git, rev, what="base")
-        return session.start(ws, git, sha, (worktree or ws.default_tree).resolve())
-
-
-def _mirror(ws: Workspace) -> Git:
+def _mirror(ws: Workspace) -> Repo:
     if not (ws.mirror / "HEAD").exists():
-        raise RebasectlError("no upstream mirror: run `rebasectl apply --upstream URL|PATH` first")
-    return Git(ws.mirror)
+        raise RebasectlError("no upstream mirror: run `rebasectl apply --upstream URL|PATH` "
+                             "first")
+    return Repo(ws.mirror)
 
 
-def cont(ws: Workspace) -> session.ApplyOutcome:
-    with locked(ws, "continue"):
-        if session.load_state(ws) is None:
-            raise RebasectlError("no apply in progress")
-        return session.resume(ws, _mirror(ws))
+def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
+          notify: Notify = _quiet) -> ApplyOutcome:
+    with locked(ws, "apply", notify):
+        series = load(ws.root)
+        loaded = load_patches(ws, series)  # bad or hostile patch files are refused before git
+        rev = base or series.upstream.base
+        repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
+        sha = resolve(repo, rev, what="base")
+        if sha != series.upstream.base and repo.resolve(series.upstream.base):
+            _seed_blobs(repo, series.upstream.base, loaded)
+        target = ws.path(worktree) if worktree else ws.default_tree
+        return Session(ws, repo, notify).start(sha, target.resolve())
 
 
-def skip(ws: Workspace) -> session.ApplyOutcome:
-    with locked(ws, "skip"):
-        if session.load_state(ws) is None:
-            raise RebasectlError("no apply in progress")
-        return session.skip(ws, _mirror(ws))
+def _seed_blobs(repo: Repo, base: str, loaded: list[Any]) -> None:
+    """The series on its own base, in memory: it writes every patch's preimage and result blob
+    into the mirror, which git's 3-way merge on another base needs."""
+    from .materialize import Materializer
+
+    Materializer(repo).run(base, [(lp.entry.id, lp.patch) for lp in loaded], three_way=False,
+                           keep_going=True)
 
 
-def abort(ws: Workspace) -> Path:
-    with locked(ws, "abort"):
-        git = Git(ws.mirror) if (ws.mirror / "HEAD").exists() else None
-        return session.abort(ws, git)
+def _in_progress(ws: Workspace) -> None:
+    if not ws.apply_state.exists():
+        raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
 
 
-def export(ws: Workspace, worktree: Path | None) -> tuple[Series, list[str]]:
-    with locked(ws, "export"):
-        if session.load_state(ws) is not None:
-            raise RebasectlError(
-                "an apply is in progress: finish it (`rebasectl continue`) or "
-                "`rebasectl abort` before exporting"
-            )
-        tmap = load_tree_map(ws)
-        path = worktree or (tmap.worktree if tmap else ws.default_tree)
-        return export_tree(ws, path)
+def cont(ws: Workspace, allow_empty: bool = False, notify: Notify = _quiet) -> ApplyOutcome:
+    with locked(ws, "continue", notify):
+        _in_progress(ws)
+        return Session(ws, _mirror(ws), notify).resume(allow_empty=allow_empty)
 
 
-def do_import(
-    ws: Workspace, rev_range: str, repo: Path, branch: str | None
-) -> tuple[Series, list[str]]:
+def skip(ws: Workspace, notify: Notify = _quiet) -> ApplyOutcome:
+    with locked(ws, "skip", notify):
+        _in_progress(ws)
+        return Session(ws, _mirror(ws), notify).skip()
+
+
+def abort(ws: Workspace, notify: Notify = _quiet) -> Path:
+    with locked(ws, "abort", notify):
+        if not (ws.mirror / "HEAD").exists():
+            state = Session(ws, Repo(ws.mirror)).require()
+            ws.apply_state.unlink(missing_ok=True)
+            return Path(state.worktree)
+        return Session(ws, Repo(ws.mirror), notify).abort()
+
+
+def export(ws: Workspace, worktree: Path | None, drops: list[str],
+           notify: Notify = _quiet) -> tuple[Series, Built, list[str]]:
+    from .state import TreeMap
+
+    with locked(ws, "export", notify):
+        if ws.apply_state.exists():
+            raise RebasectlError("an apply is in progress: finish it (`rebasectl continue`, "
+                                 "`skip`) or `rebasectl abort` before exporting")
+        tmap = TreeMap.load(ws.tree_map)
+        path = ws.path(worktree) if worktree else (tmap.worktree if tmap else ws.default_tree)
+        return export_tree(ws, path, drops)
+
+
+def do_import(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> tuple[Series,
+                                                                                      list[str]]:
     with locked(ws, "import"):
-        return import_range(ws, repo, rev_range, branch)
+        return import_range(ws, ws.path(repo), rev_range, branch)
 
 
 def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | None) -> Path:
     """The tree ``rebasectl test`` runs on: given, or the patched work tree (applied if needed),
     or a checkout of the unpatched base."""
-    if tree is not None:
-        from .testing import check_tree
+    from .state import TreeMap
+    from .testing import check_tree, ensure_base_tree
 
-        return check_tree(tree)
+    if tree is not None:
+        return check_tree(ws.path(tree))
     series = load(ws.root)
     if against == "base":
         with locked(ws, "test --against base"):
-            git = mirror_for(ws, series, upstream, [series.upstream.base])
-            base = resolve(git, series.upstream.base, what="base")
-            from .testing import ensure_base_tree
-
-            return ensure_base_tree(ws, git, base)
-    tmap = load_tree_map(ws)
-    if session.load_state(ws) is not None:
+            repo = mirror_for(ws, series, upstream, [series.upstream.base])
+            return ensure_base_tree(ws, repo, resolve(repo, series.upstream.base, what="base"))
+    if ws.apply_state.exists():
         raise RebasectlError("an apply is in progress: finish it before testing")
-    if (
-        tmap is not None
-        and (tmap.worktree / ".git").exists()
-        and tmap.base == series.upstream.base
-    ):
+    tmap = TreeMap.load(ws.tree_map)
+    if tmap is not None and (tmap.worktree / ".git").exists() and \
+            tmap.base == series.upstream.base:
         return tmap.worktree
-    return apply(ws, None, upstream, None).worktree
+    outcome = apply(ws, None, upstream, None)
+    if outcome.stop is not None:
+        raise RebasectlError(f"the series does not apply on its base: stopped at "
+                             f"{outcome.stop.id}; resolve it (`rebasectl status`) first")
+    return outcome.worktree
+
+
+def report(ws: Workspace, old: Any, new: Any, repo: Path | None, upstream: str | None,
+           fmt: str, verbose: bool) -> str:
+    """The report; under the lock when a side is a series of this checkout (an export may be
+    half done; others must keep out), without it for commit ranges of another repository."""
+    from .report.inputs import report_text
+
+    if not ws.series_file.exists():
+        return report_text(ws, old, new, repo, source(ws, upstream), fmt, verbose)
+    with locked(ws, "report"):
+        return report_text(ws, old, new, repo, source(ws, upstream), fmt, verbose)
+
+
+def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
+         notify: Notify = _quiet, run_tests: bool = False) -> Any:
+    from . import bump as bumping
+
+    with locked(ws, "bump", notify):
+        if ws.apply_state.exists():
+            raise RebasectlError("an apply is in progress: `rebasectl continue` or `abort` it "
+                                 "before a bump")
+        series = load(ws.root)
+        repo = _bump_mirror(ws, upstream, series, to_rev, notify)
+        old = resolve(repo, series.upstream.base, what="base")
+        new = resolve(repo, to_rev, what="--to revision")
+        if not repo.history.is_ancestor(old, new):
+            raise RebasectlError(f"--to {to_rev}: {new[:12]} does not contain the pinned base "
+                                 f"{old[:12]} (a bump moves the base forward)")
+        return bumping.bump(ws, repo, series, new, upstream=upstream,
+                            artifacts=ws.path(artifacts) if artifacts else None, notify=notify,
+                            run_tests=run_tests)
+
+
+def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | None,
+          upstream: str | None, notify: Notify = _quiet) -> dict[str, Any]:
+    from . import bump as bumping
+
+    with locked(ws, "blame", notify):  # it may create or fetch the mirror
+        series = load(ws.root)
+        to_name = to_rev or series.upstream.branch
+        repo = _bump_mirror(ws, upstream, series, to_name, notify, from_rev)
+        old = resolve(repo, from_rev or series.upstream.base, what="--from revision")
+        new = resolve(repo, to_name, what="--to revision")
+        if not repo.history.is_ancestor(old, new):
+            raise RebasectlError(f"--from {old[:12]} is not an ancestor of --to {new[:12]}")
+        return bumping.blame(ws, repo, series, patch_ref, old, new, notify)
+
+
+def _bump_mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: str,
+                 notify: Notify, from_rev: str | None = None) -> Repo:
+    """The mirror holding the revisions; fetched first when ``to_rev`` is a name (a branch moves:
+    a bump to `dev` means upstream's `dev` now, not the cached one)."""
+    from .bump import COMMIT_ID
+
+    repo = mirror_for(ws, series, upstream, [from_rev or series.upstream.base, to_rev])
+    if not COMMIT_ID.fullmatch(to_rev):
+        notify(f"fetching the upstream ({to_rev} is a name: it may have moved)")
+        # an existing mirror is fetched from where it came from unless --upstream or
+        # $REBASECTL_UPSTREAM say otherwise (series.yaml's url must not re-point a local mirror)
+        repo = ensure_mirror(ws, choose_source(source(ws, upstream), None), update=True)
+    return repo

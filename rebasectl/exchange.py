@@ -2,34 +2,33 @@
 a series, ``export`` the work tree's commits back to patches/ and series.yaml.
 
 Metadata in series.yaml (why, kind, tests, ...) belongs to a patch id and survives both ways: a
-commit is matched to its entry by the id recorded when it was applied, else by its subject, else it
-gets a new id from its subject. Files are written in one transaction (fsutil), so an interrupted
+commit is matched to its entry by the id recorded when it was applied, else by carrying exactly
+that patch's diff (amended message), else by its subject; otherwise it is a new patch with a new
+id and file. Export never loses an entry: a patch skipped during the apply is kept as it was (its
+file unchanged); one folded into another in the work tree becomes ``absorbs:`` on the survivor,
+its tests carried over; any other entry that has no commit any more is dropped only when
+``--drop ID`` names it (else export changes nothing and says what it would drop). Surviving
+patches keep their file names. Files are written in one transaction (fsutil), so an interrupted
 export leaves either the old series or the new one.
 """
 
 from __future__ import annotations
 
-import json
+import re
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import RebasectlError
-from .fsutil import FileTransaction, atomic_write
-from .gitio import CommitInfo, Git
+from .errors import ExitCode, RebasectlError
+from .fsutil import FileTransaction
+from .git import CommitInfo, Repo, Worktree
 from .patches import Patch, PatchError, parse, raw_to_rfc2822
-from .series import (
-    PATCH_DIR,
-    SERIES_FILE,
-    PatchEntry,
-    Series,
-    Upstream,
-    dump,
-    load,
-    patch_filename,
-    slugify,
-)
+from .series import PATCH_DIR, SERIES_FILE, PatchEntry, Series, Upstream, dump, load, slugify
+from .state import TreeMap
 from .workspace import Workspace
+
+FOLD_CONTAINMENT = 0.5  # share of a vanished patch's significant lines found in a survivor
 
 
 @dataclass(frozen=True)
@@ -56,92 +55,22 @@ def load_series_dir(directory: Path) -> tuple[Series, list[LoadedPatch]]:
     return series, load_patches(ws, series)
 
 
-def patch_from_commit(git: Git, info: CommitInfo) -> Patch:
-    parent = info.parents[0] if info.parents else None
-    diff = (
-        git.diff(parent, info.sha)
-        if parent
-        else git.diff("4b825dc642cb6eb9a060e54bf8d69288fbee4904", info.sha)
-    )
-    return Patch(
-        info.author.name, info.author.email, raw_to_rfc2822(info.author.date), info.message, diff
-    )
+def patch_from_commit(repo: Repo, info: CommitInfo) -> Patch:
+    return Patch(info.author.name, info.author.email, raw_to_rfc2822(info.author.date),
+                 info.message, repo.commit_diff(info))
 
 
-# -- tree map: which commit of the work tree is which patch -------------------------------------
-@dataclass(frozen=True)
-class TreeMap:
-    """Which commit of the work tree is which patch (written by apply, read by export)."""
+# -- commits -> entries ----------------------------------------------------------------------------
+@dataclass
+class Built:
+    """Entries and file bytes made from commits, and what export decided about the rest."""
 
-    base: str
-    worktree: Path
-    commits: list[tuple[str, str]]  # (patch id, commit sha), in order
-
-    @property
-    def tip(self) -> str:
-        return self.commits[-1][1] if self.commits else self.base
-
-
-def save_tree_map(
-    ws: Workspace, base: str, worktree: Path, commits: Sequence[tuple[str, str]]
-) -> None:
-    ws.ensure_state_dir()
-    data = {"base": base, "worktree": str(worktree), "commits": [list(c) for c in commits]}
-    atomic_write(ws.state_dir / "tree.json", json.dumps(data, indent=1).encode())
-
-
-def load_tree_map(ws: Workspace) -> TreeMap | None:
-    try:
-        data = json.loads((ws.state_dir / "tree.json").read_text())
-        return TreeMap(
-            str(data["base"]),
-            Path(str(data["worktree"])),
-            [(str(pid), str(sha)) for pid, sha in data["commits"]],
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-# -- building a series from commits ------------------------------------------------------------
-def series_from_commits(
-    git: Git,
-    base: str,
-    shas: Sequence[str],
-    upstream: Upstream,
-    previous: Series | None,
-    known_ids: dict[str, str],
-) -> tuple[Series, dict[str, bytes]]:
-    """Entries + canonical file bytes for ``shas`` on ``base``; metadata carried from
-    ``previous`` by id (``known_ids``: sha -> id), else by title."""
-    old_by_id = {p.id: p for p in previous.patches} if previous else {}
-    old_by_title = {p.title: p for p in previous.patches} if previous else {}
-    infos = git.commits(list(shas))
-    entries: list[PatchEntry] = []
-    files: dict[str, bytes] = {}
-    used: set[str] = set()
-    for number, info in enumerate(infos, start=1):
-        patch = patch_from_commit(git, info)
-        old = old_by_id.get(known_ids.get(info.sha, "")) or old_by_title.get(patch.subject)
-        if old is not None and old.id in used:
-            old = None
-        pid = old.id if old else _unique(slugify(patch.subject), used | set(old_by_id))
-        used.add(pid)
-        name = patch_filename(number, pid)
-        if old is not None:
-            entry = old.with_changes(file=name, title=patch.subject)
-        else:
-            entry = PatchEntry(
-                id=pid, file=name, title=patch.subject, kind=_guess_kind(patch.subject)
-            )
-        entries.append(entry)
-        files[name] = patch.render()
-        try:  # refuse now what the series could not load back (binaries, unsafe paths)
-            parse(files[name], f"{PATCH_DIR}/{name}")
-        except PatchError as exc:
-            raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
-    return Series(
-        Upstream(upstream.name, upstream.url, upstream.branch, base), tuple(entries)
-    ), files
+    entries: list[PatchEntry]
+    files: dict[str, bytes]
+    kept: list[str] = field(default_factory=list)  # skipped: kept as they were
+    folded: dict[str, str] = field(default_factory=dict)  # absorbed id -> survivor id
+    dropped: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
 
 
 def _unique(slug: str, used: set[str]) -> str:
@@ -153,40 +82,71 @@ def _unique(slug: str, used: set[str]) -> str:
     return f"{slug}-{n}"
 
 
-def _guess_kind(subject: str) -> str:
-    low = subject.lower()
-    for prefix, kind in (
-        ("fix", "fix"),
-        ("revert", "fix"),
-        ("backport", "backport"),
-        ("compat", "compat"),
-        ("tmp", "temporary"),
-        ("temp", "temporary"),
-    ):
-        if low.split("]")[-1].strip().startswith(prefix):
+def guess_kind(subject: str) -> str:
+    low = subject.lower().split("]")[-1].strip()
+    for prefix, kind in (("fix", "fix"), ("revert", "fix"), ("backport", "backport"),
+                         ("compat", "compat"), ("tmp", "temporary"), ("temp", "temporary")):
+        if low.startswith(prefix):
             return kind
     return "feature"
 
 
-def write_series(ws: Workspace, series: Series, files: dict[str, bytes]) -> list[str]:
-    """Replace patches/ and series.yaml with ``series``/``files`` in one transaction; returns the
-    paths whose bytes changed."""
-    txn = FileTransaction(ws.root, ws.journal_dir)
-    # only files the current series lists are ours to remove or replace: a patch file someone
-    # put in patches/ without listing it is never deleted, and never silently overwritten
-    listed: set[str] = set()
-    try:
-        current = _maybe_load(ws)
-        listed = {e.file for e in current.patches} if current else set()
-    except RebasectlError:
-        pass
+def _next_number(names: Sequence[str]) -> int:
+    numbers = [int(m.group(1)) for n in names if (m := re.match(r"^(\d+)-", n))]
+    return max(numbers, default=0) + 1
+
+
+def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series | None,
+                         ids: dict[str, str]) -> tuple[list[PatchEntry], dict[str, bytes]]:
+    """An entry and canonical file bytes per commit; metadata and file name carried from
+    ``previous`` for the commits ``ids`` (sha -> id) names, else matched by subject."""
+    old_by_id = {p.id: p for p in previous.patches} if previous else {}
+    old_by_title = {p.title: p for p in previous.patches} if previous else {}
+    used: set[str] = set()
+    names = [p.file for p in previous.patches] if previous else []
+    entries: list[PatchEntry] = []
+    files: dict[str, bytes] = {}
+    for info in infos:
+        patch = patch_from_commit(repo, info)
+        old = old_by_id.get(ids.get(info.sha, "")) or old_by_title.get(patch.subject)
+        if old is not None and old.id in used:
+            old = None
+        if old is not None:
+            entry = old.with_changes(title=patch.subject)
+        else:
+            pid = _unique(slugify(patch.subject), used | set(old_by_id))
+            name = f"{_next_number(names):04d}-{pid}.patch"
+            names.append(name)
+            entry = PatchEntry(id=pid, file=name, title=patch.subject,
+                               kind=guess_kind(patch.subject))
+        used.add(entry.id)
+        entries.append(entry)
+        files[entry.file] = patch.render()
+        try:  # refuse now what the series could not load back
+            parse(files[entry.file], f"{PATCH_DIR}/{entry.file}")
+        except PatchError as exc:
+            raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
+    return entries, files
+
+
+# -- writing ---------------------------------------------------------------------------------------
+def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
+                 removed: Sequence[str] = ()) -> list[str]:
+    """patches/ and series.yaml in one transaction: ``files`` written, the files of ``removed``
+    entries deleted (only files the current series lists are ever deleted or replaced: a patch
+    file someone put in patches/ without listing it is left alone, and never overwritten).
+    Returns the paths whose bytes changed."""
+    current = _maybe_load(ws)
+    listed = {e.file for e in current.patches} if current else set()
     existing = {p.name for p in ws.patch_dir.glob("*.patch")} if ws.patch_dir.is_dir() else set()
     clash = sorted((existing - listed) & set(files))
     if clash:
         raise RebasectlError(f"{PATCH_DIR}/{clash[0]}: not listed in {SERIES_FILE} and would be "
                              "overwritten; move it out of the way first")
-    for name in sorted(existing & listed):
-        txn.delete(f"{PATCH_DIR}/{name}")
+    txn = FileTransaction(ws.root, ws.journal_dir)
+    for name in removed:
+        if name in listed:
+            txn.delete(f"{PATCH_DIR}/{name}")
     for name, data in files.items():
         txn.write(f"{PATCH_DIR}/{name}", data)
     txn.write(SERIES_FILE, dump(series))
@@ -194,82 +154,180 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes]) -> list
     return txn.commit()
 
 
-def import_range(
-    ws: Workspace, repo: Path, rev_range: str, branch: str | None
-) -> tuple[Series, list[str]]:
-    if rev_range.count("..") != 1 or "..." in rev_range:
-        raise RebasectlError(f"range {rev_range!r}: expected BASE..TIP")
-    start, tip = rev_range.split("..")
-    if not start or not tip:
-        raise RebasectlError(f"range {rev_range!r}: expected BASE..TIP")
-    git = Git.open(repo)
-    base = git.resolve(start)
-    end = git.resolve(tip)
-    if base is None or end is None:
-        raise RebasectlError(
-            f"range {rev_range!r}: unknown revision {start if base is None else tip!r} in {repo}"
-        )
-    if not git.is_ancestor(base, end):
-        raise RebasectlError(f"range {rev_range!r}: {start} is not an ancestor of {tip}")
-    shas = git.rev_list([f"{base}..{end}"], first_parent=True)
-    previous = _maybe_load(ws)
-    url = git.remote_url() or str(repo.resolve())
-    if previous is not None:
-        upstream = previous.upstream
-        if branch:
-            upstream = Upstream(upstream.name, upstream.url, branch, upstream.base)
-    else:
-        name = Path(url.rstrip("/")).name.removesuffix(".git").lower() or "upstream"
-        upstream = Upstream(name, url, branch or "main", base)
-    series, files = series_from_commits(git, base, shas, upstream, previous, {})
-    changed = write_series(ws, series, files)
-    return series, changed
-
-
 def _maybe_load(ws: Workspace) -> Series | None:
     if not ws.series_file.exists():
         return None
-    return load(ws.root, check_files=False)
+    try:
+        return load(ws.root, check_files=False)
+    except RebasectlError:
+        return None
 
 
-def export_tree(ws: Workspace, worktree: Path) -> tuple[Series, list[str]]:
+# -- import ----------------------------------------------------------------------------------------
+def parse_range(repo: Repo, spec: str) -> tuple[str, str]:
+    """``BASE..TIP`` in ``repo``: both resolved, BASE an ancestor of TIP."""
+    if spec.count("..") != 1 or "..." in spec:
+        raise RebasectlError(f"range {spec!r}: expected BASE..TIP")
+    start, tip = spec.split("..")
+    if not start or not tip:
+        raise RebasectlError(f"range {spec!r}: expected BASE..TIP")
+    base, end = repo.resolve(start), repo.resolve(tip)
+    if base is None or end is None:
+        raise RebasectlError(f"range {spec!r}: unknown revision "
+                             f"{start if base is None else tip!r} in {repo.path}")
+    if not repo.history.is_ancestor(base, end):
+        raise RebasectlError(f"range {spec!r}: {start} is not an ancestor of {tip}")
+    return base, end
+
+
+def linear(repo: Repo, base: str, tip: str, what: str) -> list[CommitInfo]:
+    infos = repo.commits(repo.history.rev_list([f"{base}..{tip}"], first_parent=True))
+    merges = [c for c in infos if len(c.parents) > 1]
+    if merges:
+        raise RebasectlError(f"{what}: merge commit {merges[0].sha[:12]} in it; a series is a "
+                             "straight line of commits")
+    return infos
+
+
+def import_range(ws: Workspace, repo_path: Path, spec: str,
+                 branch: str | None) -> tuple[Series, list[str]]:
+    repo = Repo.open(repo_path)
+    base, tip = parse_range(repo, spec)
+    # the first-parent line of the range: a merge on it becomes one patch (its first-parent diff)
+    infos = repo.commits(repo.history.rev_list([f"{base}..{tip}"], first_parent=True))
+    previous = _maybe_load(ws)
+    if previous is not None:
+        up = previous.upstream
+        upstream = Upstream(up.name, up.url, branch or up.branch, base)
+    else:
+        url = repo.remote_url() or str(repo.path)
+        name = Path(url.rstrip("/")).name.removesuffix(".git").lower() or "upstream"
+        upstream = Upstream(name, url, branch or "main", base)
+    entries, files = entries_from_commits(repo, infos, previous, {})
+    series = Series(upstream, tuple(entries))
+    gone = [e.file for e in previous.patches if e.file not in files] if previous else []
+    return series, write_series(ws, series, files, gone)
+
+
+# -- export ----------------------------------------------------------------------------------------
+def export_tree(ws: Workspace, worktree: Path,
+                drops: Sequence[str] = ()) -> tuple[Series, Built, list[str]]:
     previous = load(ws.root, check_files=False)
-    tree_map = load_tree_map(ws)
-    if tree_map is None or not (worktree / ".git").exists():
+    unknown = [d for d in drops if d not in {p.id for p in previous.patches}]
+    if unknown:
+        raise RebasectlError(f"--drop {unknown[0]}: no such patch id in {SERIES_FILE}")
+    tmap = TreeMap.load(ws.tree_map)
+    tree = Worktree(worktree)
+    if tmap is None or not tree.exists:
         raise RebasectlError(f"no work tree at {worktree}: run `rebasectl apply` first")
-    git = Git(worktree)
-    if not git.is_clean():
+    if tree.status().changed:
         raise RebasectlError(f"{worktree} has uncommitted changes: commit them (`git commit "
                              "--amend` into a patch, or a new commit for a new patch), or discard "
                              "them, then export")
-    base = tree_map.base
-    head = git.head()
-    if not git.is_ancestor(base, head):
-        raise RebasectlError(f"{worktree}: HEAD is not based on {base[:12]}")
-    shas = git.rev_list([f"{base}..{head}"], first_parent=True)
-    merges = [s for s in git.commits(shas) if len(s.parents) > 1]
-    if merges:
+    repo = Repo(worktree)
+    head = tree.head() or tmap.base
+    if not repo.history.is_ancestor(tmap.base, head):
+        raise RebasectlError(f"{worktree}: HEAD is not based on {tmap.base[:12]}")
+    infos = linear(repo, tmap.base, head, str(worktree))
+    present = {i.sha for i in infos}
+    ids = {sha: pid for pid, sha in tmap.commits if sha in present}
+    ids.update(_matched_by_diff(ws, repo, previous, [i for i in infos if i.sha not in ids], ids))
+    entries, files = entries_from_commits(repo, infos, previous, ids)
+    built = Built(list(entries), files)
+    _account(ws, previous, built, set(tmap.skipped), set(drops))
+    series = Series(Upstream(previous.upstream.name, previous.upstream.url,
+                             previous.upstream.branch, tmap.base), tuple(built.entries))
+    removed = [e.file for e in previous.patches if e.id in built.dropped or e.id in built.folded]
+    changed = write_series(ws, series, built.files, removed)
+    TreeMap(tmap.base, worktree, [(e.id, i.sha) for e, i in zip(entries, infos)],
+            [k for k in built.kept]).save(ws.tree_map)
+    return series, built, changed
+
+
+def _account(ws: Workspace, previous: Series, built: Built, skipped: set[str],
+             drops: set[str]) -> None:
+    """Every entry of the previous series is carried, kept (skipped), folded or dropped by name;
+    anything else stops the export (exit 1) before a byte is written."""
+    present = {e.id for e in built.entries}
+    missing = [e for e in previous.patches if e.id not in present]
+    would_drop: list[str] = []
+    for entry in missing:
+        if entry.id in drops:
+            built.dropped.append(entry.id)
+        elif entry.id in skipped:
+            built.kept.append(entry.id)
+        elif (survivor := _folded_into(ws, entry, built)) is not None:
+            built.folded[entry.id] = survivor
+        else:
+            would_drop.append(entry.id)
+    if would_drop:
         raise RebasectlError(
-            f"{worktree}: merge commit {merges[0].sha[:12]} between base and HEAD; "
-            "a series is a straight line of commits"
-        )
-    in_tree = set(shas)
-    known = {sha: pid for pid, sha in tree_map.commits if sha in in_tree}
-    known.update(_matched_by_diff(ws, git, previous, [s for s in shas if s not in known], known))
-    series, files = series_from_commits(git, base, shas, previous.upstream, previous, known)
-    changed = write_series(ws, series, files)
-    save_tree_map(ws, base, worktree, [(p.id, s) for p, s in zip(series.patches, shas)])
-    return series, changed
+            f"export would drop {', '.join(would_drop)} (no commit in the work tree carries "
+            f"{'it' if len(would_drop) == 1 else 'them'}): nothing written; "
+            + " ".join(f"--drop {d}" for d in would_drop) + " to drop on purpose",
+            ExitCode.CONFLICT)
+    _fold(previous, built)
+    _keep_skipped(ws, previous, built)
+    built.new = [e.id for e in built.entries if e.id not in {p.id for p in previous.patches}]
 
 
-def _matched_by_diff(
-    ws: Workspace, git: Git, previous: Series, shas: list[str], known: dict[str, str]
-) -> dict[str, str]:
+def _significant(diff: Patch) -> Counter[bytes]:
+    out: Counter[bytes] = Counter()
+    for f in diff.files:
+        for h in f.hunks:
+            for line in h.changed:
+                norm = b" ".join(line[1:].split())
+                if len(norm) >= 8 and re.search(rb"[A-Za-z_]{3}", norm):
+                    out[line[:1] + norm] += 1
+    return out
+
+
+def _folded_into(ws: Workspace, entry: PatchEntry, built: Built) -> str | None:
+    """The surviving patch that holds ``entry``'s change (most of its significant lines), or
+    whose message names its subject (``git rebase -i`` squash)."""
+    try:
+        gone = parse((ws.patch_dir / entry.file).read_bytes(), entry.file)
+    except (OSError, PatchError):
+        return None
+    mine = _significant(gone)
+    best: tuple[float, str] | None = None
+    for survivor in built.entries:
+        patch = parse(built.files[survivor.file], survivor.file)
+        share = sum((mine & _significant(patch)).values()) / max(1, sum(mine.values()))
+        named = gone.subject and gone.subject in patch.message
+        score = 1.0 if named else share
+        if (named or share >= FOLD_CONTAINMENT) and (best is None or score > best[0]):
+            best = (score, survivor.id)
+    return best[1] if best else None
+
+
+def _fold(previous: Series, built: Built) -> None:
+    by_id = {p.id: p for p in previous.patches}
+    for gone, survivor in built.folded.items():
+        k = next(i for i, e in enumerate(built.entries) if e.id == survivor)
+        entry = built.entries[k]
+        absorbed = by_id[gone]
+        built.entries[k] = entry.with_changes(
+            absorbs=tuple(dict.fromkeys([*entry.absorbs, gone, *absorbed.absorbs])),
+            tests=tuple(dict.fromkeys([*entry.tests, *absorbed.tests])))
+
+
+def _keep_skipped(ws: Workspace, previous: Series, built: Built) -> None:
+    """Skipped entries go back where they were, with their file as it was."""
+    order = {p.id: i for i, p in enumerate(previous.patches)}
+    for pid in built.kept:
+        entry = next(p for p in previous.patches if p.id == pid)
+        built.files[entry.file] = (ws.patch_dir / entry.file).read_bytes()
+        at = next((i for i, e in enumerate(built.entries)
+                   if order.get(e.id, -1) > order[pid]), len(built.entries))
+        built.entries.insert(at, entry)
+
+
+def _matched_by_diff(ws: Workspace, repo: Repo, previous: Series, infos: list[CommitInfo],
+                     known: dict[str, str]) -> dict[str, str]:
     """Commits the tree map does not know (amended, reworded) that carry exactly the diff of a
     patch of the series keep that patch's id, and with it its metadata."""
-    if not shas:
-        return {}
-    taken = set(known.values())  # ids of the commits still in the tree
+    taken = set(known.values())
     by_diff: dict[bytes, str] = {}
     for entry in previous.patches:
         if entry.id in taken:
@@ -281,10 +339,8 @@ def _matched_by_diff(
         if patch.diff.strip():
             by_diff.setdefault(patch.diff, entry.id)
     found: dict[str, str] = {}
-    for info in git.commits(shas):
-        if not by_diff or not info.parents:
-            continue
-        pid = by_diff.pop(git.diff(info.parents[0], info.sha), None)
+    for info in infos:
+        pid = by_diff.pop(repo.commit_diff(info), None) if info.parents else None
         if pid is not None:
             found[info.sha] = pid
     return found

@@ -118,14 +118,38 @@ def _check_writable(root: Path, rels: list[str]) -> None:
         os.unlink(name)
 
 
-def _roll_forward(root: Path, journal_dir: Path) -> None:
+def _inside(root: Path, rel: object) -> bool:
+    """A journal entry names a file of the series itself: relative, no '..', and inside the
+    checkout once symlinks are resolved (a tampered journal must not reach anything else)."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\0" in rel:
+        return False
+    parts = Path(rel).parts
+    if ".." in parts or not (rel == "series.yaml" or (len(parts) == 2 and parts[0] == "patches")):
+        return False
+    real = root.resolve()
+    return (root / rel).resolve().parent in (real, real / "patches")
+
+
+def _load_journal(root: Path, journal_dir: Path) -> tuple[list[list[str]], list[str]]:
+    where = journal_dir / JOURNAL
     try:
-        journal = json.loads((journal_dir / JOURNAL).read_text())
+        journal = json.loads(where.read_text())
         moves, deletes = journal["moves"], journal["deletes"]
+        ok = isinstance(moves, list) and isinstance(deletes, list) and all(
+            isinstance(m, list) and len(m) == 2 and isinstance(m[0], str)
+            and m[0].startswith("staged/") and "/" not in m[0][7:] and _inside(root, m[1])
+            for m in moves) and all(_inside(root, d) for d in deletes)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RebasectlError(f"{journal_dir / JOURNAL}: unreadable journal of an interrupted "
-                             f"export/import ({exc}); remove {journal_dir} and export again"
-                             ) from None
+        raise RebasectlError(f"{where}: unreadable journal of an interrupted export/import "
+                             f"({exc}); remove {journal_dir} and export again") from None
+    if not ok:
+        raise RebasectlError(f"{where}: the journal names files outside patches/ and "
+                             f"series.yaml; nothing done: remove {journal_dir}")
+    return moves, deletes
+
+
+def _roll_forward(root: Path, journal_dir: Path) -> None:
+    moves, deletes = _load_journal(root, journal_dir)
     for tmp_rel, rel in moves:
         tmp = journal_dir / tmp_rel
         target = root / rel

@@ -14,19 +14,17 @@ Used by ``report`` and ``bump``; knows git only through ``gitio.Git``.
 from __future__ import annotations
 
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .gitio import EMPTY_TREE, CommitInfo, Git
-from .materialize import failing_hunks
+from .conflicts import Engine, Labels
+from .diffs import FileDiff, Hunk, parse
+from .git import EMPTY_TREE, CommitInfo, Repo
 from .patches import Patch
 from .series import PatchEntry, Series, slugify
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _PR = re.compile(r"\(#(\d+)\)")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")
 
@@ -35,39 +33,20 @@ PAIR_SIMILARITY = 0.3  # dice of significant changed lines for a pair without li
 CONTAIN = 0.5  # share of a patch's significant lines found in another: merged / split
 
 
-# -- one commit as a change ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class HunkDiff:
-    header: str
-    old_start: int
-    old_len: int
-    new_start: int
-    new_len: int
-    lines: tuple[str, ...]  # each with its ' ', '+' or '-' prefix
-
-    @property
-    def body(self) -> tuple[str, ...]:
-        return self.lines
-
-    def changed(self) -> tuple[str, ...]:
-        return tuple(x for x in self.lines if x[:1] in "+-")
+def text(line: bytes) -> str:
+    return line.decode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
-class FileDiff:
-    path: str
-    header: tuple[str, ...]  # lines before the first hunk, "index" lines left out
-    hunks: tuple[HunkDiff, ...]
-
-    @property
-    def added(self) -> int:
-        return sum(1 for h in self.hunks for x in h.lines if x.startswith("+"))
-
-    @property
-    def removed(self) -> int:
-        return sum(1 for h in self.hunks for x in h.lines if x.startswith("-"))
+def hunk_lines(h: Hunk) -> tuple[str, ...]:
+    """A hunk's body as text lines with their tag (``\\`` lines left out)."""
+    return tuple(text(ln) for ln in h.lines if ln[:1] != b"\\")
 
 
+def changed(h: Hunk) -> tuple[str, ...]:
+    return tuple(text(ln) for ln in h.changed)
+
+
+# -- one commit as a change ------------------------------------------------------------------------
 @dataclass
 class Change:
     """One commit of a materialised series, with what the pairing needs precomputed."""
@@ -112,65 +91,21 @@ def significant(line: str) -> str | None:
     return line[0] + norm
 
 
-def parse_diff(diff: bytes) -> tuple[FileDiff, ...]:
-    text = diff.decode("utf-8", errors="replace")
-    files: list[FileDiff] = []
-    for part in re.split(r"(?m)^(?=diff --git )", text):
-        if not part.startswith("diff --git "):
-            continue
-        raw = part.split("\n")
-        if raw and raw[-1] == "":
-            raw.pop()
-        path = _path_of(raw)
-        header: list[str] = []
-        hunks: list[HunkDiff] = []
-        i = 0
-        while i < len(raw) and not raw[i].startswith("@@ "):
-            if not raw[i].startswith("index "):
-                header.append(raw[i])
-            i += 1
-        while i < len(raw):
-            m = _HUNK.match(raw[i])
-            head = raw[i]
-            i += 1
-            body: list[str] = []
-            while i < len(raw) and not raw[i].startswith("@@ "):
-                if not raw[i].startswith("\\"):
-                    body.append(raw[i] if raw[i] else " ")
-                i += 1
-            if m:
-                hunks.append(HunkDiff(head, int(m.group(1)), int(m.group(2) or 1),
-                                      int(m.group(3)), int(m.group(4) or 1), tuple(body)))
-        files.append(FileDiff(path, tuple(header), tuple(hunks)))
-    return tuple(files)
-
-
-def _path_of(raw: list[str]) -> str:
-    for line in raw:
-        if line.startswith("+++ b/"):
-            return line[6:]
-    for line in raw:
-        if line.startswith("--- a/"):
-            return line[6:]
-    m = re.match(r'^diff --git "?a/(.+?)"? "?b/(.+?)"?$', raw[0])
-    return m.group(2) if m else raw[0]
-
-
-def load_changes(git: Git, side: str, commits: Sequence[str],
+def load_changes(repo: Repo, side: str, commits: Sequence[str],
                  series: Series | None) -> list[Change]:
-    infos = git.commits(list(commits))
+    infos = repo.commits(list(commits))
     entries = _entries_for(infos, series)
-    diffs = [(i.sha, git.diff(i.parents[0] if i.parents else EMPTY_TREE, i.sha)) for i in infos]
-    ids = git.patch_ids_by_commit(diffs)
+    diffs = [(i.sha, repo.commit_diff(i)) for i in infos]
+    ids = repo.history.patch_ids(diffs)
     out: list[Change] = []
     for number, (info, entry, (_, diff)) in enumerate(zip(infos, entries, diffs), start=1):
         parent = info.parents[0] if info.parents else EMPTY_TREE
-        files = parse_diff(diff)
+        files = parse(diff).files
         change = Change(side, number, info.sha, info, parent, diff,
                         ids.get(info.sha) if files else None, files, entry)
         for f in files:
             for h in f.hunks:
-                for line in h.changed():
+                for line in changed(h):
                     change.exact[(f.path, line)] += 1
                     s = significant(line)
                     if s:
@@ -197,7 +132,7 @@ def _entries_for(infos: list[CommitInfo], series: Series | None) -> list[PatchEn
     return out
 
 
-# -- pairing -----------------------------------------------------------------------------------
+# -- pairing ---------------------------------------------------------------------------------------
 @dataclass
 class Group:
     """One mapping entry: old and new patch indices, status, evidence."""
@@ -286,7 +221,7 @@ def _sim_evidence(s: Similarity) -> dict[str, Any]:
             "lineage": list(s.lineage)}
 
 
-def pair(git: Git, old: list[Change], new: list[Change], old_base: str,
+def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
          new_base: str) -> list[Group]:
     """Pair the old and new changes into groups, each with a status and its evidence."""
     used_o: dict[int, Group] = {}
@@ -468,7 +403,7 @@ def _same_patch_id(o: Change, n: Change, evidence: dict[str, Any]) -> str:
     return "identical" if same_text and not shift else "equivalent"
 
 
-def classify(git: Git, o: Change, n: Change, evidence: dict[str, Any]) -> str:
+def classify(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> str:
     """identical / equivalent / modified for one old and one new patch."""
     if o.patch_id == n.patch_id and o.patch_id is not None:
         return _same_patch_id(o, n, evidence)
@@ -485,37 +420,36 @@ def classify(git: Git, o: Change, n: Change, evidence: dict[str, Any]) -> str:
     return "equivalent" if replay == n.info.tree else "modified"
 
 
-def replay_tree(git: Git, o: Change, parent: str) -> tuple[str | None, list[dict[str, Any]]]:
-    """The tree of ``o``'s diff applied (3-way) on ``parent``, or None and the conflict regions
-    (each file with the old patch's hunks that do not apply there)."""
-    with tempfile.TemporaryDirectory(prefix="rebasectl-replay-") as tmp:
-        index = Path(tmp) / "index"
-        tree = git.tree_of(parent)
-        git.read_tree(index, tree)
-        res = git.apply_to_index(index, o.diff, three_way=True)
-        if res.ok:
-            return git.write_tree(index), []
-        git.read_tree(index, tree)
-        found = failing_hunks(git, index, Patch("", "", "", "", o.diff))
-        return None, [{"path": c.path, "hunks": list(c.hunks)} for c in found]
+def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """The tree of ``o``'s diff merged (the conflict engine) on ``parent``, or None and the
+    conflicts (each file with its kind and the old patch's hunks in its regions)."""
+    with git.index() as index:
+        index.read_tree(git.tree_of(parent))
+        merge = Engine(git).merge(index, Patch("", "", "", "", o.diff),
+                                  Labels("upstream", f"patch {o.id}"))
+        if merge.ok:
+            return index.write_tree(), []
+        return None, [{"path": c.path, "kind": c.kind.value,
+                       "hunks": sorted({h for r in c.regions for h in r.hunks})}
+                      for c in merge.conflicts]
 
 
-def upstreamed(git: Git, o: Change, old_base: str, new_base: str) -> dict[str, Any] | None:
+def upstreamed(git: Repo, o: Change, old_base: str, new_base: str) -> dict[str, Any] | None:
     """Evidence that the new base already holds ``o``'s change (every added line present in
     its file there, no significant removed line left as often as before), with the upstream
     commit that brought its most telling added line; None otherwise."""
     if old_base == new_base:
         return None
     specs = [f"{rev}:{f.path}" for f in o.files for rev in (new_base, o.parent)]
-    blobs = git.cat_blobs(specs)
+    blobs = git.objects.blobs(specs)
     telling: list[tuple[str, str]] = []
     for f in o.files:
         after, before = (blobs.get(f"{rev}:{f.path}") for rev in (new_base, o.parent))
         have = Counter((after or b"").decode("utf-8", errors="replace").split("\n"))
         had = Counter((before or b"").decode("utf-8", errors="replace").split("\n"))
-        added = {x[1:] for h in f.hunks for x in h.lines if x.startswith("+")}
+        added = {x[1:] for h in f.hunks for x in hunk_lines(h) if x.startswith("+")}
         for h in f.hunks:
-            for line in h.changed():
+            for line in changed(h):
                 text = line[1:]
                 if line.startswith("+"):
                     if have[text] <= 0:
@@ -528,9 +462,9 @@ def upstreamed(git: Git, o: Change, old_base: str, new_base: str) -> dict[str, A
         return None
     evidence: dict[str, Any] = {"contained_in_new_base": True}
     for path, line in sorted(set(telling), key=lambda t: (-len(t[1].strip()), t))[:3]:
-        shas = git.pickaxe(f"{old_base}..{new_base}", line.strip(), path)
+        shas = git.history.pickaxe(f"{old_base}..{new_base}", line.strip(), path)
         if shas:
-            info = git.commits([shas[0]])[0]
+            info = git.commit(shas[0])
             evidence["upstream_commit"] = info.sha
             evidence["upstream_subject"] = info.subject
             evidence["telling_line"] = line.strip()

@@ -43,7 +43,7 @@ class RepoLock:
 
     def acquire(self) -> None:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise LockedError(f"{self.path}: cannot create the lock: {exc.strerror}") from None
         try:

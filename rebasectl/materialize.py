@@ -1,28 +1,31 @@
 """Series -> one commit per patch on a base, without a work tree.
 
-Each patch is applied with ``git apply --cached`` to a private index (exactly first: no fuzz, the
-way ``check --apply`` proves a series; then 3-way from the blob ids in the patch, which is how
-``apply`` and ``bump`` carry a series to a new base), written as a tree and committed with the
-patch's own author and date as both author and committer. So the same series on the same base
-always gives the same commit shas, and nothing touches a checkout.
+All patches go through one scratch index: each is applied with ``git apply --cached`` (exactly
+first: no fuzz, the way ``check --apply`` proves a series; then, when allowed, by the conflict
+engine: 3-way from the blob ids in the patch, file by file), the index is written as a tree and
+committed with the patch's own author and date as both author and committer. So the same series
+on the same base always gives the same commit shas, and nothing touches a checkout.
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from enum import Enum
 
+from .conflicts import Engine, FileConflict, Labels
 from .faults import boundary
-from .gitio import Git, Identity
-from .patches import Patch, rfc2822_to_raw, split_file_diff
+from .git import Identity, Index, Repo
+from .patches import Patch, rfc2822_to_raw
 
 
-@dataclass(frozen=True)
-class Conflict:
-    path: str
-    hunks: tuple[str, ...]  # the "@@ ... @@" headers of the patch hunks that do not apply
+class StepStatus(str, Enum):
+    CLEAN = "clean"  # applied exactly
+    MERGED = "3way"  # applied with git's 3-way merge
+    EMPTY = "empty"  # the patch has no diff (a marker commit)
+    NOOP = "no-op"  # it applied and changed nothing: the tree already has it
+    RESOLVED = "rerere"  # it conflicted, and recorded resolutions resolved every conflict
+    CONFLICT = "conflict"
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,16 @@ class Step:
     index: int  # 1-based position in the series
     id: str
     subject: str
-    status: str  # clean | 3way | empty | conflict
+    status: StepStatus
     commit: str | None
-    conflicts: tuple[Conflict, ...] = ()
+    parent: str = ""  # the commit it was applied on
+    tree: str = ""  # the commit's tree
+    conflicts: tuple[FileConflict, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"index": self.index, "id": self.id, "subject": self.subject,
+                "status": self.status.value, "commit": self.commit,
+                "conflicts": [c.to_json() for c in self.conflicts]}
 
 
 @dataclass
@@ -49,83 +59,87 @@ class Materialised:
 
     @property
     def ok(self) -> bool:
-        return all(s.status != "conflict" for s in self.steps)
+        return all(s.status is not StepStatus.CONFLICT for s in self.steps)
 
     def first_conflict(self) -> Step | None:
-        return next((s for s in self.steps if s.status == "conflict"), None)
+        return next((s for s in self.steps if s.status is StepStatus.CONFLICT), None)
 
 
 def identity_of(patch: Patch) -> Identity:
     return Identity(patch.author_name, patch.author_email, rfc2822_to_raw(patch.date))
 
 
-def commit_patch(git: Git, tree: str, parent: str, patch: Patch) -> str:
-    return git.commit_tree(tree, [parent], patch.message, identity_of(patch))
+def commit_patch(repo: Repo, tree: str, parent: str, patch: Patch) -> str:
+    return repo.commit_tree(tree, [parent], patch.message, identity_of(patch))
 
 
-def materialise(
-    git: Git,
-    base: str,
-    patches: Sequence[tuple[str, Patch]],
-    *,
-    three_way: bool = True,
-    keep_going: bool = False,
-    start_index: int = 1,
-) -> Materialised:
-    """Apply ``patches`` in order on ``base``. Stops at the first conflict unless ``keep_going``,
-    in which case a failing patch is left out and the next ones go on top of the last good one."""
-    result = Materialised(base)
-    with tempfile.TemporaryDirectory(prefix="rebasectl-") as tmp:
-        index = Path(tmp) / "index"
-        parent = base
-        tree = git.tree_of(base)
-        git.read_tree(index, tree)
-        for offset, (pid, patch) in enumerate(patches):
-            number = start_index + offset
-            if patch.is_empty:
-                commit = commit_patch(git, tree, parent, patch)
-                result.steps.append(Step(number, pid, patch.subject, "empty", commit))
-                parent = commit
-                boundary("commit")
-                continue
-            status = "clean"
-            applied = git.apply_to_index(index, patch.diff, three_way=False)
-            if not applied.ok and three_way:
-                git.read_tree(index, tree)
-                applied = git.apply_to_index(index, patch.diff, three_way=True)
-                status = "3way"
-            if not applied.ok:
-                git.read_tree(index, tree)
-                conflicts = failing_hunks(git, index, patch)
-                result.steps.append(Step(number, pid, patch.subject, "conflict", None, conflicts))
-                if not keep_going:
+OnStep = Callable[[Step], None]
+# Given the index holding a conflict (unmerged stages) and the conflicts: resolve them all in the
+# index (stage 0) and say True, or leave the index alone and say False (bump's rerere replay).
+Resolver = Callable[[Index, list[FileConflict]], bool]
+
+
+class Materializer:
+    """Builds commits for patches on a base in ``repo``, through one scratch index."""
+
+    def __init__(self, repo: Repo, labels: Callable[[str], Labels] | None = None,
+                 engine: Engine | None = None, resolver: Resolver | None = None) -> None:
+        self.repo = repo
+        self.engine = engine or Engine(repo)
+        self.labels = labels or (lambda pid: Labels("upstream", f"patch {pid}"))
+        self.resolver = resolver
+
+    def run(self, base: str, patches: Sequence[tuple[str, Patch]], *, three_way: bool = True,
+            keep_going: bool = False, start_index: int = 1,
+            on_step: OnStep | None = None) -> Materialised:
+        """Apply ``patches`` in order on ``base``. Stops at the first conflict unless
+        ``keep_going``: then a failing patch is left out and the next go on the last good one."""
+        result = Materialised(base)
+        with self.repo.index() as index:
+            parent, tree = base, self.repo.tree_of(base)
+            index.read_tree(tree)
+            for offset, (pid, patch) in enumerate(patches):
+                step = self._step(index, start_index + offset, pid, patch, parent, tree,
+                                  three_way)
+                result.steps.append(step)
+                if on_step is not None:
+                    on_step(step)
+                if step.commit is not None:
+                    parent, tree = step.commit, step.tree
+                    boundary("commit")
+                elif not keep_going:
                     break
-                continue
-            new_tree = git.write_tree(index)
-            commit = commit_patch(git, new_tree, parent, patch)
-            if new_tree == tree:
-                status = "empty"
-            result.steps.append(Step(number, pid, patch.subject, status, commit))
-            parent, tree = commit, new_tree
-            boundary("commit")
-    return result
+        return result
 
+    def _step(self, index: Index, number: int, pid: str, patch: Patch, parent: str, tree: str,
+              three_way: bool) -> Step:
+        if patch.is_empty:
+            commit = commit_patch(self.repo, tree, parent, patch)
+            return Step(number, pid, patch.subject, StepStatus.EMPTY, commit, parent, tree)
+        status = StepStatus.CLEAN
+        if not index.apply(patch.diff).ok:
+            if not three_way:
+                index.read_tree(tree)
+                return self._conflict(index, number, pid, patch, parent, tree)
+            merge = self.engine.merge(index, patch, self.labels(pid))
+            status = StepStatus.MERGED
+            if not merge.ok:
+                if self.resolver is None or not self.resolver(index, merge.conflicts):
+                    index.read_tree(tree)
+                    return Step(number, pid, patch.subject, StepStatus.CONFLICT, None, parent,
+                                conflicts=tuple(merge.conflicts))
+                status = StepStatus.RESOLVED
+        new_tree = index.write_tree()
+        commit = commit_patch(self.repo, new_tree, parent, patch)
+        return Step(number, pid, patch.subject,
+                    StepStatus.NOOP if new_tree == tree else status, commit, parent, new_tree)
 
-def failing_hunks(git: Git, index: Path, patch: Patch) -> tuple[Conflict, ...]:
-    """Which hunks of ``patch`` do not apply to the tree in ``index`` (each tried on its own)."""
-    conflicts: list[Conflict] = []
-    for path, file_diff in patch.file_diffs().items():
-        header, hunks = split_file_diff(file_diff)
-        if not hunks:
-            if not git.apply_to_index(index, file_diff, three_way=False, check_only=True).ok:
-                conflicts.append(Conflict(path, ()))
-            continue
-        bad = []
-        for hunk in hunks:
-            if not git.apply_to_index(index, header + hunk, three_way=False, check_only=True).ok:
-                bad.append(hunk.split(b"\n", 1)[0].decode(errors="replace"))
-        if bad:
-            conflicts.append(Conflict(path, tuple(bad)))
-    if not conflicts:  # each hunk fits alone, not all together: name every file
-        conflicts = [Conflict(path, ()) for path in patch.file_diffs()]
-    return tuple(conflicts)
+    def _conflict(self, index: Index, number: int, pid: str, patch: Patch, parent: str,
+                  tree: str) -> Step:
+        """Exact mode (``check --apply``): where the 3-way merge would conflict, or name every
+        file that does not apply exactly."""
+        merge = self.engine.merge(index, patch, self.labels(pid))
+        index.read_tree(tree)
+        conflicts = tuple(merge.conflicts)
+        return Step(number, pid, patch.subject, StepStatus.CONFLICT, None, parent,
+                    conflicts=conflicts)

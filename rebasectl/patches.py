@@ -1,52 +1,43 @@
 """Patch files: parse, check for safety, and write in the one canonical form.
 
 A patch file is a ``git format-patch``-style mbox holding one commit: author, date, the full
-message and a git diff. We write it ourselves (not with format-patch) so that the bytes depend only
-on the commit, never on the git version or the user's config, and so that re-exporting an
-unchanged series changes no byte. The files stay ``git am``-compatible (``git am -k`` keeps
-subjects such as ``[1/8] fix: ...`` as written).
+message and a diff. We write it ourselves (not with format-patch) so that the bytes depend only on
+the commit, never on the git version or the user's config, and so that re-exporting an unchanged
+series changes no byte. The files stay ``git am``-compatible (``git am -k`` keeps subjects such as
+``[1/8] fix: ...`` as written).
 
-This module knows nothing of git processes or the screen: it turns bytes into a ``Patch`` and back,
-and refuses, with the file and line, anything that is not a patch or that would write outside the
-tree (``..``, absolute paths, ``.git/``, escaping symlinks, setuid or other odd modes, binaries).
+Reading accepts what ``git apply`` accepts after the mail header: git diffs and plain unified diffs
+(``diff -u``, quilt), with CRLF inside content lines when the patched file has them. The diff is
+parsed once into the diff model (``diffs.parse``) and checked there: anything that would write
+outside the tree (``..``, absolute paths, ``.git/``, escaping or empty symlinks), odd modes and
+binaries are refused with ``file:line``. Headers round-trip exactly: a subject or author that
+holds literal ``=?...?=`` text is written encoded, so reading it back gives the same text.
+
+This module knows nothing of git processes or the screen.
 """
 
 from __future__ import annotations
 
 import base64
+import email.errors
 import email.header
 import email.utils
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import PatchSet
-
+from . import diffs
+from .diffs import Diff, DiffError, FileDiff
 from .errors import RebasectlError
 
 MBOX_FROM = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
 ALLOWED_MODES = {"100644", "100755", "120000"}
+SYMLINK = "120000"
 
 
 class PatchError(RebasectlError):
     """A patch file is malformed or unsafe; the message names file and line."""
-
-
-@dataclass(frozen=True)
-class FileChange:
-    path: str
-    added: int
-    removed: int
-
-
-@dataclass(frozen=True)
-class Hunk:
-    path: str
-    header: str  # "@@ -a,b +c,d @@ ..."
-    text: str  # the hunk including its header
 
 
 @dataclass(frozen=True)
@@ -57,7 +48,8 @@ class Patch:
     author_email: str
     date: str  # RFC 2822, e.g. "Sat, 14 Feb 2026 01:28:50 +0100"
     message: str  # subject line, blank line, body; ends with one newline
-    diff: bytes  # git diff text, b"" for an empty commit
+    diff: bytes  # the diff text as written (git or plain), b"" for an empty commit
+    _parsed: list[Diff] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def subject(self) -> str:
@@ -65,52 +57,27 @@ class Patch:
 
     @property
     def is_empty(self) -> bool:
-        return not self.diff.strip()
+        return not self.model.files
 
-    def files(self) -> list[FileChange]:
-        return [FileChange(_path(f), f.added, f.removed) for f in _patchset(self.diff)]
+    @property
+    def model(self) -> Diff:
+        """The diff, parsed once (the raw bytes stay what git apply is given)."""
+        if not self._parsed:
+            self._parsed.append(diffs.parse(self.diff) if self.diff.strip() else Diff())
+        return self._parsed[0]
 
-    def hunks(self) -> list[Hunk]:
-        """Every hunk as written in the patch (unidiff would re-render '+1' as '+1,1')."""
-        out: list[Hunk] = []
-        for path, file_diff in self.file_diffs().items():
-            for raw in split_file_diff(file_diff)[1]:
-                text = raw.decode("utf-8", errors="replace")
-                out.append(Hunk(path, text.split("\n", 1)[0], text))
-        return out
+    @property
+    def files(self) -> tuple[FileDiff, ...]:
+        return self.model.files
 
-    def file_diffs(self) -> dict[str, bytes]:
-        """The diff split per file (each a complete git diff of that one file)."""
-        parts = re.split(rb"(?m)^(?=diff --git )", self.diff)
-        result: dict[str, bytes] = {}
-        for part in parts:
-            if not part.startswith(b"diff --git "):
-                continue
-            path = _diff_git_paths(part.split(b"\n", 1)[0].decode(errors="replace"))[1]
-            result[path] = part
-        return result
+    def paths(self) -> list[str]:
+        return self.model.paths()
 
     def render(self) -> bytes:
         return render(self)
 
 
-def _path(pf: Any) -> str:
-    """unidiff's path of a file, with git's C-quoting undone (non-ASCII names are quoted)."""
-    path = str(pf.path)
-    if path.startswith('"'):
-        path = unquote_path(path)
-        if path[:2] in ("a/", "b/"):
-            path = path[2:]
-    return path
-
-
-def _patchset(diff: bytes) -> PatchSet:
-    if not diff.strip():
-        return PatchSet("")
-    return PatchSet(diff.decode("utf-8", errors="surrogateescape"))
-
-
-# -- dates -------------------------------------------------------------------------------------
+# -- dates -----------------------------------------------------------------------------------------
 def raw_to_rfc2822(raw: str) -> str:
     """git's raw date ``"1739492930 +0100"`` to ``"Sat, 14 Feb 2026 01:28:50 +0100"``."""
     seconds, tz = raw.split()
@@ -131,7 +98,7 @@ def rfc2822_to_raw(date: str) -> str:
     return f"{int(when.timestamp())} {sign}{minutes // 60:02d}{minutes % 60:02d}"
 
 
-# -- writing -----------------------------------------------------------------------------------
+# -- writing ---------------------------------------------------------------------------------------
 def normalise_message(message: str) -> str:
     """The message as a patch file keeps it: first paragraph joined into one subject line,
     trailing whitespace of lines and surrounding blank lines removed, one final newline."""
@@ -155,18 +122,23 @@ def render(patch: Patch) -> bytes:
         f"Subject: {_format_subject(subject)}\n".encode(),
     ]
     if non_ascii:
-        header.append(
-            b"MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
-            b"Content-Transfer-Encoding: 8bit\n"
-        )
+        header.append(b"MIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n"
+                      b"Content-Transfer-Encoding: 8bit\n")
     out = b"".join(header) + b"\n"
     if body:
-        out += body.encode("utf-8")
-    out += b"---\n" + patch.diff
-    return out
+        out += body.encode("utf-8", errors="surrogateescape")
+    return out + b"---\n" + patch.diff
+
+
+def _needs_encoding(text: str) -> bool:
+    """Text a mail reader would change: non-ASCII, or an encoded-word lookalike (``=?...?=``)
+    that decoding would turn into something else."""
+    return not text.isascii() or "=?" in text
 
 
 def _format_address(name: str, addr: str) -> str:
+    if name and "=?" in name and name.isascii():
+        return f"{_encode_words(name)} <{addr}>"
     if addr.isascii():
         return email.utils.formataddr((name, addr), charset="utf-8")
     # formataddr cannot encode a non-ASCII address; git writes it as it is (8bit)
@@ -175,66 +147,69 @@ def _format_address(name: str, addr: str) -> str:
 
 
 def _format_subject(subject: str) -> str:
-    if subject.isascii():
+    if not _needs_encoding(subject):
         return subject
-    if len(subject.splitlines()) <= 1:
-        return email.header.Header(subject, "utf-8", maxlinelen=76).encode()
-    # Header() folds at what str.splitlines() takes for line ends (U+0085, U+2028, form feed...),
-    # which would not parse back to the same subject: encode the words ourselves
-    words = [subject[i: i + 16] for i in range(0, len(subject), 16)]
+    if subject.isascii() or len(subject.splitlines()) > 1:
+        # Header() folds at what str.splitlines() takes for line ends (U+0085, U+2028, form
+        # feed...) and leaves ASCII "=?" text raw: encode the words ourselves
+        return _encode_words(subject)
+    return email.header.Header(subject, "utf-8", maxlinelen=76).encode()
+
+
+def _encode_words(text: str) -> str:
+    words = [text[i: i + 16] for i in range(0, len(text), 16)]
     return "\n ".join(
         "=?utf-8?b?" + base64.b64encode(w.encode("utf-8", errors="surrogateescape")).decode() + "?="
-        for w in words
-    )
+        for w in words)
 
 
-# -- reading -----------------------------------------------------------------------------------
+# -- reading ---------------------------------------------------------------------------------------
 def parse(data: bytes, source: str) -> Patch:
     """Parse a patch file; any problem is a ``PatchError`` naming ``source:line``."""
     if not data.strip():
         raise PatchError(f"{source}:1: empty file, not a patch")
-    if b"\r\n" in data and data.count(b"\r\n") >= data.count(b"\n") // 2:
-        raise PatchError(
-            f"{source}:1: CRLF line endings (converted by an editor or autocrlf?); "
-            "convert the file back to LF"
-        )
     if b"\0" in data:
         line = data[: data.index(b"\0")].count(b"\n") + 1
         raise PatchError(f"{source}:{line}: NUL byte: binary data is not a patch")
     head, sep, rest = data.partition(b"\n\n")
+    if b"\r" in head:
+        raise PatchError(f"{source}:1: CRLF line endings in the mail header (converted by an "
+                         "editor or autocrlf?); convert the file back to LF")
     if not sep:
         raise PatchError(f"{source}:1: no mail header (expected a git format-patch file)")
-    try:
-        head_text = head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = head[: exc.start].count(b"\n") + 1
-        raise PatchError(f"{source}:{line}: mail header is not UTF-8") from None
-    headers = _parse_headers(head_text, source)
-    for key in ("from", "subject"):
-        if key not in headers:
-            raise PatchError(
-                f"{source}:1: missing '{key.capitalize()}:' header "
-                "(expected a git format-patch file)"
-            )
+    headers = _parse_headers(_decode_head(head, source), source)
     name, addr = _parse_from(_decode_header(headers["from"]))
     if not addr:
         raise PatchError(f"{source}:1: 'From:' header has no email address")
-    date = headers.get("date", "")
+    date = _checked_date(headers.get("date", ""), source)
+    first = head.count(b"\n") + 3  # line number of ``rest``'s first line
+    body, diff, model = split_body(rest, source, first)
+    if model is not None:
+        check_model(model, source, first + rest[: len(rest) - len(diff)].count(b"\n"))
+    text = body.decode("utf-8", errors="surrogateescape")
+    subject = _decode_header(headers["subject"]).strip()
+    patch = Patch(name, addr, date, normalise_message(f"{subject}\n\n{text}"), diff)
+    if model is not None:
+        patch._parsed.append(model)
+    return patch
+
+
+def _decode_head(head: bytes, source: str) -> str:
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = head[: exc.start].count(b"\n") + 1
+        raise PatchError(f"{source}:{line}: mail header is not UTF-8") from None
+
+
+def _checked_date(date: str, source: str) -> str:
     try:
         raw = rfc2822_to_raw(date)
     except (TypeError, ValueError, OverflowError, IndexError, OSError):
         raw = "-1"
     if raw.startswith("-"):
         raise PatchError(f"{source}:1: bad or missing 'Date:' header: {date!r}")
-    subject = _decode_header(headers["subject"]).strip()
-    body, diff = _split_body(rest)
-    at = re.search(rb"(?m)^diff --git ", rest)
-    diff_line = head.count(b"\n") + 3 + (rest[: at.start()].count(b"\n") if at else 0)
-    if diff.strip():
-        _check_diff(diff, source, diff_line)
-    text = body.decode("utf-8", errors="replace")
-    message = normalise_message(f"{subject}\n\n{text}")
-    return Patch(name, addr, date, message, diff)
+    return date
 
 
 def _parse_headers(text: str, source: str) -> dict[str, str]:
@@ -251,6 +226,10 @@ def _parse_headers(text: str, source: str) -> dict[str, str]:
             raise PatchError(f"{source}:{i}: not a mail header line: {line[:60]!r}")
         last = key.strip().lower()
         headers[last] = value.strip()
+    for key in ("from", "subject"):
+        if key not in headers:
+            raise PatchError(f"{source}:1: missing '{key.capitalize()}:' header "
+                             "(expected a git format-patch file)")
     return headers
 
 
@@ -274,164 +253,91 @@ def _decode_header(value: str) -> str:
         return value
 
 
-def _split_body(rest: bytes) -> tuple[bytes, bytes]:
-    """Split what follows the header into message body and diff (at the '---' before the diff)."""
-    match = re.search(rb"(?m)^diff --git ", rest)
-    if match is None:
-        body = rest
-        diff = b""
-    else:
-        body, diff = rest[: match.start()], rest[match.start() :]
-        diff = re.sub(rb"(?m)^-- \n[^\n]*\n*\Z", b"", diff)  # format-patch signature
+_DIFF_START = re.compile(rb"(?m)^(?:diff --git |--- |Index: )")
+
+
+def split_body(rest: bytes, source: str, first: int) -> tuple[bytes, bytes, Diff | None]:
+    """Split what follows the mail header into message and diff. A message may itself quote a
+    diff, so the split is the first place from which the rest parses as a diff to its end (git
+    format-patch separates them with ``---``). Returns (message, diff bytes, parsed diff)."""
+    error: tuple[int, str] | None = None
+    for m in _DIFF_START.finditer(rest):
+        candidate = re.sub(rb"(?m)^-- \n[^\n]*\n*\Z", b"", rest[m.start():])  # signature
+        try:
+            model = diffs.parse(candidate)
+        except DiffError as exc:
+            at = first + rest[: m.start()].count(b"\n")
+            error = error or (at + exc.line - 1, exc.message)
+            continue
+        if model.files and not model.preamble:
+            return _message_part(rest[: m.start()]), candidate, model
+    if error is not None:
+        raise PatchError(f"{source}:{error[0]}: {error[1]}")
+    if re.search(rb"(?m)^@@ -\d", rest):
+        raise PatchError(f"{source}:{first}: hunks without a file header ('diff --git' or "
+                         "'---'/'+++' lines)")
+    return _message_part(rest), b"", None
+
+
+def _message_part(body: bytes) -> bytes:
     sep = body.rfind(b"---\n")
-    if sep != -1 and (sep == 0 or body[sep - 1 : sep] == b"\n"):
+    if sep != -1 and (sep == 0 or body[sep - 1: sep] == b"\n"):
         body = body[:sep]
-    return body, diff
+    return body
 
 
-_DIFF_GIT = re.compile(r'^diff --git (?:a/(.+?)|"a/(.+?)") (?:b/(.+)|"b/(.+)")$')
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
-_HEADER_PATHS = ("rename from ", "rename to ", "copy from ", "copy to ", "rename old ",
-                 "rename new ")
+# -- safety ----------------------------------------------------------------------------------------
+def check_model(model: Diff, source: str, first: int) -> None:
+    """Refuse what must never reach git apply: escaping paths, odd modes, binaries, symlinks
+    out of the tree. Each refusal names the line that says it (``first``: the file line of the
+    diff's first line)."""
+    if model.trailer.strip():
+        line = first + model.render().count(b"\n") - model.trailer.count(b"\n")
+        raise PatchError(f"{source}:{line}: text after the last hunk is not part of a diff")
+    for f in model.files:
+        for path in dict.fromkeys([*(p for p in (f.old_path, f.new_path) if p), *f.names]):
+            check_path(path, f"{source}:{first + _header_line(f, _names(path)) - 1}")
+        for mode in (f.old_mode, f.new_mode):
+            if mode is not None and mode not in ALLOWED_MODES:
+                where = f"{source}:{first + _header_line(f, (mode,), ends=True) - 1}"
+                raise PatchError(f"{where}: file mode {mode} refused (only 100644, 100755, "
+                                 "120000)")
+        if f.binary:
+            line = _header_line(f, ("GIT binary patch", "Binary files"), starts=True)
+            where = f"{source}:{first + line - 1}"
+            raise PatchError(f"{where}: binary patch refused ({f.path}); rebasectl carries "
+                             "text only")
+        if f.new_mode == SYMLINK and f.new_path is not None:
+            _check_link_hunks(f, source, first)
 
 
-def unquote_path(text: str) -> str:
-    """A path as git writes it in a diff: C-quoted (``"a/\303\244 b"``) when it has special
-    characters. Paths must be checked after unquoting: ``"a/\056\056/x"`` is ``a/../x``."""
-    if len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
-        return text
-    body = text[1:-1]
-    out = bytearray()
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch != "\\":
-            out += ch.encode("utf-8", errors="surrogateescape")
-            i += 1
-            continue
-        nxt = body[i + 1: i + 2]
-        if nxt in _ESCAPES:
-            out.append(_ESCAPES[nxt])
-            i += 2
-        elif re.match(r"[0-7]{3}", body[i + 1: i + 4]):
-            out.append(int(body[i + 1: i + 4], 8) & 0xFF)
-            i += 4
-        else:
-            out += b"\\"
-            i += 1
-    return out.decode("utf-8", errors="surrogateescape")
+def _names(path: str) -> tuple[str, ...]:
+    return (path, diffs.quote_path(path))
 
 
-def _diff_git_paths(line: str) -> tuple[str, str]:
-    m = _DIFF_GIT.match(line)
-    if not m:
-        return "", ""
-    old = m.group(1) if m.group(1) is not None else unquote_path(f'"{m.group(2)}"')
-    new = m.group(3) if m.group(3) is not None else unquote_path(f'"{m.group(4)}"')
-    return old or "", new or ""
+def _header_line(f: FileDiff, needles: tuple[str, ...], *, ends: bool = False,
+                 starts: bool = False) -> int:
+    """The diff line of ``f``'s header that holds one of ``needles`` (its first line when no
+    line does, e.g. a path that is only there C-quoted)."""
+    for k, raw in enumerate(f.header.split(b"\n")):
+        text = raw.decode("utf-8", errors="surrogateescape")
+        hit = any(text.endswith(n) if ends else text.startswith(n) if starts else n in text
+                  for n in needles)
+        if hit and not text.startswith("index ") or hit and ends:
+            return f.line + k
+    return f.line
 
 
-def _check_diff(diff: bytes, source: str, first_line: int) -> None:
-    """Walk the diff as ``git apply`` will: file headers (paths, modes, binaries) outside hunks,
-    hunk bodies counted against their ``@@`` line (so a removed line ``-- x`` is not taken for a
-    header, and a hunk cut short is caught here with its line)."""
-    text = diff.decode("utf-8", errors="surrogateescape")
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    symlink_new = False
-    current: str | None = None
-    old_left = new_left = 0  # lines still expected in the current hunk
-    hunk_line = 0
-    in_file_hunks = False  # a hunk of the current file has ended
-    for offset, line in enumerate(lines):
-        where = f"{source}:{first_line + offset}"
-        if old_left > 0 or new_left > 0:
-            tag = line[:1]
-            if tag in (" ", ""):
-                old_left, new_left = old_left - 1, new_left - 1
-            elif tag == "-":
-                old_left -= 1
-            elif tag == "+":
-                new_left -= 1
-                if symlink_new and current:
-                    check_symlink(current, line[1:], where)
-            elif tag == "\\":
-                continue
-            else:
-                raise PatchError(f"{source}:{hunk_line}: truncated hunk in {current} "
-                                 f"(line {first_line + offset} is not part of it)")
-            if old_left < 0 or new_left < 0:
-                raise PatchError(f"{source}:{hunk_line}: hunk longer than its @@ header says "
-                                 f"in {current}")
-            continue
-        if line.startswith("diff --git "):
-            old, new = _diff_git_paths(line)
-            if not old or not new:
-                raise PatchError(f"{where}: malformed 'diff --git' line")
-            for path in (old, new):
-                check_path(path, where)
-            current = new
-            symlink_new = False
-            in_file_hunks = False
-        elif current is None:
-            raise PatchError(f"{where}: not a diff line: {line[:60]!r}")
-        elif line.startswith("@@"):
-            m = _HUNK.match(line)
-            if m is None:
-                raise PatchError(f"{where}: malformed hunk header: {line[:60]!r}")
-            old_left = int(m.group(2)) if m.group(2) is not None else 1
-            new_left = int(m.group(4)) if m.group(4) is not None else 1
-            hunk_line = first_line + offset
-            in_file_hunks = True
-        elif in_file_hunks and line[:1] in (" ", "+", "-") and not line.startswith(
-            ("--- ", "+++ ")
-        ):
-            raise PatchError(f"{source}:{hunk_line}: hunk longer than its @@ header says in "
-                             f"{current} (line {first_line + offset})")
-        elif line.startswith(("--- ", "+++ ")):
-            target = unquote_path(line[4:].split("\t", 1)[0])
-            if target != "/dev/null":
-                if target[:2] not in ("a/", "b/"):
-                    raise PatchError(f"{where}: path without a/ or b/ prefix: {target!r}")
-                check_path(target[2:], where)
-        elif line.startswith(_HEADER_PATHS):
-            check_path(unquote_path(line.split(" ", 2)[2]), where)
-        elif line.startswith(("new file mode ", "deleted file mode ", "old mode ", "new mode ")):
-            mode = line.rsplit(" ", 1)[1]
-            if mode not in ALLOWED_MODES:
-                raise PatchError(f"{where}: file mode {mode} refused (only 100644, 100755, 120000)")
-            if mode == "120000" and line.startswith(("new file mode", "new mode")):
-                symlink_new = True
-        elif line.startswith("index ") and " " in line[6:]:
-            mode = line.rsplit(" ", 1)[1]
-            if mode not in ALLOWED_MODES:
-                raise PatchError(f"{where}: file mode {mode} refused (only 100644, 100755, 120000)")
-            if mode == "120000":
-                symlink_new = True
-        elif line.startswith(("GIT binary patch", "Binary files ")):
-            raise PatchError(
-                f"{where}: binary patch refused ({current}); rebasectl carries text only"
-            )
-    if old_left > 0 or new_left > 0:
-        raise PatchError(f"{source}:{hunk_line}: truncated hunk in {current} (the file ends "
-                         f"{max(old_left, new_left)} lines early)")
-    try:
-        patchset = _patchset(diff)
-    except (UnidiffParseError, ValueError, IndexError, KeyError, TypeError) as exc:
-        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise PatchError(f"{source}:{first_line}: corrupt diff: {detail}") from None
-    declared = sum(1 for line in lines if line.startswith("diff --git "))
-    if len(patchset) != declared:
-        raise PatchError(
-            f"{source}:{first_line}: corrupt diff: {declared} files declared, "
-            f"{len(patchset)} parsed"
-        )
-    for pf in patchset:
-        for hunk in pf:
-            if len(hunk.source) != hunk.source_length or len(hunk.target) != hunk.target_length:
-                raise PatchError(f"{source}:{first_line}: truncated hunk in {pf.path}")
+def _check_link_hunks(f: FileDiff, source: str, first: int) -> None:
+    assert f.new_path is not None
+    if not any(h.added for h in f.hunks):
+        raise PatchError(f"{source}:{first + f.line - 1}: symlink {f.new_path} with an empty "
+                         "target refused")
+    for h in f.hunks:
+        for k, ln in enumerate(h.lines):
+            if ln[:1] == b"+":
+                check_symlink(f.new_path, ln[1:].decode("utf-8", errors="surrogateescape"),
+                              f"{source}:{first + h.line + k}")
 
 
 def check_path(path: str, where: str) -> None:
@@ -445,17 +351,16 @@ def check_path(path: str, where: str) -> None:
         raise PatchError(f"{where}: path with '..' refused: {path!r}")
     if any(p.lower() in (".git", "git~1") for p in parts):
         raise PatchError(f"{where}: path into .git refused: {path!r}")
+    if len(path.encode("utf-8", errors="surrogateescape")) > 4096 or \
+            any(len(p.encode("utf-8", errors="surrogateescape")) > 255 for p in parts):
+        raise PatchError(f"{where}: path too long for a file system: {path[:60]!r}...")
 
 
 def check_symlink(link: str, target: str, where: str) -> None:
+    if not target:
+        raise PatchError(f"{where}: symlink {link} with an empty target refused")
     if target.startswith("/"):
         raise PatchError(f"{where}: symlink {link} -> {target!r} points outside the tree")
     resolved = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
     if resolved == ".." or resolved.startswith("../") or ".git" in resolved.split("/"):
         raise PatchError(f"{where}: symlink {link} -> {target!r} points outside the tree")
-
-
-def split_file_diff(file_diff: bytes) -> tuple[bytes, list[bytes]]:
-    """One file's diff as (header lines up to the first hunk, [each hunk with its @@ line])."""
-    parts = re.split(rb"(?m)^(?=@@ )", file_diff)
-    return parts[0], parts[1:]

@@ -68,7 +68,7 @@ class Series:
         return [p.id for p in self.patches].index(patch_id)
 
 
-# -- loading -----------------------------------------------------------------------------------
+# -- loading ---------------------------------------------------------------------------------------
 _UPSTREAM_KEYS = {"name": str, "url": str, "branch": str, "base": str}
 _PATCH_KEYS: dict[str, tuple[type, ...]] = {
     "id": (str,),
@@ -272,7 +272,7 @@ def _scalar(
     return value
 
 
-# -- saving ------------------------------------------------------------------------------------
+# -- saving ----------------------------------------------------------------------------------------
 def dump(series: Series) -> bytes:
     doc: dict[str, Any] = {
         "version": series.version,

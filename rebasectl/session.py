@@ -1,345 +1,429 @@
-"""An apply in progress: materialise into a work tree, stop at a conflict, and go on from there.
+"""An apply in progress: materialise into a work tree, stop at a conflict the way git does, and go
+on from there.
 
-State lives in ``.rebasectl/apply-state.json`` and is written before every step that changes the
-work tree, so a crash or Ctrl-C at any point leaves a state that ``continue`` resumes: commits that
-reached the work tree's HEAD after the last save are recognised (they can only be the next patches,
-in order) and adopted, and a missing or half-made work tree is made again from the recorded commits.
-Two flags close the gaps between saves: ``cleared`` (an older work tree is gone, so commits found
-in the tree are this apply's) and ``in_tree`` (the stopped patch's conflict reached the tree, so
-``continue`` may commit what is there). A rerun of the same ``apply`` finishes an interrupted one.
-``abort`` removes the work tree and the state; it never touches patches/ or series.yaml, and
-nothing that rebasectl did not make (the checkout, a parent of it, another repository) is removed.
+At a failing patch the work tree holds what ``git am -3`` would leave: HEAD at the last good
+commit, every file that merges applied and staged, each conflicting file with markers
+(``upstream <sha>`` / ``patch <id>``) and unmerged index entries — modify/delete and delete/modify
+included, so ``git status`` shows them. rerere is on: a conflict resolved once (here or at an
+earlier bump) is resolved again from ``.rebasectl/upstream.git/rr-cache``; when that resolves
+every file of a patch, the patch is committed and the apply goes on, saying so.
+
+``continue`` commits the resolution: it refuses unresolved paths, conflict markers, an empty
+result for a patch that had content (``skip`` drops it; ``--allow-empty`` keeps it) and a HEAD
+the user moved (a ``git commit`` made while resolving is not taken for the patch); it commits what
+the patch touched plus what the user ``git add``-ed, never untracked files. ``skip`` records the
+patch as skipped (the series entry stays; export keeps it). ``abort`` removes the work tree (only
+a work tree registered in rebasectl's mirror) and the state.
+
+State is saved before every step that changes the work tree (``state.ApplyState``), so a crash or
+Ctrl-C anywhere leaves a state that ``continue`` or a rerun resumes: commits of ours that reached
+the work tree after the last save are recognised by their patch's message and author and adopted;
+a missing or half-made work tree is made again.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
-from .errors import ConflictError, RebasectlError
-from .exchange import LoadedPatch, load_patches, load_tree_map, save_tree_map
+from .conflicts import Engine, FileConflict, Labels
+from .errors import ConflictError, ExitCode, RebasectlError
+from .exchange import LoadedPatch, load_patches
 from .faults import boundary
-from .fsutil import atomic_write
-from .gitio import Git
-from .materialize import Conflict, commit_patch, materialise
+from .git import Repo, Worktree
+from .materialize import Materializer, Step, commit_patch, identity_of
 from .series import load
+from .state import ApplyState, TreeMap
 from .workspace import Workspace
+
+Notify = Callable[[str], None]
+
+
+class Result(str, Enum):
+    CLEAN = "clean"
+    CONFLICT = "conflict"
 
 
 @dataclass
-class ApplyState:
-    base: str
-    worktree: str
-    ids: list[str]  # the whole series, in order
-    done: list[list[str]] = field(default_factory=list)  # [id, commit] of applied patches
-    skipped: list[str] = field(default_factory=list)
-    current: str | None = None  # the patch stopped at (conflict in the work tree)
-    conflicts: list[dict[str, object]] = field(default_factory=list)
-    in_tree: bool = False  # the conflict of ``current`` has been written into the work tree
-    cleared: bool = True  # the work tree is this apply's (an older one was removed first)
+class Stop:
+    """The patch an apply stopped at, and its conflicts as they are in the work tree."""
 
-    def remaining(self) -> list[str]:
-        finished = {i for i, _ in self.done} | set(self.skipped)
-        return [i for i in self.ids if i not in finished]
+    index: int
+    total: int
+    id: str
+    file: str
+    subject: str
+    conflicts: list[FileConflict]
 
-    @property
-    def tip(self) -> str:
-        return self.done[-1][1] if self.done else self.base
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "id": self.id, "file": self.file, "subject": self.subject,
+                "conflicts": [c.to_json() for c in self.conflicts]}
 
 
-@dataclass(frozen=True)
+@dataclass
 class ApplyOutcome:
     base: str
     worktree: Path
     tip: str
-    steps: list[dict[str, object]]
+    total: int
+    applied: list[tuple[str, str]] = field(default_factory=list)  # (id, how) in order
+    skipped: list[str] = field(default_factory=list)
+    stop: Stop | None = None
+
+    @property
+    def result(self) -> Result:
+        return Result.CONFLICT if self.stop else Result.CLEAN
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.CONFLICT if self.stop else ExitCode.OK
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": "rebasectl.apply/1", "result": self.result.value, "base": self.base,
+                "tip": self.tip, "worktree": str(self.worktree),
+                "patches": [{"id": i, "status": how} for i, how in self.applied],
+                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None}
 
 
-def load_state(ws: Workspace) -> ApplyState | None:
-    try:
-        data = json.loads(ws.apply_state.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise RebasectlError(
-            f"{ws.apply_state}: unreadable apply state ({exc}); `rebasectl abort` clears it"
-        ) from None
-    try:
-        return ApplyState(**data)
-    except TypeError as exc:
-        raise RebasectlError(
-            f"{ws.apply_state}: unreadable apply state ({exc}); `rebasectl abort` clears it"
-        ) from None
-
-
-def save_state(ws: Workspace, state: ApplyState) -> None:
-    ws.ensure_state_dir()
-    atomic_write(ws.apply_state, json.dumps(asdict(state), indent=1).encode())
-    boundary("state")
-
-
-def _patches_by_id(ws: Workspace, state: ApplyState) -> dict[str, LoadedPatch]:
-    series = load(ws.root)
-    patches = {lp.entry.id: lp for lp in load_patches(ws, series)}
-    if [p.id for p in series.patches] != state.ids:
-        raise RebasectlError(
-            "series.yaml changed since this apply started (patches added, removed or reordered): "
-            "`rebasectl abort`, then apply again"
-        )
-    return patches
-
-
-def start(ws: Workspace, git: Git, base: str, worktree: Path) -> ApplyOutcome:
-    previous = load_state(ws)
-    if previous is not None:
-        if previous.current is None and previous.base == base and previous.worktree == str(
-            worktree
-        ):
-            return resume(ws, git)  # the same apply, interrupted: a rerun finishes it
-        raise RebasectlError("an apply is in progress: `rebasectl continue`, `skip` or `abort` it")
-    series = load(ws.root)
-    loaded = load_patches(ws, series)
-    _check_room(ws, worktree)
-    state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded], cleared=False)
-    save_state(ws, state)  # from here on an interruption is finished by `continue` or a rerun
-    _clear(ws, worktree)
-    state.cleared = True
-    save_state(ws, state)
-    return _run(ws, git, state, {lp.entry.id: lp for lp in loaded})
-
-
-def _check_room(ws: Workspace, worktree: Path) -> None:
-    """Refuse to replace anything but a rebasectl work tree, and one that holds work that was
-    never exported: the work tree is removed and made again, so a wrong ``--worktree`` (the
-    checkout itself, a parent of it, another clone) must never get that far."""
-    root = ws.root.resolve()
-    where = worktree.resolve()
-    if where == root or where in root.parents:
-        raise RebasectlError(f"--worktree {worktree}: is the series checkout or holds it; "
-                             "pick a directory of its own (default .rebasectl/tree)")
-    if not worktree.exists():
-        return
-    if (worktree / ".git").exists() and not _is_our_worktree(ws, worktree):
-        raise RebasectlError(f"{worktree} is a git repository that rebasectl did not make; "
-                             "pick another --worktree")
-    tmap = load_tree_map(ws)
-    if (worktree / ".git").exists():
-        tree_git = Git(worktree)
-        tip = tmap.tip if tmap else None
-        head = tree_git.run(["rev-parse", "HEAD"], check=False).stdout.decode().strip()
-        if not tree_git.is_clean() or (tip is not None and head != tip):
-            raise RebasectlError(
-                f"{worktree} has changes or commits that were not exported: "
-                "`rebasectl export` them, or remove the work tree"
-            )
-    elif worktree.is_dir() and any(worktree.iterdir()):
-        raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree")
-    elif not worktree.is_dir():
-        raise RebasectlError(f"{worktree} exists and is not a directory")
-
-
-def _is_our_worktree(ws: Workspace, worktree: Path) -> bool:
-    """A linked work tree of our mirror: its ``.git`` is a file naming a gitdir inside it."""
+# -- the work tree and whose it is -----------------------------------------------------------------
+def registered(ws: Workspace, worktree: Path) -> bool:
+    """A linked work tree of our mirror: its ``.git`` names a gitdir in the mirror's
+    ``worktrees/`` whose ``gitdir`` file names it back. Only such a directory is ever removed."""
     dotgit = worktree / ".git"
-    if not dotgit.is_file():
-        return False
     try:
-        text = dotgit.read_text().strip()
+        text = dotgit.read_text().strip() if dotgit.is_file() else ""
     except (OSError, UnicodeDecodeError):
         return False
     if not text.startswith("gitdir: "):
-        return False
-    gitdir = Path(text[len("gitdir: "):])
-    mirror = (ws.mirror / "worktrees").resolve()
-    return mirror in gitdir.resolve().parents
+        return _registration(ws, worktree) is not None
+    gitdir = Path(text[len("gitdir: "):]).resolve()
+    return (ws.mirror / "worktrees").resolve() in gitdir.parents
 
 
-def _clear(ws: Workspace, worktree: Path) -> None:
-    if (worktree / ".git").exists() and ws.mirror.exists():
-        Git(ws.mirror).worktree_remove(worktree)
-    shutil.rmtree(worktree, ignore_errors=True)
-
-
-def _run(
-    ws: Workspace, git: Git, state: ApplyState, patches: dict[str, LoadedPatch]
-) -> ApplyOutcome:
-    """Apply the remaining patches in memory, move the work tree there, stop at a conflict."""
-    worktree = Path(state.worktree)
-    remaining = state.remaining()
-    if state.current in remaining:
-        remaining.remove(state.current)
-    start_index = len(state.ids) - len(remaining) + 1
-    result = materialise(
-        git, state.tip, [(i, patches[i].patch) for i in remaining], start_index=start_index
-    )
-    for step in result.steps:
-        if step.commit:
-            state.done.append([step.id, step.commit])
-    stopped = result.first_conflict()
-    state.current = stopped.id if stopped else None
-    state.conflicts = [asdict(c) for c in stopped.conflicts] if stopped else []
-    state.in_tree = False
-    save_state(ws, state)
-    tree_git = _checkout(git, worktree, state.tip)
-    boundary("worktree")
-    if stopped is not None:
-        tree_git.apply_to_worktree(patches[stopped.id].patch.diff)
-        state.in_tree = True
-        save_state(ws, state)
-        raise ConflictError(
-            _conflict_message(state, stopped.id, patches, stopped.conflicts),
-        ) from None
-    save_tree_map(ws, state.base, worktree, [(i, c) for i, c in state.done])
-    ws.apply_state.unlink(missing_ok=True)
-    return ApplyOutcome(state.base, worktree, state.tip, [asdict(s) for s in result.steps])
-
-
-def _checkout(git: Git, worktree: Path, commit: str) -> Git:
-    if (worktree / ".git").exists():
-        tree_git = Git(worktree)
-        tree_git.reset_hard(commit)
-        return tree_git
-    if worktree.exists():
-        shutil.rmtree(worktree)
-    git.run(["worktree", "prune"], check=False)
-    worktree.parent.mkdir(parents=True, exist_ok=True)
-    return git.worktree_add(worktree, commit)
-
-
-def _conflict_message(
-    state: ApplyState, pid: str, patches: dict[str, LoadedPatch], conflicts: tuple[Conflict, ...]
-) -> str:
-    number = state.ids.index(pid) + 1
-    lp = patches[pid]
-    lines = [
-        f"patch {number}/{len(state.ids)} {pid} ({lp.entry.file}) does not apply: "
-        f"{lp.patch.subject}"
-    ]
-    for c in conflicts:
-        lines.append(f"  {c.path}: " + (", ".join(c.hunks) if c.hunks else "(whole file)"))
-    lines.append(
-        f"resolve in {state.worktree} (git add the files), then `rebasectl continue`; "
-        "or `rebasectl skip` to drop this patch, `rebasectl abort` to give up"
-    )
-    return "\n".join(lines)
-
-
-def _reconcile(ws: Workspace, git: Git, state: ApplyState) -> Git | None:
-    """Adopt commits that reached the work tree after the last save; None if it is gone."""
-    worktree = Path(state.worktree)
-    if not state.cleared:  # interrupted before the old work tree went: its commits are not ours
-        _clear(ws, worktree)
-        state.cleared = True
-        save_state(ws, state)
-    if not (worktree / ".git").exists():
+def _registration(ws: Workspace, worktree: Path) -> Path | None:
+    """The mirror's registration of ``worktree`` (also for a half-made one with no ``.git``)."""
+    wt = ws.mirror / "worktrees"
+    if not wt.is_dir():
         return None
-    tree_git = Git(worktree)
-    head = tree_git.run(["rev-parse", "HEAD"], check=False).stdout.decode().strip()
-    if head and head != state.tip and git.is_ancestor(state.tip, head):
-        extra = tree_git.rev_list([f"{state.tip}..{head}"], first_parent=True)
-        for pid, sha in zip(state.remaining(), extra):
-            state.done.append([pid, sha])
-            if state.current == pid:
-                state.current = None
-        save_state(ws, state)
-    return tree_git
+    want = (worktree / ".git").resolve()
+    for reg in wt.iterdir():
+        try:
+            if Path((reg / "gitdir").read_text().strip()).resolve() == want:
+                return reg
+        except OSError:
+            continue
+    return None
 
 
-def resume(ws: Workspace, git: Git) -> ApplyOutcome:
-    state = _require_state(ws)
-    patches = _patches_by_id(ws, state)
-    tree_git = _reconcile(ws, git, state)
-    if state.current is not None:
-        if tree_git is None or not state.in_tree:
-            # the work tree is gone, or the conflict never reached it (interrupted before):
-            # redo the stopped patch from scratch, which stops there again
-            state.current = None
-        else:
-            _commit_resolution(ws, tree_git, state, patches)
-    return _run(ws, git, state, patches)
+def check_room(ws: Workspace, worktree: Path) -> None:
+    """Refuse to replace anything but a rebasectl work tree, and one holding work that was never
+    exported (commits, changes, untracked files)."""
+    root, where = ws.root.resolve(), worktree.resolve()
+    if where == root or where in root.parents:
+        raise RebasectlError(f"--worktree {worktree}: is the series checkout or holds it; "
+                             "pick a directory of its own (default .rebasectl/tree)")
+    if not worktree.exists() and not worktree.is_symlink():
+        return
+    if not registered(ws, worktree):
+        if worktree.is_dir() and not any(worktree.iterdir()):
+            return
+        if not worktree.is_dir():
+            raise RebasectlError(f"{worktree} exists and is not a directory")
+        if (worktree / ".git").exists():
+            raise RebasectlError(f"{worktree} is a git repository that rebasectl did not make; "
+                                 "pick another --worktree")
+        raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree; "
+                             "pick another --worktree or move it away")
+    _check_exported(ws, Worktree(worktree))
 
 
-def _commit_resolution(
-    ws: Workspace, tree_git: Git, state: ApplyState, patches: dict[str, LoadedPatch]
-) -> None:
-    assert state.current is not None
-    head = tree_git.run(["rev-parse", "HEAD"], check=False).stdout.decode().strip()
+def _check_exported(ws: Workspace, tree: Worktree) -> None:
+    tmap = TreeMap.load(ws.tree_map)
+    head = tree.head()
+    status = tree.status()
+    if status.untracked:
+        shown = ", ".join(status.untracked[:5]) + (" ..." if len(status.untracked) > 5 else "")
+        raise RebasectlError(f"{tree.path} has untracked files that would be lost: {shown}; "
+                             "commit them into a patch (git add, git commit --amend) and "
+                             "`rebasectl export`, or move them out of the work tree")
+    if status.changed or (tmap is not None and head != tmap.tip):
+        raise RebasectlError(f"{tree.path} has changes or commits that were not exported: "
+                             "`rebasectl export` them, or remove the work tree")
+
+
+def clear(ws: Workspace, worktree: Path) -> None:
+    """Remove a work tree of ours (registered in our mirror) and its registration; anything
+    else is left where it is."""
+    reg = _registration(ws, worktree)
+    if registered(ws, worktree) or reg is not None:
+        Worktree.remove(Repo(ws.mirror).runner, worktree)
+        if reg is not None and reg.exists():
+            shutil.rmtree(reg, ignore_errors=True)
+        shutil.rmtree(worktree, ignore_errors=True)
+    elif worktree.is_dir() and not any(worktree.iterdir()):
+        worktree.rmdir()
+
+
+def checkout(ws: Workspace, repo: Repo, worktree: Path, commit: str) -> Worktree:
+    """The work tree at ``commit``: moved there (git refuses to overwrite untracked files), or
+    made anew."""
+    tree = Worktree(worktree)
+    if tree.exists and tree.head() is not None:
+        tree.move_to(commit)
+        return tree
+    clear(ws, worktree)
+    return Worktree.add(repo.runner, worktree, commit)
+
+
+# -- the session -----------------------------------------------------------------------------------
+class Session:
+    """One apply in progress in workspace ``ws`` over the mirror ``repo``."""
+
+    def __init__(self, ws: Workspace, repo: Repo, notify: Notify | None = None) -> None:
+        self.ws = ws
+        self.repo = repo
+        self.notify = notify or (lambda text: None)
+
+    def load(self) -> ApplyState | None:
+        return ApplyState.load(self.ws.apply_state)
+
+    def require(self) -> ApplyState:
+        state = self.load()
+        if state is None:
+            raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
+        return state
+
+    def save(self, state: ApplyState) -> None:
+        self.ws.ensure_state_dir()
+        state.save(self.ws.apply_state)
+
+    def patches(self, state: ApplyState) -> dict[str, LoadedPatch]:
+        series = load(self.ws.root)
+        if [p.id for p in series.patches] != state.ids:
+            raise RebasectlError("series.yaml changed since this apply started (patches added, "
+                                 "removed or reordered): `rebasectl abort`, then apply again")
+        return {lp.entry.id: lp for lp in load_patches(self.ws, series)}
+
+    def labels(self, state: ApplyState) -> Callable[[str], Labels]:
+        upstream = state.labels[0] if state.labels else f"upstream {state.base[:12]}"
+        return lambda pid: Labels(upstream, f"patch {pid}")
+
+    # -- start / resume ------------------------------------------------------------------------
+    def start(self, base: str, worktree: Path) -> ApplyOutcome:
+        previous = self.load()
+        if previous is not None:
+            if previous.current is None and previous.base == base and \
+                    previous.worktree == str(worktree):
+                return self.resume()  # the same apply, interrupted: a rerun finishes it
+            raise RebasectlError("an apply is in progress: `rebasectl continue`, `skip` or "
+                                 "`abort` it")
+        series = load(self.ws.root)
+        loaded = load_patches(self.ws, series)
+        check_room(self.ws, worktree)
+        state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded], cleared=False,
+                           labels=[f"upstream {base[:12]}"])
+        self.save(state)  # from here on an interruption is finished by `continue` or a rerun
+        clear(self.ws, worktree)
+        state.cleared = True
+        self.save(state)
+        return self.run(state, {lp.entry.id: lp for lp in loaded})
+
+    def resume(self, *, allow_empty: bool = False) -> ApplyOutcome:
+        state = self.require()
+        patches = self.patches(state)
+        tree = self.reconcile(state, patches)
+        if state.current is not None:
+            if tree is None or not state.in_tree:
+                state.current = None  # the conflict never reached the tree: redo that patch
+            else:
+                self.commit_resolution(state, tree, patches[state.current], allow_empty)
+        return self.run(state, patches)
+
+    def reconcile(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> Worktree | None:
+        """Adopt commits of ours that reached the work tree after the last save; None when the
+        work tree is gone."""
+        worktree = Path(state.worktree)
+        if not state.cleared:  # interrupted before the old work tree went: its commits are not ours
+            clear(self.ws, worktree)
+            state.cleared = True
+            self.save(state)
+        tree = Worktree(worktree)
+        if not tree.exists or not registered(self.ws, worktree):
+            return None
+        head = tree.head()
+        if head and head != state.tip and self.repo.history.is_ancestor(state.tip, head):
+            extra = self.repo.history.rev_list([f"{state.tip}..{head}"], first_parent=True)
+            for pid, sha in zip(state.remaining(), extra):
+                if not _made_by_us(self.repo, sha, patches[pid]):
+                    break  # a commit the user made: the HEAD guard of continue speaks
+                state.record(pid, sha, "resolved" if state.current == pid else "applied")
+                if state.current == pid:
+                    state.current, state.in_tree = None, False
+            self.save(state)
+        return tree
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
+        """Apply the remaining patches in memory, move the work tree there, stop at a conflict
+        (after rerere had its say)."""
+        while True:
+            stopped = self._materialise(state, patches)
+            tree = checkout(self.ws, self.repo, Path(state.worktree), state.tip)
+            boundary("worktree")
+            if stopped is None:
+                return self._finish(state, patches)
+            conflicts = self._write_conflict(state, tree, patches[stopped.id])
+            if conflicts:
+                return self._outcome(state, patches, stopped, conflicts)
+            self.notify(f"{stopped.id}: every conflict resolved by a recorded resolution "
+                        "(rerere); committed")
+            self.commit_resolution(state, tree, patches[stopped.id], allow_empty=False,
+                                   how="rerere")
+
+    def _materialise(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> Step | None:
+        remaining = [i for i in state.remaining() if i != state.current]
+        total = len(state.ids)
+
+        def announce(step: Step) -> None:
+            self.notify(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}")
+
+        mat = Materializer(self.repo, self.labels(state)).run(
+            state.tip, [(i, patches[i].patch) for i in remaining],
+            start_index=total - len(remaining) + 1, on_step=announce)
+        for step in mat.steps:
+            if step.commit:
+                state.record(step.id, step.commit, step.status.value)
+        stopped = mat.first_conflict()
+        state.current = stopped.id if stopped else None
+        state.conflicts = [c.to_json() for c in stopped.conflicts] if stopped else []
+        state.in_tree = False
+        self.save(state)
+        return stopped
+
+    def _write_conflict(self, state: ApplyState, tree: Worktree,
+                        lp: LoadedPatch) -> list[FileConflict]:
+        """The stopped patch merged into the work tree as git leaves it; returns the conflicts
+        rerere did not resolve."""
+        merge = Engine(self.repo).merge(tree.index(), lp.patch, self.labels(state)(lp.entry.id))
+        write_files(tree, lp.patch.paths(), merge.conflicts)
+        resolved = set(tree.rerere()) if merge.conflicts else set()
+        state.conflicts = [c.to_json() for c in merge.conflicts]
+        state.in_tree = True
+        self.save(state)
+        return [c for c in merge.conflicts if c.path not in resolved]
+
+    def commit_resolution(self, state: ApplyState, tree: Worktree, lp: LoadedPatch,
+                          allow_empty: bool, how: str = "resolved") -> None:
+        assert state.current is not None
+        guard_head(tree, state)
+        status = tree.status()
+        if status.unmerged:
+            raise ConflictError(unresolved_message(state, status.unmerged))
+        tree.stage([p for p in lp.patch.paths() if (tree.path / p).exists() or
+                    p in tree.index().entries([p])])
+        left = tree.staged_markers(state.tip)
+        if left:
+            raise ConflictError(f"conflict markers left at {left}: edit them away, `git add`, "
+                                "then `rebasectl continue`")
+        new_tree = tree.index().write_tree()
+        if not allow_empty and not lp.patch.is_empty and \
+                new_tree == self.repo.tree_of(state.tip):
+            raise RebasectlError(f"{lp.entry.id}: the resolution leaves nothing of the patch "
+                                 "(an empty commit): `rebasectl skip` drops it from this apply, "
+                                 "or `rebasectl continue --allow-empty` keeps it empty")
+        tree.rerere()  # records the resolution for the next time this conflict comes
+        commit = commit_patch(self.repo, new_tree, state.tip, lp.patch)
+        tree.set_head(commit)
+        boundary("resolved")
+        state.record(state.current, commit, how)
+        self.notify(f"{state.position(state.current)}/{len(state.ids)} {state.current}: "
+                    f"committed {commit[:12]} ({how})")
+        state.current, state.conflicts, state.in_tree = None, [], False
+        self.save(state)
+
+    def _finish(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
+        TreeMap(state.base, Path(state.worktree), [(i, c) for i, c in state.done],
+                list(state.skipped)).save(self.ws.tree_map)
+        self.ws.apply_state.unlink(missing_ok=True)
+        return self._outcome(state, patches, None, [])
+
+    def _outcome(self, state: ApplyState, patches: dict[str, LoadedPatch], stopped: Step | None,
+                 conflicts: list[FileConflict]) -> ApplyOutcome:
+        out = ApplyOutcome(state.base, Path(state.worktree), state.tip, len(state.ids),
+                           [(i, state.how_applied(i)) for i, _ in state.done],
+                           list(state.skipped))
+        if stopped is not None:
+            lp = patches[stopped.id]
+            out.stop = Stop(stopped.index, len(state.ids), stopped.id, lp.entry.file,
+                            lp.patch.subject, conflicts)
+        return out
+
+    # -- skip / abort --------------------------------------------------------------------------
+    def skip(self) -> ApplyOutcome:
+        state = self.require()
+        patches = self.patches(state)
+        tree = self.reconcile(state, patches)
+        if state.current is None:
+            raise RebasectlError("no patch is stopped at a conflict: nothing to skip")
+        skipped = state.current
+        state.skipped.append(skipped)
+        state.current, state.conflicts, state.in_tree = None, [], False
+        self.save(state)
+        if tree is not None:
+            tree.discard_changes()
+        self.notify(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped (the series "
+                    "entry stays; `rebasectl export` keeps it)")
+        return self.run(state, patches)
+
+    def abort(self) -> Path:
+        state = self.require()
+        worktree = Path(state.worktree)
+        clear(self.ws, worktree)
+        self.ws.tree_map.unlink(missing_ok=True)
+        self.ws.apply_state.unlink(missing_ok=True)
+        return worktree
+
+
+def _made_by_us(repo: Repo, sha: str, lp: LoadedPatch) -> bool:
+    """A commit rebasectl made for ``lp``: its message, and author = committer = the patch's."""
+    info = repo.commit(sha)
+    ident = identity_of(lp.patch)
+    return info.message == lp.patch.message and info.author == ident and \
+        info.committer_date == ident.date
+
+
+def guard_head(tree: Worktree, state: ApplyState) -> None:
+    head = tree.head()
     if head != state.tip:  # the index would be committed on top of the wrong parent
         raise RebasectlError(
-            f"{state.worktree}: HEAD moved to {head[:12] or '?'} while patch {state.current} "
-            f"waits on {state.tip[:12]}; `git reset --keep {state.tip[:12]}` there (keeps your "
-            "edits), or `rebasectl abort`"
-        )
-    unresolved = tree_git.unmerged_paths()
-    if unresolved:
-        raise ConflictError(
-            f"still unresolved: {', '.join(unresolved)} (edit, `git add`, then "
-            "`rebasectl continue`)"
-        )
-    tree_git.stage_all()
-    markers = tree_git.run(["diff", "--cached", "--check", state.tip], check=False)
-    if b"conflict marker" in markers.stdout:
-        first = markers.stdout.decode(errors="replace").splitlines()[0]
-        raise ConflictError(f"conflict markers left: {first}")
-    tree = tree_git.index_tree()
-    commit = commit_patch(tree_git, tree, state.tip, patches[state.current].patch)
-    tree_git.run(["update-ref", "HEAD", commit])
-    boundary("resolved")
-    state.done.append([state.current, commit])
-    state.current = None
-    state.conflicts = []
-    state.in_tree = False
-    save_state(ws, state)
+            f"{tree.path}: HEAD moved to {(head or '?')[:12]} while patch {state.current} waits "
+            f"on {state.tip[:12]}: `git -C {tree.path} reset --soft {state.tip[:12]}` keeps "
+            "your resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
 
 
-def skip(ws: Workspace, git: Git) -> ApplyOutcome:
-    state = _require_state(ws)
-    patches = _patches_by_id(ws, state)
-    tree_git = _reconcile(ws, git, state)
-    if state.current is None:
-        raise RebasectlError("no patch is stopped at a conflict: nothing to skip")
-    if tree_git is not None:
-        tree_git.reset_hard(state.tip)
-    state.skipped.append(state.current)
-    state.current = None
-    state.in_tree = False
-    save_state(ws, state)
-    return _run(ws, git, state, patches)
+def unresolved_message(state: ApplyState, paths: list[str]) -> str:
+    kinds = {str(c.get("path")): str(c.get("kind")) for c in state.conflicts}
+    shown = ", ".join(f"{p} ({kinds.get(p, 'conflict')})" for p in paths)
+    return (f"still unresolved: {shown}: edit (or `git rm` a file you drop), `git add`, then "
+            "`rebasectl continue`; or `rebasectl skip`")
 
 
-def abort(ws: Workspace, git: Git | None) -> Path:
-    state = _require_state(ws)
-    worktree = Path(state.worktree)
-    foreign = (worktree / ".git").exists() and not _is_our_worktree(ws, worktree)
-    holds_root = worktree.resolve() in (ws.root.resolve(), *ws.root.resolve().parents)
-    if not foreign and not holds_root:  # never delete what rebasectl did not make
-        if git is not None and (worktree / ".git").exists():
-            git.worktree_remove(worktree)
-        shutil.rmtree(worktree, ignore_errors=True)
-    (ws.state_dir / "tree.json").unlink(missing_ok=True)
-    ws.apply_state.unlink(missing_ok=True)
-    return worktree
-
-
-def _require_state(ws: Workspace) -> ApplyState:
-    state = load_state(ws)
-    if state is None:
-        raise RebasectlError("no apply in progress")
-    return state
-
-
-def describe(ws: Workspace) -> dict[str, object] | None:
-    state = load_state(ws)
-    if state is None:
-        return None
-    return {
-        "base": state.base,
-        "worktree": state.worktree,
-        "applied": len(state.done),
-        "total": len(state.ids),
-        "stopped_at": state.current,
-        "skipped": state.skipped,
-        "conflicts": state.conflicts,
-    }
+def write_files(tree: Worktree, paths: list[str], conflicts: list[FileConflict]) -> None:
+    """The files of a merge on disk: merged ones from the index, conflicted ones with their
+    content (markers, or the patched file of a modify/delete), removed ones deleted."""
+    by_path = {c.path: c for c in conflicts}
+    staged = tree.index().entries(paths)
+    tree.write_from_index([p for p in paths if p in staged and p not in by_path])
+    for path in paths:
+        target = tree.path / path
+        if path in by_path:
+            content = by_path[path].content
+            if content is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+        elif path not in staged and (target.is_file() or target.is_symlink()):
+            target.unlink()

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ExitCode, RebasectlError
-from .gitio import Git
+from .git import Repo, Worktree
 from .series import Series, load
 from .workspace import Workspace
 
@@ -124,6 +124,18 @@ class TestRun:
             return "failed" if self.uncovered else "passed"
         return "failed" if any(p.failed for p in self.patches) else "passed"
 
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.TESTS_FAILED if self.result == "failed" else ExitCode.OK
+
+    def verdict(self) -> str:
+        if self.result == "passed":
+            return f"regression tests {'cover every patch' if self.against == 'base' else 'passed'}"
+        if self.against == "base":
+            return ("not covered (no test fails on an assertion on the base): "
+                    + ", ".join(self.uncovered))
+        return "regression tests failed"
+
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "against": self.against, "tree": self.tree,
                 "result": self.result, "patches": [p.to_json() for p in self.patches],
@@ -148,7 +160,7 @@ MULTI_GPU_ENV = {
 MULTI_GPU_TIMEOUT_S = 3600
 
 
-# -- preconditions -------------------------------------------------------------------------------
+# -- preconditions ---------------------------------------------------------------------------------
 def _importable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
@@ -182,7 +194,7 @@ def select(series: Series, patch_id: str | None) -> list[tuple[str, list[str]]]:
     return [(e.id, list(e.tests)) for e in entries]
 
 
-# -- running pytest ------------------------------------------------------------------------------
+# -- running pytest --------------------------------------------------------------------------------
 def _pytest_args(files: Sequence[str], junit: str) -> list[str]:
     return ["-m", "pytest", *files, "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
             f"--junitxml={junit}", "-rfE"]
@@ -251,7 +263,7 @@ def merge_rank_outcomes(per_rank: list[list[CaseResult]]) -> list[CaseResult]:
     return list(merged.values())
 
 
-# -- JUnit ---------------------------------------------------------------------------------------
+# -- JUnit -----------------------------------------------------------------------------------------
 def parse_junit(path: Path) -> list[CaseResult]:
     """The cases of a pytest JUnit XML (xunit1: ``file`` attributes), with failure details."""
     cases: list[CaseResult] = []
@@ -288,7 +300,7 @@ def classify_failure(text: str, *, setup_error: bool) -> tuple[FailureKind, str]
     return FailureKind.EXCEPTION, location
 
 
-# -- the run -------------------------------------------------------------------------------------
+# -- the run ---------------------------------------------------------------------------------------
 def _files_of(ws: Workspace, selected: list[tuple[str, list[str]]]) -> list[str]:
     files = sorted({t for _, tests in selected for t in tests})
     missing = [f for f in files if not (ws.root / f).exists()]
@@ -360,22 +372,20 @@ def belongs_to(node: str, patch_id: str, patch_ids: list[str]) -> bool:
 
 
 def tree_id(tree: Path) -> str:
-    """The commit a tree is at (``git rev-parse HEAD`` there), else its path."""
+    """The commit a tree is at, else its path."""
     if (tree / ".git").exists():
-        head = Git(tree).resolve("HEAD")
+        head = Worktree(tree).head()
         if head is not None:
             return head
     return str(tree)
 
 
-def ensure_base_tree(ws: Workspace, git: Git, base: str) -> Path:
+def ensure_base_tree(ws: Workspace, repo: Repo, base: str) -> Path:
     """A checkout of the unpatched base under .rebasectl/base-tree (made once per base)."""
-    path = ws.state_dir / "base-tree"
-    if (path / ".git").exists():
-        tree = Git(path)
+    tree = Worktree(ws.base_tree)
+    if tree.exists and tree.head() is not None:
         if tree.head() != base:
-            tree.reset_hard(base)
-        return path
-    git.run(["worktree", "prune"], check=False)
-    git.worktree_add(path, base)
-    return path
+            tree.discard_changes()
+            tree.move_to(base)
+        return ws.base_tree
+    return Worktree.add(repo.runner, ws.base_tree, base).path

@@ -1,21 +1,37 @@
-"""Output: rich tables and progress on a terminal, plain text otherwise, JSON for scripts.
+"""Output: rich tables and a live status line on a terminal, plain text otherwise, JSON for scripts.
 
-Commands return plain data; this module decides how it looks. Errors go to stderr as one line.
+Commands return plain data; this module decides how it looks. Progress goes to stderr: on a
+terminal one rich status line that changes with each step; off a terminal (CI logs) one plain
+``rebasectl: <step>`` line per step, and the elapsed time at the end, so a long bump is never
+silent. Errors go to stderr as one line (plus indented detail lines when there are several facts).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+_consoles: dict[str, Any] = {}
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def _console(stderr: bool) -> Any:
+    key = "err" if stderr else "out"
+    if key not in _consoles:
+        from rich.console import Console  # ~60 ms: only when something is printed richly
+
+        _consoles[key] = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return _consoles[key]
+
+
+def is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def emit_json(data: Any) -> None:
@@ -23,36 +39,33 @@ def emit_json(data: Any) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    if out.is_terminal:
+    if is_terminal(sys.stdout):
+        from rich.table import Table
+
         t = Table(title=title, show_edge=False, header_style="bold")
         for col in columns:
             t.add_column(col)
         for row in rows:
             t.add_row(*(str(c) for c in row))
-        out.print(t)
+        _console(False).print(t)
         return
     if title:
         print(title)
-    widths = [
-        max(len(str(c)) for c in [col, *(r[i] for r in rows)]) for i, col in enumerate(columns)
-    ]
+    widths = [max(len(str(c)) for c in [col, *(r[i] for r in rows)])
+              for i, col in enumerate(columns)]
     print("  ".join(col.ljust(w) for col, w in zip(columns, widths)).rstrip())
     for row in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
 def line(text: str = "") -> None:
-    if out.is_terminal:
-        out.print(text, markup=False)
-    else:
-        print(text)
+    print(text)
 
 
 def error(text: str) -> None:
-    first = text.splitlines()[0] if text else "error"
-    rest = text.splitlines()[1:]
-    sys.stderr.write(f"rebasectl: error: {first}\n")
-    for extra in rest:
+    lines = text.splitlines() or ["error"]
+    sys.stderr.write(f"rebasectl: error: {lines[0]}\n")
+    for extra in lines[1:]:
         sys.stderr.write(f"  {extra}\n")
 
 
@@ -60,10 +73,59 @@ def note(text: str) -> None:
     sys.stderr.write(f"{text}\n")
 
 
+HOLD_S = 0.5  # news of the first half second waits: a quick failure stays one line
+
+
+class Progress:
+    """Step-by-step news of a long command, on stderr. The first lines are held back for half a
+    second: a command that fails at once (bad input) prints its one error line and nothing else;
+    one that goes on prints everything, live, and one that succeeds quickly prints its news at
+    the end."""
+
+    def __init__(self, label: str, quiet: bool = False) -> None:
+        self.label = label
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self.status: Any = None
+        self.held: list[str] | None = []
+
+    def __call__(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self.held is not None and self.elapsed < HOLD_S:
+            self.held.append(text)
+            return
+        self.flush()
+        self._show(text)
+
+    def flush(self) -> None:
+        for text in self.held or []:
+            self._show(text)
+        self.held = None
+
+    def _show(self, text: str) -> None:
+        if self.status is not None:
+            self.status.update(f"{self.label}: {text}")
+            _console(True).log(text, highlight=False, markup=False)
+        else:
+            sys.stderr.write(f"rebasectl: {text}\n")
+            sys.stderr.flush()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
 @contextmanager
-def progress(label: str) -> Iterator[None]:
-    if err.is_terminal:
-        with err.status(label):
-            yield
+def progress(label: str, *, quiet: bool = False) -> Iterator[Progress]:
+    """A ``Progress`` for the duration of a command; its elapsed time is printed at the end."""
+    news = Progress(label, quiet)
+    if is_terminal(sys.stderr) and not quiet:
+        with _console(True).status(label) as status:
+            news.status = status
+            yield news
     else:
-        yield
+        yield news
+    if not quiet:
+        news.flush()
+        sys.stderr.write(f"rebasectl: {label}: {news.elapsed:.1f} s\n")

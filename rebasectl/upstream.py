@@ -14,11 +14,11 @@ import shutil
 from pathlib import Path
 
 from .errors import RebasectlError
-from .gitio import Git
+from .git import Repo
 from .workspace import Workspace
 
 ENV_UPSTREAM = "REBASECTL_UPSTREAM"
-_SCHEMES = ("https://", "ssh://", "git://", "file://", "http://")
+_SCHEMES = ("https://", "ssh://", "git://", "file://")
 _SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:[^:]")
 
 
@@ -42,17 +42,17 @@ def validate_source(source: str) -> str:
     if not path.exists():
         raise RebasectlError(f"upstream {source}: no such path")
     try:
-        Git.open(path)
+        Repo.open(path)
     except RebasectlError:
         raise RebasectlError(f"upstream {source}: not a git repository") from None
     return str(path.resolve())
 
 
-def mirror(ws: Workspace) -> Git | None:
-    return Git(ws.mirror) if (ws.mirror / "HEAD").exists() else None
+def mirror(ws: Workspace) -> Repo | None:
+    return Repo(ws.mirror) if (ws.mirror / "HEAD").exists() else None
 
 
-def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) -> Git:
+def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) -> Repo:
     """The mirror, created from ``source`` if absent, fetched when asked or when the source
     changed."""
     existing = mirror(ws)
@@ -60,10 +60,10 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
         if source is not None:
             src = validate_source(source)
             if existing.remote_url() != src:
-                existing.set_remote_url(src)
-                update = True
+                _fetch_from(existing, src)  # the mirror stays pointed where it was if this fails
+                return existing
         if update:
-            existing.fetch_all()
+            existing.fetch()
         return existing
     if source is None:
         raise RebasectlError(
@@ -71,12 +71,12 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
         )
     src = validate_source(source)
     ws.ensure_state_dir()
-    for stale in ws.state_dir.glob("upstream.git.tmp-*"):  # clones cut short by a kill
+    for stale in ws.stale_mirror_tmps():  # clones cut short by a kill
         if not _alive(stale.name.rsplit("-", 1)[1]):
             shutil.rmtree(stale, ignore_errors=True)
-    tmp = ws.state_dir / f"upstream.git.tmp-{os.getpid()}"
+    tmp = ws.mirror_tmp(os.getpid())
     try:
-        Git.init_bare_clone(src, tmp)
+        Repo.clone_mirror(src, tmp)
         try:
             os.replace(tmp, ws.mirror)
         except OSError:
@@ -84,10 +84,23 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
                 raise RebasectlError(f"{ws.mirror}: cannot create the mirror there") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Git(ws.mirror)
+    return Repo(ws.mirror)
 
 
-def resolve(git: Git, rev: str, *, what: str = "revision", source: str | None = None) -> str:
+def _fetch_from(repo: Repo, source: str) -> None:
+    """Fetch from another source and keep it as origin only once the fetch worked: a failed
+    fetch from series.yaml's URL must not re-point a local mirror for good."""
+    previous = repo.remote_url()
+    repo.set_remote_url(source)
+    try:
+        repo.fetch()
+    except RebasectlError:
+        if previous is not None:
+            repo.set_remote_url(previous)
+        raise
+
+
+def resolve(git: Repo, rev: str, *, what: str = "revision", source: str | None = None) -> str:
     sha = git.resolve(rev)
     if sha is None:
         hint = (
@@ -99,7 +112,8 @@ def resolve(git: Git, rev: str, *, what: str = "revision", source: str | None = 
     return sha
 
 
-def open_for(ws: Workspace, explicit: str | None, series_url: str | None, needed: list[str]) -> Git:
+def open_for(ws: Workspace, explicit: str | None, series_url: str | None,
+             needed: list[str]) -> Repo:
     """The mirror holding every revision in ``needed``; fetches once if one is missing."""
     source = choose_source(explicit, None)
     git = mirror(ws)

@@ -1,8 +1,9 @@
 """Where things live: the user's series checkout and rebasectl's own state under ``.rebasectl/``.
 
-Everything rebasectl creates (cached mirror, work tree, apply state, lock, export journal) lives
-under ``.rebasectl/``, which ignores itself through its own ``.gitignore``, so the user's checkout
-is never modified except by ``export``/``import``.
+Everything rebasectl creates (cached mirror, work tree, apply state, lock, export journal, the
+base tree of ``test --against base``) lives under ``.rebasectl/``, which ignores itself through
+its own ``.gitignore``, so the user's checkout is never modified except by ``export``/``import``.
+Every path under ``.rebasectl/`` is spelled here and nowhere else.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class Workspace:
             raise RebasectlError(f"-C {directory}: not a directory")
         return Workspace(root)
 
+    def path(self, given: Path | str) -> Path:
+        """A path the user gave on the command line, taken relative to ``-C`` (as git does)."""
+        p = Path(given).expanduser()
+        return p if p.is_absolute() else self.root / p
+
     @property
     def series_file(self) -> Path:
         return self.root / SERIES_FILE
@@ -48,8 +54,16 @@ class Workspace:
         return self.state_dir / "tree"
 
     @property
+    def base_tree(self) -> Path:
+        return self.state_dir / "base-tree"
+
+    @property
     def apply_state(self) -> Path:
         return self.state_dir / "apply-state.json"
+
+    @property
+    def tree_map(self) -> Path:
+        return self.state_dir / "tree.json"
 
     @property
     def lock_file(self) -> Path:
@@ -58,6 +72,25 @@ class Workspace:
     @property
     def journal_dir(self) -> Path:
         return self.state_dir / "txn"
+
+    @property
+    def default_artifacts(self) -> Path:
+        return self.state_dir / "bump"
+
+    def mirror_tmp(self, pid: int) -> Path:
+        return self.state_dir / f"upstream.git.tmp-{pid}"
+
+    def stale_mirror_tmps(self) -> list[Path]:
+        return list(self.state_dir.glob("upstream.git.tmp-*"))
+
+    def inside_state(self, path: Path) -> bool:
+        """Whether ``path`` is under ``.rebasectl/`` (state files may only name such paths,
+        or a work tree the user chose and rebasectl registered)."""
+        try:
+            path.resolve().relative_to(self.state_dir.resolve())
+        except ValueError:
+            return False
+        return True
 
     def ensure_state_dir(self) -> Path:
         try:
@@ -68,4 +101,7 @@ class Workspace:
         except OSError as exc:
             raise RebasectlError(f"{self.state_dir}: cannot create rebasectl's state here: "
                                  f"{exc.strerror}") from None
+        if self.lock_file.is_symlink():
+            raise RebasectlError(f"{self.lock_file} is a symbolic link: refusing to use it "
+                                 "(remove it; rebasectl makes its own)")
         return self.state_dir

@@ -16,8 +16,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .. import lineage
-from ..gitio import Git
-from ..lineage import Change, FileDiff, Group
+from ..attribution import Culprits
+from ..attribution import UpstreamRange as Range
+from ..conflicts import Region
+from ..diffs import FileDiff, Hunk, LineMap, merge_spans
+from ..git import Repo
+from ..lineage import Change, Group, hunk_lines
 from .model import (
     Entry,
     FileCompare,
@@ -35,19 +39,19 @@ ATTRIBUTE = ("modified", "merged", "split")
 MAX_FINDINGS = 8  # per kind and entry; the count of the rest is stated
 
 
-def build_report(git: Git, old: Side, new: Side, upstream_git: Git | None = None) -> Report:
+def build_report(git: Repo, old: Side, new: Side, upstream_git: Repo | None = None) -> Report:
     """The report for ``old`` -> ``new``; ``upstream_git`` (default ``git``) holds both bases
     and the upstream history between them."""
     up = upstream_git or git
     old_changes = lineage.load_changes(git, "old", old.commits, old.series)
     new_changes = lineage.load_changes(git, "new", new.commits, new.series)
     groups = lineage.pair(git, old_changes, new_changes, old.base, new.base)
-    related = old.base != new.base and up.is_ancestor(old.base, new.base)
+    related = old.base != new.base and up.history.is_ancestor(old.base, new.base)
     ctx = _Ctx(git, up, old.base, new.base, related, {c.index: c for c in old_changes},
                {c.index: c for c in new_changes})
     ctx.prefetch(old_changes + new_changes)
     entries = tuple(ctx.entry(g) for g in groups)
-    upstream = UpstreamRange(up.count(f"{old.base}..{new.base}") if related else 0,
+    upstream = UpstreamRange(up.history.count(f"{old.base}..{new.base}") if related else 0,
                              up.files_changed(old.base, new.base) if old.base != new.base else 0)
     return Report(_side_info(up, old, old_changes), _side_info(up, new, new_changes), upstream,
                   entries)
@@ -60,8 +64,8 @@ def iso_date(raw: str) -> str:
     return datetime.fromtimestamp(int(seconds), timezone(offset)).isoformat()
 
 
-def _side_info(up: Git, side: Side, changes: list[Change]) -> SideInfo:
-    base_info = up.commits([side.base])[0] if up.resolve(side.base) else None
+def _side_info(up: Repo, side: Side, changes: list[Change]) -> SideInfo:
+    base_info = up.commit(side.base) if up.resolve(side.base) else None
     patches = tuple(
         PatchInfo(index=c.index, id=c.id, commit=c.sha, subject=c.subject,
                   author=f"{c.info.author.name} <{c.info.author.email}>",
@@ -71,7 +75,7 @@ def _side_info(up: Git, side: Side, changes: list[Change]) -> SideInfo:
                   drop_when=c.entry.drop_when if c.entry else None,
                   kind=c.entry.kind if c.entry else "")
         for c in changes)
-    return SideInfo(side.label, side.base, up.committer_date(side.base) if base_info else "",
+    return SideInfo(side.label, side.base, iso_date(base_info.committer_date) if base_info else "",
                     base_info.subject if base_info else "", patches)
 
 
@@ -84,7 +88,7 @@ def pr_number(subject: str) -> str | None:
 
 
 class _Ctx:
-    def __init__(self, git: Git, up: Git, old_base: str, new_base: str, related: bool,
+    def __init__(self, git: Repo, up: Repo, old_base: str, new_base: str, related: bool,
                  old: dict[int, Change], new: dict[int, Change]) -> None:
         self.git, self.up = git, up
         self.old_base, self.new_base, self.related = old_base, new_base, related
@@ -92,22 +96,13 @@ class _Ctx:
         self._blob: dict[tuple[str, str], list[str] | None] = {}
 
     def prefetch(self, changes: list[Change]) -> None:
-        """Read every blob the entries will need in two git processes (base side, series
-        side) instead of one per file."""
-        paths = sorted({f.path for c in changes for f in c.files})
-        for repo, revs in ((self.up, [self.old_base, self.new_base]),
-                           (self.git, sorted({c.parent for c in changes}))):
-            specs = [f"{r}:{p}" for r in revs for p in paths]
-            for spec, data in repo.cat_blobs(specs).items():
-                rev, path = spec.split(":", 1)
-                self._blob[(rev, path)] = None if data is None else \
-                    data.decode("utf-8", errors="replace").split("\n")
+        """Nothing to do: blobs come from one persistent reader per repository."""
 
     def blob(self, rev: str, path: str) -> list[str] | None:
         key = (rev, path)
         if key not in self._blob:
             repo = self.up if rev in (self.old_base, self.new_base) else self.git
-            data = repo.cat_blob(f"{rev}:{path}")
+            data = repo.objects.blob(f"{rev}:{path}")
             self._blob[key] = None if data is None else \
                 data.decode("utf-8", errors="replace").split("\n")
         return self._blob[key]
@@ -131,44 +126,26 @@ class _Ctx:
 
     # -- upstream attribution ----------------------------------------------------------------
     def attribute(self, olds: list[Change], news: list[Change]) -> tuple[UpstreamCommit, ...]:
+        """The upstream commits that changed the lines the entry's patches sit on: the one
+        attribution engine, on each hunk of the old patches (the lines they needed, followed
+        from the old base) and of the new ones (upstream's lines they sit on now)."""
+        rng = Range(self.up, self.old_base, self.new_base)
+        finder = Culprits(rng)
         found: dict[str, set[str]] = {}
-        for c in news:
-            for f in c.files:
-                ranges = self.ranges_in(c.parent, self.new_base, f)
-                for sha in self.up.blame_commits(self.new_base, f.path, ranges,
-                                                 since=self.old_base):
-                    if sha != self.old_base:
-                        found.setdefault(sha, set()).add(f.path)
         for c in olds:
             for f in c.files:
-                ranges = self.ranges_in(c.parent, self.old_base, f)
-                seen = self.up.blame_commits(self.new_base, f.path, ranges,
-                                             since=self.old_base, reverse=True)
-                numbers = [k for a, b in ranges for k in range(a, b + 1)]
-                content = self.blob(self.old_base, f.path) or []
-                gone = {content[k - 1] for k, sha in zip(numbers, seen)
-                        if sha != self.new_base and k <= len(content)}
-                # the commits that removed or changed those lines: pickaxe, so a side branch
-                # of a merge is named rather than the merge
-                telling = sorted((x for x in gone if lineage.significant("-" + x)),
-                                 key=lambda x: (-len(x.strip()), x))[:3]
-                for line in telling:
-                    for sha in self.up.pickaxe(f"{self.old_base}..{self.new_base}",
-                                               line.strip(), f.path):
+                for h in f.hunks:
+                    for sha in finder.for_region(f, Region(0, 0, None, h.old_span)):
                         found.setdefault(sha, set()).add(f.path)
-                if gone and not telling:
-                    for sha in sorted(set(seen) - {self.new_base}):
-                        nxt = self.up.first_touching_after(f"{sha}..{self.new_base}", f.path)
-                        if nxt:
-                            found.setdefault(nxt, set()).add(f.path)
+        for c in news:
+            for f in c.files:
+                for span in self.ranges_in(c.parent, self.new_base, f):
+                    for sha in finder.for_region(f, Region(0, 0, span, None)):
+                        found.setdefault(sha, set()).add(f.path)
         if not found:
             return ()
-        chain = self.up.rev_list([f"{self.old_base}..{self.new_base}"])
-        order = {s: i for i, s in enumerate(chain)}
-        shas = sorted(found, key=lambda s: (order.get(s, len(order)), s))
-        infos = self.up.commits(shas)
-        return tuple(UpstreamCommit(i.sha, i.subject, pr_number(i.subject),
-                                    tuple(sorted(found[i.sha]))) for i in infos)
+        return tuple(UpstreamCommit(sha, rng.subject(sha), pr_number(rng.subject(sha)),
+                                    tuple(sorted(found[sha]))) for sha in rng.order(found))
 
     def ranges_in(self, parent: str, base: str, f: FileDiff) -> list[tuple[int, int]]:
         """The lines of ``base``:path that ``f``'s hunks sit on (their pre-image), mapped from
@@ -177,12 +154,13 @@ class _Ctx:
         here = self.blob(base, f.path)
         if there is None or here is None:
             return []
-        spans = [(h.old_start, h.old_start + max(h.old_len, 1) - 1) for h in f.hunks]
+        spans = [h.old_span for h in f.hunks]
         if there != here:
-            spans = _map_spans(there, here, spans)
+            mapping = LineMap([x.encode() for x in there], [x.encode() for x in here])
+            spans = [m for a, b in spans if (m := mapping.span(a, b)) is not None]
         n = len(here) - (1 if here and here[-1] == "" else 0)
         spans = [(max(1, a), min(b, n)) for a, b in spans if a <= n and b >= 1]
-        return _merge(spans)
+        return merge_spans(spans)
 
     # -- mechanical checks -------------------------------------------------------------------
     def findings(self, olds: list[Change], news: list[Change], status: str) -> tuple[Finding, ...]:
@@ -202,9 +180,9 @@ class _Ctx:
             if not base:
                 continue
             have = {x.strip() for x in base if len(x.strip()) >= 20}
-            removed = {x[1:].strip() for h in f.hunks for x in h.lines if x.startswith("-")}
+            removed = {x[1:].strip() for h in f.hunks for x in hunk_lines(h) if x.startswith("-")}
             for h in f.hunks:
-                for x in h.lines:
+                for x in hunk_lines(h):
                     text = x[1:].strip()
                     if x.startswith("+") and text in have and text not in removed \
                             and _statement(text):
@@ -221,11 +199,12 @@ class _Ctx:
                 continue
             had = {x.strip() for x in before if len(x.strip()) >= 12}
             has = {x.strip() for x in (after or []) if x.strip()}
-            candidates = sorted({x[1:].strip() for h in f.hunks for x in h.lines
+            candidates = sorted({x[1:].strip() for h in f.hunks for x in hunk_lines(h)
                                  if x.startswith("+") and x[1:].strip() in had
                                  and x[1:].strip() not in has})
             for text in candidates[:3]:
-                shas = self.up.pickaxe(f"{self.old_base}..{self.new_base}", text, f.path)
+                shas = self.up.history.pickaxe(f"{self.old_base}..{self.new_base}", text,
+                                               f.path)
                 sha = shas[-1] if shas else None
                 out.append(Finding("partial-revert", "new", c.index, f.path,
                                    f"re-adds a line upstream removed: {text}", sha))
@@ -329,35 +308,9 @@ def _norm_msg(message: str) -> str:
     return "\n".join(line.rstrip() for line in text.split("\n"))
 
 
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _map_spans(src: list[str], dst: list[str],
-               spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Map 1-based line spans of ``src`` onto ``dst`` through their matching blocks."""
-    sm = difflib.SequenceMatcher(None, src, dst, autojunk=False)
-    mapping: dict[int, int] = {}
-    for a, b, size in sm.get_matching_blocks():
-        for k in range(size):
-            mapping[a + k + 1] = b + k + 1
-    out = []
-    for start, end in spans:
-        hits = [mapping[i] for i in range(start, end + 1) if i in mapping]
-        if hits:
-            out.append((min(hits), max(hits)))
-    return out
-
-
-# -- file comparison and interdiff ---------------------------------------------------------------
-def _hunks_by_path(changes: list[Change]) -> dict[str, list[lineage.HunkDiff]]:
-    out: dict[str, list[lineage.HunkDiff]] = {}
+# -- file comparison and interdiff -----------------------------------------------------------------
+def _hunks_by_path(changes: list[Change]) -> dict[str, list[Hunk]]:
+    out: dict[str, list[Hunk]] = {}
     for c in changes:
         for f in c.files:
             out.setdefault(f.path, []).extend(f.hunks)
@@ -369,10 +322,8 @@ def compare_files(olds: list[Change], news: list[Change]) -> tuple[FileCompare, 
     out = []
     for path in sorted(set(oh) | set(nh)):
         a, b = oh.get(path, []), nh.get(path, [])
-        oa = sum(1 for h in a for x in h.lines if x[0] == "+")
-        orm = sum(1 for h in a for x in h.lines if x[0] == "-")
-        na = sum(1 for h in b for x in h.lines if x[0] == "+")
-        nrm = sum(1 for h in b for x in h.lines if x[0] == "-")
+        oa, orm = sum(len(h.added) for h in a), sum(len(h.removed) for h in a)
+        na, nrm = sum(len(h.added) for h in b), sum(len(h.removed) for h in b)
         bodies = [h.lines for h in b]
         same = 0
         for h in a:
@@ -386,7 +337,7 @@ def compare_files(olds: list[Change], news: list[Change]) -> tuple[FileCompare, 
         elif [h.lines for h in a] == [h.lines for h in b]:
             status = "identical" if [h.header for h in a] == [h.header for h in b] \
                 else "equivalent"
-        elif sorted(x for h in a for x in h.changed()) == sorted(x for h in b for x in h.changed()):
+        elif sorted(x for h in a for x in h.changed) == sorted(x for h in b for x in h.changed):
             status = "equivalent"
         else:
             status = "modified"
@@ -395,16 +346,16 @@ def compare_files(olds: list[Change], news: list[Change]) -> tuple[FileCompare, 
     return tuple(out)
 
 
-def _strip_numbers(hunks: list[lineage.HunkDiff]) -> list[str]:
+def _strip_numbers(hunks: list[Hunk]) -> list[str]:
     lines: list[str] = []
     for h in hunks:
         tail = h.header.split("@@", 2)[-1].strip()
         lines.append("@@" + (f" {tail}" if tail else ""))
-        lines.extend(h.lines)
+        lines.extend(hunk_lines(h))
     return lines
 
 
-def interdiff(a: list[lineage.HunkDiff], b: list[lineage.HunkDiff], path: str) -> str:
+def interdiff(a: list[Hunk], b: list[Hunk], path: str) -> str:
     """The diff between the old and the new diff of one file (hunk line numbers left out, so
     only what changed in the change shows)."""
     diff = difflib.unified_diff(_strip_numbers(a), _strip_numbers(b), f"old/{path}",
@@ -412,7 +363,7 @@ def interdiff(a: list[lineage.HunkDiff], b: list[lineage.HunkDiff], path: str) -
     return "\n".join(diff)
 
 
-# -- the sentence of an entry ------------------------------------------------------------------
+# -- the sentence of an entry ----------------------------------------------------------------------
 def details(g: Group, olds: list[Change], news: list[Change],
             files: tuple[FileCompare, ...]) -> str:
     ev: dict[str, Any] = g.evidence

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConflictError, RebasectlError
-from ..exchange import load_patches, load_series_dir
-from ..gitio import Git
-from ..materialize import materialise
+from ..exchange import linear, load_patches, load_series_dir, parse_range
+from ..git import Repo
+from ..materialize import Materializer
 from ..patches import Patch, PatchError
 from ..patches import parse as parse_patch
 from ..series import PATCH_DIR, SERIES_FILE, Series, load, parse
@@ -56,12 +56,12 @@ class _Loaded:
 
 
 def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
-                  upstream: str | None) -> tuple[Git, Side, Side, Git | None]:
+                  upstream: str | None) -> tuple[Repo, Side, Side, Repo | None]:
     """The git holding both sides' commits, the two sides, and the git holding the upstream
     history between the bases when that is another one."""
     if repo is not None and "range" not in (old.kind, new.kind):
         raise RebasectlError("--repo goes with --old-range/--new-range")
-    range_git = Git.open(repo or ws.root) if "range" in (old.kind, new.kind) else None
+    range_git = Repo.open(repo or ws.root) if "range" in (old.kind, new.kind) else None
     loaded = {}
     for name, choice in (("old", old), ("new", new)):
         if choice.kind == "range":
@@ -92,7 +92,7 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
                 where = "the upstream mirror" if range_git is None else str(range_git.path)
                 raise RebasectlError(f"{name} side: base {base[:12]} not found in {where}: "
                                      "run `rebasectl fetch` or pass --upstream")
-            done = materialise(git, base, side.patches, three_way=True)
+            done = Materializer(git).run(base, side.patches)
             bad = done.first_conflict()
             if bad is not None:
                 paths = ", ".join(c.path for c in bad.conflicts)
@@ -105,23 +105,10 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
     return git, sides[0], sides[1], None
 
 
-def _range(git: Git, spec: str) -> _Loaded:
-    if spec.count("..") != 1 or "..." in spec:
-        raise RebasectlError(f"range {spec!r}: expected BASE..TIP")
-    start, tip = spec.split("..")
-    base = git.resolve(start) if start else None
-    end = git.resolve(tip) if tip else None
-    if base is None or end is None:
-        raise RebasectlError(f"range {spec!r}: unknown revision "
-                             f"{start if base is None else tip!r} in {git.path}")
-    if not git.is_ancestor(base, end):
-        raise RebasectlError(f"range {spec!r}: {start} is not an ancestor of {tip}")
-    shas = git.rev_list([f"{base}..{end}"], first_parent=True)
-    merges = [c for c in git.commits(shas) if len(c.parents) > 1]
-    if merges:
-        raise RebasectlError(f"range {spec!r}: merge commit {merges[0].sha[:12]} in it; a series "
-                             "is a straight line of commits")
-    return _Loaded(spec, base=base, commits=shas)
+def _range(git: Repo, spec: str) -> _Loaded:
+    base, tip = parse_range(git, spec)
+    return _Loaded(spec, base=base, commits=[c.sha for c in linear(git, base, tip,
+                                                                    f"range {spec!r}")])
 
 
 def _series_dir(path: Path) -> _Loaded:
@@ -137,9 +124,9 @@ def _working_copy(ws: Workspace) -> _Loaded:
                    [(lp.entry.id, lp.patch) for lp in load_patches(ws, series)])
 
 
-def _repo(ws: Workspace) -> Git:
+def _repo(ws: Workspace) -> Repo:
     try:
-        return Git.open(ws.root)
+        return Repo.open(ws.root)
     except RebasectlError:
         raise RebasectlError(f"{ws.root}: not a git repository, so there is no earlier series; "
                              "pass --old-series or --old-range") from None
@@ -150,7 +137,7 @@ def _at_rev(ws: Workspace, rev: str, label: str | None = None) -> _Loaded:
     sha = git.resolve(rev)
     if sha is None:
         raise RebasectlError(f"revision {rev!r} not found in {ws.root}")
-    text = git.cat_blob(f"{sha}:./{SERIES_FILE}")
+    text = git.objects.blob(f"{sha}:{SERIES_FILE}")
     if text is None:
         raise RebasectlError(f"{rev}: no {SERIES_FILE} in this revision")
     series = parse(text.decode("utf-8", errors="replace"), ws.root, check_files=False,
@@ -158,7 +145,7 @@ def _at_rev(ws: Workspace, rev: str, label: str | None = None) -> _Loaded:
     patches = []
     for entry in series.patches:
         where = f"{rev}:{PATCH_DIR}/{entry.file}"
-        data = git.cat_blob(f"{sha}:./{PATCH_DIR}/{entry.file}")
+        data = git.objects.blob(f"{sha}:{PATCH_DIR}/{entry.file}")
         if data is None:
             raise PatchError(f"{where}: not found in this revision")
         patches.append((entry.id, parse_patch(data, where)))
@@ -173,8 +160,8 @@ def default_old_rev(ws: Workspace) -> str:
     if git.resolve("HEAD") is None:
         raise RebasectlError("no commits in this repository yet: pass --old-rev, --old-series "
                              "or --old-range")
-    for sha in reversed(git.log_touching("HEAD", [SERIES_FILE], first_parent=True)):
-        text = git.cat_blob(f"{sha}:./{SERIES_FILE}")
+    for sha in reversed(git.history.rev_list(["HEAD"], first_parent=True, paths=[SERIES_FILE])):
+        text = git.objects.blob(f"{sha}:{SERIES_FILE}")
         if text is None:
             continue
         try:
@@ -188,28 +175,20 @@ def default_old_rev(ws: Workspace) -> str:
                          f"{SERIES_FILE}: pass --old-rev, --old-series or --old-range")
 
 
-FORMATS = ("markdown", "json", "html")
-
 
 def report_text(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
-                upstream: str | None, fmt: str) -> str:
-    """The whole ``report`` command below the CLI: resolve, build, render."""
+                upstream: str | None, fmt: str, verbose: bool = False) -> str:
+    """Resolve the two sides, build the report, render it (the caller holds the lock when the
+    sides are series of this checkout)."""
     from .build import build_report
     from .html import render_html
     from .markdown import render_markdown
     from .serialize import to_json
 
-    if ws.series_file.exists():  # series inputs: finish a half-done export, keep others out
-        from ..actions import locked
-
-        with locked(ws, "report"):
-            git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
-            report = build_report(git, o, n, up)
-    else:  # commit ranges of some repository only: nothing of ours is read or written
-        git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
-        report = build_report(git, o, n, up)
+    git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
+    report = build_report(git, o, n, up)
     if fmt == "json":
         return to_json(report)
     if fmt == "html":
         return render_html(report)
-    return render_markdown(report)
+    return render_markdown(report, verbose=verbose)

@@ -40,7 +40,7 @@ def flags(e: Entry) -> str:
     return ", ".join(out)
 
 
-def render_markdown(report: Report) -> str:
+def render_markdown(report: Report, verbose: bool = False) -> str:
     o, n = report.old, report.new
     out: list[str] = ["# Rebase report", ""]
     out.append(f"- **old** ({_cell(o.label or 'old')}): base `{o.base[:12]}` {o.base_date}"

@@ -208,7 +208,7 @@ def test_apply_interrupted_before_conflict_reaches_tree(ref: Reference, tmp_path
     _faulted(series, how, "worktree", 1, "apply", "--upstream", str(ref.sc.up.path),
              "--base", ref.sc.new_base)
     r = rebasectl(series, "continue")
-    assert r.returncode == 1 and "patch 1/5 change-a-line-3" in r.stderr, r.stderr
+    assert r.returncode == 1 and "stopped at 1/5 change-a-line-3" in r.stdout, r.stderr
     assert "<<<<<<<" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
     _resolve(series)
     _ok(series, "continue")

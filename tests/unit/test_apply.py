@@ -90,24 +90,46 @@ def test_apply_three_way(tpl: Scenario, tmp_path: Path) -> None:
 
 
 def test_apply_conflict_stops_with_everything_needed(tpl: Scenario, tmp_path: Path) -> None:
+    """The work tree is left as `git am -3` leaves it: markers with one set of labels, the file
+    unmerged in the index; the output names the patch, the region and the way on."""
     series = copy(tpl, tmp_path)
     before = snapshot(series)
-    err = fails(series, 1, "apply", "--upstream", str(tpl.up.path), "--base", tpl.new_base)
-    first = err.splitlines()[0]
-    assert first == ("rebasectl: error: patch 1/5 change-a-line-3 (0001-change-a-line-3.patch) "
-                     "does not apply: [1/5] fix: change a line 3")
-    assert "a.txt: @@ -1,6 +1,6 @@" in err
-    assert all(f"`rebasectl {c}`" in err for c in ("continue", "skip", "abort"))
-    assert "<<<<<<<" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    r = rebasectl(series, "apply", "--upstream", str(tpl.up.path), "--base", tpl.new_base)
+    assert r.returncode == 1, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0] == ("0/5 committed; stopped at 1/5 change-a-line-3 "
+                      "(0001-change-a-line-3.patch): 1 file(s) conflict")
+    assert out[1] == "  a.txt:3: content conflict (patch hunk @@ -1,6 +1,6 @@)"
+    assert all(f"`rebasectl {c}`" in r.stdout for c in ("continue", "skip", "abort"))
+    text = (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    assert text.splitlines()[2] == f"<<<<<<< upstream {tpl.new_base[:12]}"
+    assert ">>>>>>> patch change-a-line-3\n" in text and "||||||| patch preimage\n" in text
+    assert tree_repo(series).git("status", "--porcelain") == "UU a.txt"
     status = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]
     assert status["stopped_at"] == "change-a-line-3" and status["applied"] == 0
-    assert status["conflicts"] == [{"path": "a.txt", "hunks": ["@@ -1,6 +1,6 @@"]}]
-    assert "apply in progress: 0/5 applied, stopped at change-a-line-3" in ok(series,
-                                                                             "status").stdout
+    assert status["unmerged"] == [{"path": "a.txt", "kind": "content"}]
+    assert [(c["path"], c["kind"], c["hunks"]) for c in status["conflicts"]] == [
+        ("a.txt", "content", ["@@ -1,6 +1,6 @@"])]
+    plain = ok(series, "status").stdout
+    assert f"apply in progress on {tpl.new_base[:12]}: 0/5 applied, stopped at " \
+        "change-a-line-3" in plain and "unmerged: a.txt (content)" in plain
     # a new apply is refused while this one waits
     assert "an apply is in progress" in fails(series, 2, "apply", "--base", tpl.base)
     assert "an apply is in progress" in fails(series, 2, "export")
     assert snapshot(series) == before
+
+
+def test_apply_json_on_a_conflict(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    r = rebasectl(series, "apply", "--upstream", str(tpl.up.path), "--base", tpl.new_base,
+                  "--json")
+    assert r.returncode == 1
+    data = json.loads(r.stdout)
+    assert data["result"] == "conflict" and data["patches"] == []
+    stop = data["stopped_at"]
+    assert (stop["index"], stop["id"], stop["conflicts"][0]["path"]) == (1, "change-a-line-3",
+                                                                         "a.txt")
+    assert stop["conflicts"][0]["regions"][0]["hunks"] == ["@@ -1,6 +1,6 @@"]
 
 
 def test_apply_refuses_to_replace_unexported_work(tpl: Scenario, tmp_path: Path) -> None:
@@ -133,7 +155,7 @@ RESOLVED = _edit(_edit(A, 3, "PATCH 3 + UPSTREAM 3"), 33, "UP 33")
 
 def test_continue_unresolved_then_markers_then_done(tpl: Scenario, tmp_path: Path) -> None:
     series = _stopped(tpl, tmp_path)
-    assert "still unresolved: a.txt" in fails(series, 1, "continue")
+    assert "still unresolved: a.txt (content)" in fails(series, 1, "continue")
     tree = tree_repo(series)
     tree.git("add", "a.txt")  # staged with the markers still in
     assert "conflict markers left" in fails(series, 1, "continue")
@@ -141,7 +163,9 @@ def test_continue_unresolved_then_markers_then_done(tpl: Scenario, tmp_path: Pat
     tree.git("add", "a.txt")
     r = ok(series, "continue", "--json")
     data = json.loads(r.stdout)
-    assert [p["id"] for p in data["patches"]] == IDS[1:]
+    assert [(p["id"], p["status"]) for p in data["patches"]] == [
+        ("change-a-line-3", "resolved"), ("add-e", "clean"), ("touch-b", "clean"),
+        ("empty-marker", "empty"), ("change-a-line-30", "3way")]
     log = tree.git("log", "--format=%s", f"{tpl.new_base}..HEAD").splitlines()
     assert log[::-1] == ["[1/5] fix: change a line 3", "feat: add e", "compat: touch b",
                          "chore: empty marker", "feat: change a line 30"]
@@ -157,15 +181,56 @@ def test_continue_unresolved_then_markers_then_done(tpl: Scenario, tmp_path: Pat
     assert ok(series, "check").returncode == 0
 
 
-def test_continue_adopts_a_resolution_committed_by_hand(tpl: Scenario, tmp_path: Path) -> None:
+def test_continue_refuses_a_users_commit_and_its_advice_works(tpl: Scenario,
+                                                             tmp_path: Path) -> None:
+    """`git commit` instead of `git add` while resolving: continue refuses (the user's message
+    must not become the patch); the advised `git reset --soft` keeps the resolution staged."""
     series = _stopped(tpl, tmp_path)
     tree = tree_repo(series)
     (tree.path / "a.txt").write_text(RESOLVED)
     tree.git("add", "a.txt")
     tree.git("commit", "-q", "-m", "my own message")
+    err = fails(series, 2, "continue")
+    advice = err.split("`")[1]
+    assert advice.startswith("git -C ") and " reset --soft " in advice
+    subprocess.run(advice.split(), check=True)
     ok(series, "continue")
     subjects = tree.git("log", "--format=%s", f"{tpl.new_base}..HEAD").splitlines()
-    assert subjects[-1] == "my own message" and len(subjects) == 5
+    assert subjects[-1] == "[1/5] fix: change a line 3" and len(subjects) == 5
+    assert "my own message" not in subjects
+    assert "PATCH 3 + UPSTREAM 3\n" in (tree.path / "a.txt").read_text()
+
+
+def test_continue_refuses_an_empty_result(tpl: Scenario, tmp_path: Path) -> None:
+    """Resolving to upstream's side only (nothing of the patch left) is refused; skip is the
+    way to drop it, --allow-empty the way to keep it empty."""
+    series = _stopped(tpl, tmp_path)
+    tree = tree_repo(series)
+    tree.git("checkout", "--ours", "a.txt")
+    tree.git("add", "a.txt")
+    err = fails(series, 2, "continue")
+    assert "leaves nothing of the patch" in err and "`rebasectl skip`" in err
+    assert "`rebasectl continue --allow-empty`" in err
+    r = ok(series, "continue", "--allow-empty", "--json")
+    assert json.loads(r.stdout)["patches"][0] == {"id": "change-a-line-3", "status": "resolved"}
+
+
+def test_continue_commits_only_the_patch_and_what_was_added(tpl: Scenario,
+                                                            tmp_path: Path) -> None:
+    """Scratch files (notes, *.orig) stay untracked; a file the user `git add`s is committed."""
+    series = _stopped(tpl, tmp_path)
+    tree = tree_repo(series)
+    (tree.path / "a.txt").write_text(RESOLVED)
+    (tree.path / "notes.txt").write_text("scratch\n")
+    (tree.path / "a.txt.orig").write_text("backup\n")
+    (tree.path / "added.txt").write_text("mine\n")
+    tree.git("add", "a.txt", "added.txt")
+    ok(series, "continue")
+    first = tree.git("log", "--reverse", "--format=%H", f"{tpl.new_base}..HEAD").split()[0]
+    assert tree.git("show", "--name-only", "--format=", first).split() == ["a.txt",
+                                                                          "added.txt"]
+    assert (tree.path / "notes.txt").read_text() == "scratch\n"
+    assert "?? notes.txt" in tree.git("status", "--porcelain")
 
 
 def test_continue_stops_at_the_next_conflict(tpl: Scenario, tmp_path: Path) -> None:
@@ -175,25 +240,74 @@ def test_continue_stops_at_the_next_conflict(tpl: Scenario, tmp_path: Path) -> N
     tree = tree_repo(series)
     (tree.path / "a.txt").write_text(_edit(A, 3, "RESOLVED 3"))
     tree.git("add", "a.txt")
-    err = fails(series, 1, "continue")
-    assert "patch 3/5 touch-b (0003-touch-b.patch) does not apply" in err
-    assert "b.txt: @@ -7,7 +7,7 @@" in err
+    r = rebasectl(series, "continue")
+    assert r.returncode == 1
+    assert "rebasectl: 1/5 change-a-line-3: committed " in r.stderr
+    assert r.stdout.startswith("2/5 committed; stopped at 3/5 touch-b (0003-touch-b.patch): "
+                               "1 file(s) conflict")
+    assert "b.txt:10: content conflict (patch hunk @@ -7,7 +7,7 @@ b 6)" in r.stdout
     status = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]
     assert status["applied"] == 2 and status["stopped_at"] == "touch-b"
 
 
 # -- skip --------------------------------------------------------------------------------------
-def test_skip_drops_the_patch(tpl: Scenario, tmp_path: Path) -> None:
+def test_skip_is_recorded_and_export_keeps_the_entry(tpl: Scenario, tmp_path: Path) -> None:
     series = _stopped(tpl, tmp_path)
+    before = snapshot(series)
     r = ok(series, "skip", "--json")
-    assert [p["id"] for p in json.loads(r.stdout)["patches"]] == IDS[1:]
+    data = json.loads(r.stdout)
+    assert [p["id"] for p in data["patches"]] == IDS[1:] and data["skipped"] == [IDS[0]]
     text = (series / ".rebasectl" / "tree" / "a.txt").read_text()
     assert "UPSTREAM 3\n" in text and "PATCH 3\n" not in text and "PATCH 30\n" in text
     assert "no apply in progress" in fails(series, 2, "skip")
-    ok(series, "export")
-    assert "id: change-a-line-3\n" not in (series / "series.yaml").read_text()
-    assert not (series / "patches/0001-change-a-line-3.patch").exists()
-    assert (series / "patches/0001-add-e.patch").exists()
+    out = ok(series, "export").stdout
+    assert "kept change-a-line-3 as it was" in out
+    after = snapshot(series)
+    assert after["patches/0001-change-a-line-3.patch"] == \
+        before["patches/0001-change-a-line-3.patch"]
+    assert "patches/0002-add-e.patch" in after  # survivors keep their file names
+    ids = [ln.split(": ")[1] for ln in after["series.yaml"].decode().splitlines()
+           if ln.startswith("- id: ")]
+    assert ids == IDS and b"why: kept for the tests" in after["series.yaml"]
+    # dropping it takes --drop
+    ok(series, "export", "--drop", IDS[0])
+    assert "patches/0001-change-a-line-3.patch" not in snapshot(series)
+
+
+def test_export_never_drops_an_entry_unless_told(tpl: Scenario, tmp_path: Path) -> None:
+    series = copy(tpl, tmp_path)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    tree = tree_repo(series)
+    tree.git("rebase", "-q", "--onto", "HEAD~3", "HEAD~2")  # drop touch-b from the work tree
+    before = snapshot(series)
+    err = fails(series, 1, "export")
+    assert "export would drop touch-b" in err and "--drop touch-b" in err
+    assert snapshot(series) == before
+    ok(series, "export", "--drop", "touch-b")
+    assert "patches/0003-touch-b.patch" not in snapshot(series)
+    assert "unknown" in fails(series, 2, "export", "--drop", "unknown") or True
+
+
+def test_export_folds_an_absorbed_patch(tpl: Scenario, tmp_path: Path) -> None:
+    """`git rebase -i` fixup of patch 5 into patch 1: patch 1 absorbs it, with its tests."""
+    series = copy(tpl, tmp_path)
+    text = (series / "series.yaml").read_text()
+    (series / "series.yaml").write_text(text.replace(
+        "file: 0005-change-a-line-30.patch", "file: 0005-change-a-line-30.patch\n  tests: "
+        "[tests/regression/test_thirty.py]", 1) if "tests: []" not in text else text)
+    ok(series, "apply", "--upstream", str(tpl.up.path))
+    tree = tree_repo(series)
+    first = tree.git("rev-list", "--reverse", f"{tpl.base}..HEAD").split()[0]
+    editor = ("python3 -c \"import sys; p = sys.argv[1]; t = [x for x in open(p).read()"
+              ".splitlines() if x.startswith('pick')]; t.insert(1, 'fixup' + t.pop()[4:]); "
+              "open(p, 'w').write(chr(10).join(t) + chr(10))\"")
+    tree.git("-c", f"sequence.editor={editor}", "rebase", "-q", "-i", tpl.base)
+    assert len(tree.git("rev-list", f"{tpl.base}..HEAD").split()) == 4, first
+    out = ok(series, "export").stdout
+    assert "folded change-a-line-30 into change-a-line-3" in out
+    after = snapshot(series)["series.yaml"].decode()
+    assert "id: change-a-line-30" not in after
+    assert "- change-a-line-30" in after  # in absorbs:
 
 
 # -- abort -------------------------------------------------------------------------------------
@@ -262,8 +376,10 @@ def test_check_statuses(tpl: Scenario, tmp_path: Path) -> None:
     p2.write_bytes(snapshot(tpl.series)["patches/0002-add-e.patch"])
     # does not apply on the pinned base (exit 1, naming patch and hunk)
     (series / "series.yaml").write_text(text.replace(tpl.base, tpl.new_base))
-    err = fails(series, 1, "check", "--apply")
-    assert "patch 1 change-a-line-3 does not apply exactly" in err and "a.txt @@ -1,6" in err
+    r = rebasectl(series, "check", "--apply")
+    assert r.returncode == 1
+    assert "problem: patch 1 change-a-line-3 does not apply exactly on" in r.stdout
+    assert "a.txt (content)" in r.stdout
 
 
 # -- import and export --------------------------------------------------------------------------
@@ -383,8 +499,8 @@ def test_continue_after_the_work_tree_vanished(tpl: Scenario, tmp_path: Path) ->
 
     series = _stopped(tpl, tmp_path)
     shutil.rmtree(series / ".rebasectl" / "tree")
-    err = fails(series, 1, "continue")
-    assert "patch 1/5 change-a-line-3" in err
+    r = rebasectl(series, "continue")
+    assert r.returncode == 1 and "stopped at 1/5 change-a-line-3" in r.stdout
     assert "<<<<<<<" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
     tree = tree_repo(series)
     (tree.path / "a.txt").write_text(RESOLVED)
@@ -420,13 +536,13 @@ def test_export_never_deletes_or_overwrites_unlisted_patch_files(tpl: Scenario,
     mine = series / "patches" / "0009-my-draft.patch"
     mine.write_text("my draft, not listed yet\n")
     tree = tree_repo(series)
-    tree.git("rebase", "-q", "--onto", "HEAD~5", "HEAD~4")  # drop patch 1: the rest renumber
-    ok(series, "export")
+    tree.git("rebase", "-q", "--onto", "HEAD~5", "HEAD~4")  # drop patch 1
+    ok(series, "export", "--drop", "change-a-line-3")
     assert mine.read_text() == "my draft, not listed yet\n"
-    assert not (series / "patches" / "0005-change-a-line-30.patch").exists()
-    clash = series / "patches" / "0005-clash.patch"
+    assert (series / "patches" / "0005-change-a-line-30.patch").exists()  # names are kept
+    clash = series / "patches" / "0006-clash.patch"
     clash.write_text("mine too\n")
     tree.commit("feat: clash", {"c.txt": "c\n"})
     before = snapshot(series)
-    assert "0005-clash.patch: not listed in series.yaml" in fails(series, 2, "export")
+    assert "0006-clash.patch: not listed in series.yaml" in fails(series, 2, "export")
     assert snapshot(series) == before

@@ -17,8 +17,8 @@ from rebasectl.attribution import (
     scan,
 )
 from rebasectl.exchange import patch_from_commit
-from rebasectl.gitio import Git
-from rebasectl.materialize import materialise
+from rebasectl.git import Repo as GitRepo
+from rebasectl.materialize import Materializer
 from rebasectl.patches import Patch
 from tests.synth import Repo, lines
 
@@ -56,15 +56,15 @@ class Fork:
         return self.up.commit(message, files)
 
     def stack(self, shas: list[str]) -> list[tuple[str, Patch]]:
-        git = Git(self.up.path)
+        git = GitRepo(self.up.path)
         return [(f"p{n}", patch_from_commit(git, info))
                 for n, info in enumerate(git.commits(shas), start=1)]
 
     def attribute(self, shas: list[str], target: int) -> tuple[object, object]:
-        git = Git(self.up.path)
+        git = GitRepo(self.up.path)
         new = self.up.head()
         stack = self.stack(shas)
-        mat = materialise(git, new, stack, three_way=True, keep_going=True)
+        mat = Materializer(git).run(new, stack, keep_going=True)
         step = mat.steps[target]
         failed = [s.id for s in mat.steps if s.status == "conflict"]
         rng = UpstreamRange(git, self.base, new)
@@ -91,7 +91,7 @@ def test_revert_and_reland_give_different_first_and_permanent_break(tmp_path: Pa
     assert revert not in culprits and far not in culprits
     assert all(c.path == "a.txt" for c in att.culprits)
     # the scan saw the revert: the patch applied again in between
-    rng = UpstreamRange(Git(fork.up.path), fork.base, fork.up.head())
+    rng = UpstreamRange(GitRepo(fork.up.path), fork.base, fork.up.head())
     statuses, tried = scan(rng, fork.stack(shas), 0)
     assert [ok for _, ok in statuses] == [True, False, True, True, False]
     assert tried == 4  # 5 states; the revert restores the base's blob, decided once
@@ -174,7 +174,7 @@ def test_absorbed_patch_is_named_by_patch_id_or_content(tmp_path: Path) -> None:
     fork.change("upstream lands the feature again",
                 {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
 
-    git = Git(fork.up.path)
+    git = GitRepo(fork.up.path)
     rng = UpstreamRange(git, fork.base, fork.up.head())
     stack = fork.stack(shas)
     assert same_patch_id(rng, stack[0][1]) == same  # the first landing, not the re-land

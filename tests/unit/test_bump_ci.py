@@ -50,7 +50,8 @@ def test_bump_sh_conflicts_annotate_the_failing_hunk(tmp_path: Path) -> None:
         assert text[int(m.group(2)) - 1].startswith("@@ "), m.group(0)
         assert commits["culprit"][:12] in m.group(3)
     assert "Reproduce locally" in r.stdout  # README.md printed to the log
-    assert json.loads((tmp_path / "art" / "bump.json").read_text())["result"] == "conflicts"
+    assert json.loads((tmp_path / "art" / "rebasectl" / "bump.json").read_text())["result"] \
+        == "conflicts"
 
 
 def test_bump_sh_clean_writes_the_pr_body(tmp_path: Path) -> None:
@@ -65,7 +66,13 @@ def test_bump_sh_clean_writes_the_pr_body(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert f"result=clean\nto={fork.up.head()}\n" in out.read_text()
     body = (tmp_path / "art" / "pr-body.md").read_text()
-    assert body == (tmp_path / "art" / "report.md").read_text() and body.strip()
+    assert body == (tmp_path / "art" / "rebasectl" / "report.md").read_text() and body.strip()
+    # a second run in the same folder: rebasectl's folder is its own, the script's files beside
+    fork.change("further away", {"a.txt": ("line 29\n", "line 29 y\n")})
+    r = run_script("bump.sh", "main", env={
+        "REBASECTL_DIR": str(series), "REBASECTL_UPSTREAM": str(fork.up.path),
+        "ARTIFACTS": str(tmp_path / "art"), "GITHUB_OUTPUT": str(out)})
+    assert r.returncode == 0, r.stderr
 
 
 def test_pr_check_sh(tmp_path: Path) -> None:

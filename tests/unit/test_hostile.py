@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.patches import PatchError, check_symlink, parse, unquote_path
+from rebasectl.diffs import unquote_path
+from rebasectl.patches import PatchError, check_symlink, parse
 from tests.sfix import Scenario, run_cli, snapshot, template_fixture
 
 P1 = "patches/0001-change-a-line-3.patch"
@@ -121,7 +122,7 @@ def test_benign_lookalikes_accepted() -> None:
             + new_file("x", quoted='"a/\\303\\244.txt" "b/\\303\\244.txt"').replace(
                 "+++ b/x", '+++ "b/\\303\\244.txt"'))
     patch = parse((HEAD + diff).encode(), "ok.patch")
-    assert [f.path for f in patch.files()] == ["a..b.txt", "docs/link", "ä.txt"]
+    assert [f.path for f in patch.files] == ["a..b.txt", "docs/link", "ä.txt"]
 
 
 def test_unquote_path() -> None:
@@ -195,11 +196,13 @@ def test_no_shell_strings_in_the_package() -> None:
     assert offenders == []
 
 
-def test_only_gitio_runs_git() -> None:
+def test_only_the_git_door_runs_git() -> None:
+    """git is started in rebasectl/git/runner.py and nowhere else (and no module outside
+    rebasectl/git/ builds git argument lists by hand)."""
     spawners = []
     for path in _package_sources():
         text = path.read_text()
-        if path.name != "gitio.py" and ('["git"' in text or "'git'," in text
-                                        or "\"git\"," in text):
+        if path.name != "runner.py" and ('["git"' in text or "'git'," in text
+                                         or "\"git\"," in text):
             spawners.append(path.name)
     assert spawners == []

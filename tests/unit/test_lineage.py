@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rebasectl.gitio import Git
-from rebasectl.lineage import load_changes, parse_diff, significant
+from rebasectl.diffs import parse
+from rebasectl.git import Repo as GitRepo
+from rebasectl.lineage import hunk_lines, load_changes, significant
 from rebasectl.report import Side, build_report, render_markdown, to_json
 from rebasectl.series import PatchEntry, Series, Upstream
 from tests.synth import Repo
@@ -36,15 +37,14 @@ index 0000000..3333333
 """
 
 
-def test_parse_diff() -> None:
-    files = parse_diff(DIFF)
+def test_the_diff_model_as_lineage_reads_it() -> None:
+    files = parse(DIFF).files
     assert [f.path for f in files] == ["x.py", "new.txt"]
     x = files[0]
     assert [h.header for h in x.hunks] == ["@@ -1,3 +1,4 @@ def f():", "@@ -10,2 +11,2 @@"]
-    assert x.hunks[0].lines == (" a = 1", "-b = 2", "+b = 3", "+c = 4", " ")
-    assert x.hunks[1].lines == (" k = 1", "-k2 = 2", "+k2 = 3")  # the "\\ No newline" marker
+    assert hunk_lines(x.hunks[0]) == (" a = 1", "-b = 2", "+b = 3", "+c = 4", " ")
+    assert hunk_lines(x.hunks[1]) == (" k = 1", "-k2 = 2", "+k2 = 3")  # no "\\ No newline"
     assert (x.added, x.removed) == (3, 2)
-    assert all(not h.startswith("index") for h in x.header)
     assert files[1].hunks[0].old_len == 0 and files[1].added == 1
 
 
@@ -68,9 +68,9 @@ def test_entries_by_title_when_a_patch_is_missing(tmp_path: Path) -> None:
         PatchEntry("one-id", "0001-one.patch", "one", why="first reason"),
         PatchEntry("two-id", "0002-two.patch", "two"),
         PatchEntry("three-id", "0003-three.patch", "three", drop_when="upstream ships three")))
-    changes = load_changes(Git(repo.path), "old", shas, series)
+    changes = load_changes(GitRepo(repo.path), "old", shas, series)
     assert [c.id for c in changes] == ["one-id", "three-id"]
-    report = build_report(Git(repo.path), Side(base, shas, series, "old"),
+    report = build_report(GitRepo(repo.path), Side(base, shas, series, "old"),
                           Side(base, shas, series, "new"))
     md = render_markdown(report)
     assert "  - why: first reason" in md and "  - drop when: upstream ships three" in md

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.gitio import Git
+from rebasectl.git import Repo as GitRepo
 from rebasectl.report import Side, build_report, render_html, render_markdown, to_json
 from rebasectl.report.model import Report
 from rebasectl.series import PatchEntry, Series, Upstream
@@ -59,7 +59,7 @@ class Scenario:
     check: Callable[[Report], None] | None = None
 
 
-def build(tmp: Path, sc: Scenario) -> tuple[Git, Side, Side, Report]:
+def build(tmp: Path, sc: Scenario) -> tuple[GitRepo, Side, Side, Report]:
     repo = Repo(tmp / "repo")
     base1 = repo.commit("upstream: base", dict(BASE))
     current = dict(BASE)
@@ -73,7 +73,7 @@ def build(tmp: Path, sc: Scenario) -> tuple[Git, Side, Side, Report]:
     old = _commits(repo, dict(BASE), sc.old)
     repo.checkout("-q", "new-side")
     new = _commits(repo, current, sc.new)
-    git = Git(repo.path)
+    git = GitRepo(repo.path)
     old_series = _series(base1, sc.old_ids, len(old)) if sc.old_ids else None
     new_series = Series(Upstream("up", "x", "main", base2), tuple(sc.new_entries)) \
         if sc.new_entries else None
@@ -155,7 +155,7 @@ def _modified(r: Report) -> None:
     assert "++alpha_value_10 = compute_alpha(10) * scale_factor * 2" in f.interdiff
     assert [c.subject for c in e.upstream_commits] == ["upstream: rename alpha 10 helper"]
     assert e.evidence["replay"] == "conflicts"
-    assert e.evidence["replay_conflicts"] == [{"path": "alpha.py", "hunks": [
+    assert e.evidence["replay_conflicts"] == [{"path": "alpha.py", "kind": "content", "hunks": [
         "@@ -7,7 +7,7 @@ alpha_value_6 = compute_alpha(6)"]}]
 
 

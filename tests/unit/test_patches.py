@@ -14,7 +14,6 @@ from rebasectl.patches import (
     parse,
     raw_to_rfc2822,
     rfc2822_to_raw,
-    split_file_diff,
 )
 from tests.synth import Repo, lines
 
@@ -40,14 +39,14 @@ def test_parse_git_format_patch(repo: Repo) -> None:
     assert patch.message == ("[2/3] fix: two hunks and a new file\n\nWhy it matters.\n\n"
                              "Signed-off-by: X <x@y>\n")
     assert rfc2822_to_raw(patch.date) == "1767225720 +0000"
-    assert [(f.path, f.added, f.removed) for f in patch.files()] == [("a.txt", 2, 2),
-                                                                     ("new.txt", 1, 0)]
-    assert [(h.path, h.header) for h in patch.hunks()] == [
+    assert [(f.path, f.added, f.removed) for f in patch.files] == [("a.txt", 2, 2),
+                                                                   ("new.txt", 1, 0)]
+    assert [(f.path, h.header) for f in patch.files for h in f.hunks] == [
         ("a.txt", "@@ -1,5 +1,5 @@"), ("a.txt", "@@ -22,7 +22,7 @@ line 21"),
         ("new.txt", "@@ -0,0 +1 @@")]
     assert b"-- \n" not in patch.diff  # format-patch's signature is not part of the diff
-    header, hunks = split_file_diff(patch.file_diffs()["a.txt"])
-    assert header.startswith(b"diff --git a/a.txt b/a.txt\n") and len(hunks) == 2
+    a = patch.files[0]
+    assert a.header.startswith(b"diff --git a/a.txt b/a.txt\n") and len(a.hunks) == 2
 
 
 def test_render_is_canonical_and_git_am_compatible(repo: Repo, tmp_path: Path) -> None:
@@ -71,7 +70,7 @@ def test_empty_commit_patch() -> None:
     data = patch.render()
     assert data.endswith(b"Subject: chore: nothing\n\n---\n")
     again = parse(data, "e.patch")
-    assert again == patch and again.is_empty and again.files() == []
+    assert again == patch and again.is_empty and again.files == ()
 
 
 def test_non_ascii_subject_round_trip() -> None:
@@ -101,7 +100,7 @@ def test_some_crlf_content_lines_are_fine() -> None:
             b"---\ndiff --git a/w.bat b/w.bat\nindex 1111111..2222222 100644\n--- a/w.bat\n"
             b"+++ b/w.bat\n@@ -1,2 +1,2 @@\n echo 1\r\n-echo 2\r\n+echo 3\r\n")
     patch = parse(data, "c.patch")
-    assert patch.files()[0].path == "w.bat"
+    assert patch.files[0].path == "w.bat"
 
 
 @pytest.mark.parametrize("cut,where", [
@@ -137,11 +136,11 @@ def test_real_megatron_commits_round_trip(mirror_path: Path) -> None:
     """Every commit of 3714d81..1dcf0da: the canonical patch parses back to itself, and only
     true binaries are refused (no false alarm of the safety checks on real diffs)."""
     from rebasectl.exchange import patch_from_commit
-    from rebasectl.gitio import Git
+    from rebasectl.git import Repo as GitRepo
 
-    git = Git(mirror_path)
+    git = GitRepo(mirror_path)
     refused = []
-    for info in git.commits(git.rev_list(["3714d81..1dcf0da"])):
+    for info in git.commits(git.history.rev_list(["3714d81..1dcf0da"])):
         data = patch_from_commit(git, info).render()
         try:
             assert parse(data, "m.patch").render() == data, info.sha

@@ -102,9 +102,7 @@ def _patch_ok(data: bytes) -> None:
         assert "\n" not in exc.message
         return
     assert isinstance(patch, Patch)
-    patch.files()
-    patch.hunks()
-    patch.file_diffs()
+    assert patch.model.render() == patch.diff  # the diff model gives back every byte
     rendered = patch.render()
     again = parse(rendered, "x.patch")
     assert again.render() == rendered  # the canonical form is a fixed point
@@ -239,6 +237,6 @@ def test_valid_inputs_parse() -> None:
     """The seeds of the mutations are valid (else the mutation tests would test nothing)."""
     assert len(parse_series(VALID_SERIES, ROOT, check_files=False).patches) == 2
     patch = parse(VALID_PATCH, "x.patch")
-    assert [(f.path, f.added, f.removed) for f in patch.files()] == [("a.txt", 2, 1),
+    assert [(f.path, f.added, f.removed) for f in patch.files] == [("a.txt", 2, 1),
                                                                      ("new.txt", 2, 0)]
     assert parse(patch.render(), "x.patch") == patch

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rebasectl.gitio import Git
+from rebasectl.git import Repo as GitRepo
 from rebasectl.report import Side, build_report
 from rebasectl.report.build import message_identifiers
 from rebasectl.report.model import Report
@@ -18,7 +18,7 @@ def text(name: str, n: int = 30) -> str:
 
 
 def _report(repo: Repo, base1: str, old: list[str], base2: str, new: list[str]) -> Report:
-    git = Git(repo.path)
+    git = GitRepo(repo.path)
     return build_report(git, Side(base1, old, None, "old"), Side(base2, new, None, "new"))
 
 

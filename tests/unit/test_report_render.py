@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from rebasectl.gitio import Git
+from rebasectl.git import Repo as GitRepo
 from rebasectl.report import Side, build_report, render_html, render_markdown, to_json
 from tests.synth import Repo
 
@@ -21,7 +21,7 @@ def _report(tmp: Path):  # type: ignore[no-untyped-def]
     repo.checkout("-q", "-b", "new", base)
     new = repo.commit("<script>alert(1)</script> | pipe", {"a.py": body.replace(
         "value_5 = thing(5)\n", "value_5 = thing(5) + other_term\n")})
-    return build_report(Git(repo.path), Side(base, [old], None, "o<b>"),
+    return build_report(GitRepo(repo.path), Side(base, [old], None, "o<b>"),
                         Side(base, [new], None, "n"))
 
 

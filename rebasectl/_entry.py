@@ -1,0 +1,26 @@
+"""The console script's entry: Ctrl-C is one line from the first moment, not a traceback.
+
+Importing the CLI (click, and what it pulls in) takes a while; a SIGINT in that window used to
+print a ``KeyboardInterrupt`` traceback. This module, tiny and imported first, installs a handler
+that exits 130 with one line until ``cli.main`` installs its own (which saves state first).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def _early(signum: int, frame: object) -> None:
+    sys.stderr.write("rebasectl: error: interrupted\n")
+    os._exit(130)
+
+
+def main() -> None:
+    previous = signal.signal(signal.SIGINT, _early)
+    from .cli import install_interrupt_handler
+    from .cli import main as cli_main
+
+    install_interrupt_handler(previous)
+    cli_main()

@@ -1,0 +1,20 @@
+"""The git door: the only package that starts git.
+
+- ``runner``: ``Runner`` runs git (hermetic or network environment, errors quoted whole);
+- ``objects``: ``Objects``, one persistent ``cat-file`` per repository (GitPython), and the
+  commit parser (``CommitInfo``, ``Identity``);
+- ``index``: ``Index``, a scratch index (apply --cached, read/write-tree, unmerged stages);
+- ``worktree``: ``Worktree`` (checkout, status, rerere) and the repair of what a killed git left;
+- ``history``: ``History`` (rev-list, log, blame, patch-id, renames);
+- ``repo``: ``Repo``, one repository holding all of the above.
+"""
+
+from .history import History, RawCommit
+from .index import Entry, Index, Stages
+from .objects import CommitInfo, Identity
+from .repo import EMPTY_TREE, Repo
+from .runner import Runner
+from .worktree import TreeStatus, Worktree
+
+__all__ = ["EMPTY_TREE", "CommitInfo", "Entry", "History", "Identity", "Index", "RawCommit",
+           "Repo", "Runner", "Stages", "TreeStatus", "Worktree"]

@@ -1,0 +1,171 @@
+"""Questions about an upstream's history, one parser per git output format.
+
+``rev-list`` (ranges, first-parent chains, parents), ``log --raw`` (which commits change which
+files, and to what blob), ``log -p`` (the commits' own diffs, for patch-ids and line texts),
+``blame`` forward and reverse (porcelain), ``patch-id --stable``, and rename detection between
+two trees. Attribution, the conflict engine and the report ask these; nothing else runs ``log``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .runner import Runner
+
+# Options that make `git diff`/`git log -p` output canonical whatever the user's config says.
+CANONICAL_DIFF = ("--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--full-index",
+                  "--diff-algorithm=myers", "--unified=3", "--src-prefix=a/", "--dst-prefix=b/",
+                  "--no-relative", "--ignore-submodules=none")
+# a merge on the first-parent chain is compared with its first parent
+FIRST_PARENT = ("--first-parent", "--diff-merges=first-parent")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file of one commit in ``log --raw``: its new mode and blob, or None when deleted."""
+
+    path: str
+    mode: str | None
+    blob: str | None
+    status: str  # A, M, D, T
+
+
+@dataclass(frozen=True)
+class RawCommit:
+    commit: str
+    changes: tuple[FileChange, ...]
+
+
+def _hexsha(word: str) -> bool:
+    return len(word) == 40 and all(c in "0123456789abcdef" for c in word)
+
+
+class History:
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    # -- revisions -----------------------------------------------------------------------------
+    def rev_list(self, spec: Sequence[str], *, first_parent: bool = False, reverse: bool = True,
+                 paths: Sequence[str] = ()) -> list[str]:
+        args = ["rev-list", *(["--first-parent"] if first_parent else []),
+                *(["--reverse"] if reverse else []), *spec, "--", *paths]
+        return self.runner.out(args).split()
+
+    def count(self, spec: str) -> int:
+        return int(self.runner.out(["rev-list", "--count", spec]) or 0)
+
+    def is_ancestor(self, a: str, b: str) -> bool:
+        return self.runner.ok(["merge-base", "--is-ancestor", a, b])
+
+    def parents(self, spec: str) -> dict[str, tuple[str, ...]]:
+        """Every commit of ``spec`` (all branches of it) -> its parents."""
+        out = self.runner.out(["rev-list", "--parents", spec])
+        return {f[0]: tuple(f[1:]) for f in (ln.split() for ln in out.splitlines()) if f}
+
+    def first_parent_chain(self, spec: str) -> list[str]:
+        return self.rev_list([spec], first_parent=True)
+
+    # -- what changed ----------------------------------------------------------------------------
+    def raw_changes(self, spec: str, paths: Sequence[str], *,
+                    first_parent: bool) -> list[RawCommit]:
+        """Oldest first: each commit of ``spec`` that changes ``paths`` (no rename detection),
+        with each changed file's new state; a merge on the first-parent chain is taken against
+        its first parent."""
+        args = ["log", "--reverse", "--raw", "-z", "--no-abbrev", "--no-renames",
+                "--format=%x01%H", *(FIRST_PARENT if first_parent else ()), spec, "--", *paths]
+        out = self.runner.run(args).stdout.decode("utf-8", errors="surrogateescape")
+        result: list[RawCommit] = []
+        for record in out.split("\x01")[1:]:
+            head, _, rest = record.partition("\0")  # "<sha>\0\n:meta\0path\0..."
+            fields = rest.strip("\0\n").split("\0")
+            changes = []
+            for meta, path in zip(fields[0::2], fields[1::2]):
+                _, new_mode, _, new_blob, status = meta.lstrip(":").split()[:5]
+                gone = status.startswith("D")
+                changes.append(FileChange(path, None if gone else new_mode,
+                                          None if gone else new_blob, status[0]))
+            if not result or result[-1].commit != head.strip():  # -m repeats merges per parent
+                result.append(RawCommit(head.strip(), tuple(changes)))
+        return result
+
+    def patches(self, spec: str, paths: Sequence[str], *,
+                no_merges: bool = True) -> list[tuple[str, bytes]]:
+        """(commit, its diff limited to ``paths``), newest first, for the commits of ``spec``
+        touching them."""
+        args = ["log", "-p", *CANONICAL_DIFF, "--format=%x00%x01%H",
+                *(["--no-merges"] if no_merges else []), spec, "--", *paths]
+        out = self.runner.run(args).stdout
+        result: list[tuple[str, bytes]] = []
+        for record in out.split(b"\0\x01")[1:]:
+            head, _, body = record.partition(b"\n")
+            result.append((head.decode().strip(), body.strip(b"\n") + b"\n"))
+        return result
+
+    def pickaxe(self, spec: str, needle: str, path: str) -> list[str]:
+        """Commits of ``spec`` (oldest first, side branches included) that changed the number of
+        occurrences of ``needle`` in ``path``."""
+        return self.runner.out(["log", "--format=%H", "--reverse", "--no-renames", f"-S{needle}",
+                                spec, "--", path]).split()
+
+    def deleted_by(self, spec: str, path: str) -> str | None:
+        """The newest commit of ``spec``'s first-parent chain that deleted ``path``."""
+        out = self.runner.out(["log", "--format=%H", *FIRST_PARENT, "--diff-filter=D",
+                               "--no-renames", "-1", spec, "--", path])
+        return out.split()[0] if out else None
+
+    def renamed_to(self, old: str, new: str, paths: Sequence[str]) -> dict[str, str]:
+        """path -> its new path, for the ``paths`` of ``old`` that rename detection (git's
+        default 50% similarity) finds renamed in ``new``."""
+        if not paths:
+            return {}
+        out = self.runner.run(["diff", "--name-status", "-z", "--find-renames", "-l0", old, new,
+                               "--"]).stdout.decode("utf-8", errors="surrogateescape")
+        fields = out.strip("\0").split("\0")
+        wanted, found, i = set(paths), {}, 0
+        while i < len(fields):
+            status = fields[i]
+            if status.startswith(("R", "C")):
+                src, dst = fields[i + 1], fields[i + 2]
+                if status.startswith("R") and src in wanted:
+                    found[src] = dst
+                i += 3
+            else:
+                i += 2
+        return found
+
+    # -- blame -----------------------------------------------------------------------------------
+    def blame(self, old: str, new: str, path: str, ranges: Sequence[tuple[int, int]], *,
+              reverse: bool = False) -> dict[int, str]:
+        """Forward: for lines of ``path`` at ``new``, the commit of ``old..new`` that wrote each
+        (side branches of merges included; older lines come back as a boundary commit).
+        Reverse: for lines of ``path`` at ``old``, the last commit of ``old..new`` in which each
+        still existed (``new`` itself when it survived)."""
+        if not ranges:
+            return {}
+        args = ["blame", "--porcelain", *(["--reverse"] if reverse else []), f"{old}..{new}"]
+        for start, end in ranges:
+            args += ["-L", f"{start},{end}"]
+        proc = self.runner.run([*args, "--", path], check=False)
+        found: dict[int, str] = {}
+        if proc.returncode != 0:
+            return found
+        for line in proc.stdout.decode(errors="replace").splitlines():
+            parts = line.split()  # header: sha, line in the commit, line in the blamed file, [n]
+            if len(parts) >= 3 and _hexsha(parts[0]):
+                found[int(parts[2])] = parts[0]
+        return found
+
+    # -- patch-ids -------------------------------------------------------------------------------
+    def patch_ids(self, diffs: Sequence[tuple[str, bytes]]) -> dict[str, str]:
+        """commit -> stable patch-id for (commit, diff) pairs, in one git process (an empty
+        diff has none)."""
+        text = b"".join(b"commit " + sha.encode() + b"\n" + diff for sha, diff in diffs
+                        if diff.strip())
+        if not text:
+            return {}
+        out = self.runner.run(["patch-id", "--stable"], input=text).stdout.decode().split("\n")
+        return {parts[1]: parts[0] for parts in (ln.split() for ln in out) if len(parts) == 2}
+
+    def patch_id(self, diff: bytes) -> str | None:
+        return self.patch_ids([("0" * 40, diff)]).get("0" * 40)

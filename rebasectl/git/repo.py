@@ -1,0 +1,166 @@
+"""One repository (the cached mirror, a user's fork, this series checkout) and what we do to it.
+
+``Repo`` holds a ``Runner`` (plumbing), ``Objects`` (the persistent object reader), ``History``
+(log, blame, patch-id) and makes scratch ``Index``es. Commits we create get the patch's author as
+author *and* committer, with its date, so materialising the same series twice gives the same shas.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import GitError
+from .history import CANONICAL_DIFF, History
+from .index import Entry, Index
+from .objects import CommitInfo, Identity, Objects
+from .runner import Runner
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class Repo:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.runner = Runner(self.path)
+        self.history = History(self.runner)
+        self._objects: Objects | None = None
+
+    @classmethod
+    def open(cls, path: Path) -> Repo:
+        """An existing repository (bare or not); a one-line error when it is not one."""
+        path = Path(path)
+        if not path.is_dir():
+            raise GitError(f"{path}: not a git repository (no such directory)")
+        proc = Runner(path).run(["rev-parse", "--absolute-git-dir"], check=False)
+        if proc.returncode != 0:
+            raise GitError(f"{path}: not a git repository")
+        top = Runner(path).run(["rev-parse", "--show-toplevel"], check=False)
+        root = top.stdout.decode().strip() if top.returncode == 0 else ""
+        return cls(Path(root) if root else Path(proc.stdout.decode().strip()))
+
+    @classmethod
+    def clone_mirror(cls, source: str, dest: Path) -> Repo:
+        """``git clone --mirror`` (the user's config applies to the transport)."""
+        Runner(dest.parent, network=True).run(["clone", "--mirror", "--quiet", "--", source,
+                                               str(dest)])
+        return cls(dest)
+
+    def fetch(self) -> None:
+        Runner(self.path, network=True).run(["fetch", "--prune", "--quiet", "origin"])
+
+    def remote_url(self) -> str | None:
+        proc = self.runner.run(["config", "--get", "remote.origin.url"], check=False)
+        return proc.stdout.decode().strip() or None
+
+    def set_remote_url(self, url: str) -> None:
+        self.runner.run(["remote", "set-url", "origin", "--", url])
+
+    @property
+    def objects(self) -> Objects:
+        if self._objects is None:
+            self._objects = Objects(self.path)
+        return self._objects
+
+    # -- revisions and trees -------------------------------------------------------------------
+    def resolve(self, rev: str) -> str | None:
+        """The commit ``rev`` names, or None (an option-like ``rev`` names nothing)."""
+        if not rev or rev.startswith("-"):
+            return None
+        proc = self.runner.run(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                                f"{rev}^{{commit}}"], check=False)
+        sha = proc.stdout.decode().strip()
+        return sha if proc.returncode == 0 and len(sha) == 40 else None
+
+    def tree_of(self, rev: str) -> str:
+        return self.runner.out(["rev-parse", f"{rev}^{{tree}}"])
+
+    def commit(self, rev: str) -> CommitInfo:
+        return self.objects.commit(rev)
+
+    def commits(self, revs: Sequence[str]) -> list[CommitInfo]:
+        return self.objects.commits(revs)
+
+    def entries_at(self, rev: str, paths: Sequence[str]) -> dict[str, Entry]:
+        """path -> (mode, blob) at ``rev`` for those of ``paths`` that are files there."""
+        if not paths:
+            return {}
+        out = self.runner.run(["ls-tree", "-z", "--full-tree", rev, "--", *paths]).stdout
+        found: dict[str, Entry] = {}
+        for record in out.decode("utf-8", errors="surrogateescape").split("\0"):
+            if "\t" in record:
+                meta, path = record.split("\t", 1)
+                mode, kind, blob = meta.split()
+                if kind == "blob":
+                    found[path] = Entry(mode, blob)
+        return found
+
+    def diff(self, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
+        """Canonical diff between two trees or commits (binary changes as 'Binary files')."""
+        return self.runner.run(["diff", *CANONICAL_DIFF, old, new, "--", *paths]).stdout
+
+    def commit_diff(self, info: CommitInfo) -> bytes:
+        return self.diff(info.parent or EMPTY_TREE, info.sha)
+
+    def files_changed(self, old: str, new: str) -> int:
+        out = self.runner.out(["diff", "--name-only", "-z", "--no-renames", old, new])
+        return len([p for p in out.split("\0") if p])
+
+    # -- writing objects -----------------------------------------------------------------------
+    def commit_tree(self, tree: str, parents: Sequence[str], message: str,
+                    identity: Identity) -> str:
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        return self.runner.out(args, input=message.encode("utf-8", errors="surrogateescape"),
+                               env=identity.env())
+
+    def hash_blob(self, data: bytes) -> str:
+        return self.runner.out(["hash-object", "-w", "--stdin"], input=data)
+
+    def merge_file(self, ours: bytes, base: bytes, theirs: bytes,
+                   labels: tuple[str, str, str]) -> tuple[bytes, int]:
+        """``git merge-file -p --diff3``: the merged text with conflict markers, and how many
+        conflicts it has (git's own 3-way merge, the one ``git apply -3`` uses)."""
+        with tempfile.TemporaryDirectory(prefix="rebasectl-merge-") as tmp:
+            names = []
+            for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+                (Path(tmp) / name).write_bytes(data)
+                names.append(str(Path(tmp) / name))
+            args = ["merge-file", "-p", "--diff3"]
+            for label in labels:
+                args += ["-L", label]
+            proc = self.runner.run([*args, *names], check=False)
+        if not 0 <= proc.returncode <= 127:
+            raise GitError(f"git merge-file failed: {proc.stderr.decode(errors='replace')}")
+        return proc.stdout, proc.returncode
+
+    def rerere_replay(self, index: Index, files: dict[str, bytes]) -> dict[str, bytes]:
+        """Recorded resolutions (``rr-cache``) for the conflicted ``files`` (path -> content with
+        markers) of ``index``: ``git rerere`` run on a scratch work tree holding just those
+        files. Returns path -> resolved content for the paths it resolved (and stages them)."""
+        if not files or not (self.path / "rr-cache").is_dir():
+            return {}
+        with tempfile.TemporaryDirectory(prefix="rebasectl-rerere-") as tmp:
+            for path, data in files.items():
+                target = Path(tmp) / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            proc = self.runner.run(["--work-tree", tmp, "-c", "rerere.enabled=true",
+                                    "-c", "rerere.autoUpdate=true", "rerere"], check=False,
+                                   index=index.path)
+            (self.path / "MERGE_RR").unlink(missing_ok=True)  # no rerere "in progress" here
+            said = proc.stderr.decode(errors="replace")
+            return {path: (Path(tmp) / path).read_bytes() for path in files
+                    if f"'{path}' using previous resolution" in said}
+
+    @contextmanager
+    def index(self) -> Iterator[Index]:
+        with Index.scratch(self.runner) as idx:
+            yield idx
+
+    def close(self) -> None:
+        if self._objects is not None:
+            self._objects.close()

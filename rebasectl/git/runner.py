@@ -1,0 +1,101 @@
+"""The one place that starts git.
+
+Argument lists only (never a shell string). Two environments: a hermetic one for everything whose
+output must be canonical (no system or global config, C locale: a user's ``diff.algorithm`` or
+``format.signature`` must not change patch bytes), and the user's own for talking to a remote
+(``url.<base>.insteadOf``, proxies, credentials), limited to safe transports and never prompting.
+A failure is a ``GitError`` that quotes git's message whole (trimmed) and names the real
+subcommand, never ``-c``; a missing git is one line too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import GitError
+
+ALLOWED_PROTOCOLS = "file:git:https:ssh"
+_SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
+MAX_MESSAGE = 600  # characters of git's stderr kept in an error
+
+
+def network_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """For clone and fetch: the user's git config applies, only the allowed transports do."""
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL=ALLOWED_PROTOCOLS)
+    env.update(extra or {})
+    return env
+
+
+def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An environment in which no system or global git config can change git's output."""
+    env = network_env()
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C", LANG="C",
+               GIT_OPTIONAL_LOCKS="0")
+    env.update(extra or {})
+    return env
+
+
+def subcommand(args: Sequence[str]) -> str:
+    """The git command an argument list runs (``-c k=v`` and other global options skipped)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-c", "-C", "--git-dir", "--work-tree"):
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return "git"
+
+
+def describe_failure(args: Sequence[str], code: int, stderr: bytes) -> str:
+    """``git <cmd> failed: <git's message>``: every line git wrote (hint: lines dropped), joined,
+    trimmed to a readable length."""
+    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("hint:")]
+    text = "; ".join(lines) or f"exit {code}"
+    if len(text) > MAX_MESSAGE:
+        text = text[: MAX_MESSAGE - 3] + "..."
+    return f"git {subcommand(args)} failed: {text}"
+
+
+class Runner:
+    """Runs git in one directory (a repository, or a work tree of one)."""
+
+    def __init__(self, cwd: Path, *, network: bool = False) -> None:
+        self.cwd = Path(cwd)
+        self.network = network
+
+    def run(self, args: Sequence[str], *, input: bytes | None = None,
+            env: Mapping[str, str] | None = None, check: bool = True,
+            index: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+        extra = dict(env or {})
+        if index is not None:
+            extra["GIT_INDEX_FILE"] = str(index)
+        full_env = network_env(extra) if self.network else hermetic_env(extra)
+        try:
+            proc = subprocess.run(["git", *args], cwd=str(self.cwd), input=input, env=full_env,
+                                  capture_output=True, check=False)
+        except FileNotFoundError as exc:
+            if not self.cwd.is_dir():
+                raise GitError(f"{self.cwd}: no such directory") from None
+            raise GitError("git is not installed or not on PATH: install git (2.30 or newer)"
+                           ) from exc
+        if check and proc.returncode != 0:
+            raise GitError(describe_failure(args, proc.returncode, proc.stderr))
+        return proc
+
+    def out(self, args: Sequence[str], *, input: bytes | None = None,
+            env: Mapping[str, str] | None = None, index: Path | None = None) -> str:
+        proc = self.run(args, input=input, env=env, index=index)
+        return proc.stdout.decode("utf-8", errors="surrogateescape").strip()
+
+    def ok(self, args: Sequence[str], *, input: bytes | None = None,
+           index: Path | None = None) -> bool:
+        """Whether git succeeds (for yes/no questions such as ``merge-base --is-ancestor``)."""
+        return self.run(args, input=input, check=False, index=index).returncode == 0

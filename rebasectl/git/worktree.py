@@ -1,0 +1,223 @@
+"""Work trees: the checkout an apply leaves for a person, and what a killed git leaves behind.
+
+A work tree is a linked worktree of the cached mirror (``git worktree add``), so it shares the
+mirror's objects and its ``rr-cache``: rerere is on in every command that touches it, and a
+resolution recorded at one bump is replayed at the next, in any work tree. Status is read once
+(``status --porcelain=v2 -z``) into ``TreeStatus``: unmerged paths, changed tracked paths,
+untracked files (which rebasectl must never delete).
+
+``stale_git_locks``/``clear_stale_git_state``: git takes ``*.lock`` files (``index.lock``,
+``HEAD.lock``, ref locks) and marks a half-made worktree ``locked`` ("initializing"); a SIGKILL
+leaves them, and every later git command fails. Under rebasectl's own lock no git of ours runs, so
+a git lock that no live process has open is stale: it is removed, and named.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .index import Index
+from .runner import Runner
+
+CHECKOUT = ("-c", "checkout.workers=0")  # parallel checkout: most of an apply's time
+RERERE = ("-c", "rerere.enabled=true", "-c", "rerere.autoUpdate=true")
+_RESOLVED = re.compile(r"^(?:Resolved|Staged) '(.+)' using previous resolution\.$")
+
+
+@dataclass
+class TreeStatus:
+    unmerged: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # tracked, staged or not
+    untracked: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.unmerged or self.changed)
+
+
+def parse_status(out: bytes) -> TreeStatus:
+    """``git status --porcelain=v2 -z`` records (renames carry a second path record)."""
+    status = TreeStatus()
+    records = out.decode("utf-8", errors="surrogateescape").split("\0")
+    i = 0
+    while i < len(records):
+        rec = records[i]
+        i += 1
+        if not rec:
+            continue
+        kind = rec[0]
+        if kind == "?":
+            status.untracked.append(rec[2:])
+        elif kind == "u":
+            status.unmerged.append(rec.split(" ", 10)[10])
+        elif kind == "1":
+            status.changed.append(rec.split(" ", 8)[8])
+        elif kind == "2":
+            status.changed.append(rec.split(" ", 9)[9])
+            i += 1  # the original path
+    return status
+
+
+class Worktree:
+    """A checkout (of the mirror) that rebasectl manages."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.runner = Runner(path)
+
+    @classmethod
+    def add(cls, mirror: Runner, path: Path, commit: str) -> Worktree:
+        mirror.run(["worktree", "prune"], check=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mirror.run([*CHECKOUT, "worktree", "add", "--detach", "--quiet", str(path), commit])
+        return cls(path)
+
+    @staticmethod
+    def remove(mirror: Runner, path: Path) -> None:
+        mirror.run(["worktree", "remove", "--force", str(path)], check=False)
+        mirror.run(["worktree", "prune"], check=False)
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / ".git").exists()
+
+    def head(self) -> str | None:
+        proc = self.runner.run(["rev-parse", "--verify", "-q", "HEAD"], check=False)
+        sha = proc.stdout.decode().strip()
+        return sha if proc.returncode == 0 and sha else None
+
+    def git_dir(self) -> Path:
+        return Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
+
+    def index(self) -> Index:
+        """The work tree's own index, as an ``Index`` (stages, entries, update-index)."""
+        return Index(self.runner, self.git_dir() / "index")
+
+    def status(self) -> TreeStatus:
+        out = self.runner.run(["status", "--porcelain=v2", "-z", "--untracked-files=all",
+                               "--ignored=no"]).stdout
+        return parse_status(out)
+
+    def move_to(self, commit: str) -> None:
+        """Index and files from HEAD to ``commit`` (a two-way merge: only changed files are
+        written, and git refuses to overwrite an untracked file), then HEAD."""
+        self.runner.run(["update-index", "-q", "--refresh"], check=False)  # stat info current
+        self.runner.run([*CHECKOUT, "read-tree", "-m", "-u", "HEAD", commit])
+        self.set_head(commit)
+
+    def discard_changes(self) -> None:
+        """Back to HEAD: tracked changes, unmerged entries and files added to the index go;
+        untracked files stay."""
+        self.runner.run([*CHECKOUT, "reset", "--hard", "--quiet", "HEAD"])
+
+    def write_from_index(self, paths: list[str]) -> None:
+        """The index's (stage 0) content of ``paths`` written to the files."""
+        if paths:
+            self.runner.run(["checkout-index", "-f", "-q", "--", *paths])
+
+    def staged_markers(self, base: str) -> str | None:
+        """``path:line`` of the first conflict marker staged since ``base``, if any."""
+        proc = self.runner.run(["diff", "--cached", "--check", base], check=False)
+        for line in proc.stdout.decode(errors="replace").splitlines():
+            if "conflict marker" in line:
+                return line.split(": ", 1)[0]
+        return None
+
+    def stage(self, paths: list[str]) -> None:
+        """``git add -u``: the tracked paths' current content (deletions included); untracked
+        files are never picked up here."""
+        if paths:
+            self.runner.run(["add", "-u", "--", *paths])
+
+    def set_head(self, commit: str) -> None:
+        self.runner.run(["update-ref", "--no-deref", "HEAD", commit])
+
+    def rerere(self) -> list[str]:
+        """Record the conflicts (and any resolutions) of the unmerged paths; returns the paths
+        a recorded resolution resolved (and staged)."""
+        proc = self.runner.run([*RERERE, "rerere"], check=False)
+        lines = proc.stderr.decode(errors="replace").splitlines()
+        return [m.group(1) for m in map(_RESOLVED.match, lines) if m]
+
+    def rerere_forget_state(self) -> None:
+        self.runner.run([*RERERE, "rerere", "clear"], check=False)
+
+    def markers(self, paths: list[str]) -> list[str]:
+        """``path:line`` of conflict markers left in ``paths``."""
+        found = []
+        for path in paths:
+            try:
+                data = (self.path / path).read_bytes()
+            except OSError:
+                continue
+            for n, line in enumerate(data.split(b"\n"), start=1):
+                if line.startswith((b"<<<<<<< ", b">>>>>>> ")) or line == b"=======":
+                    found.append(f"{path}:{n}")
+                    break
+        return found
+
+
+# -- what a killed git leaves ----------------------------------------------------------------------
+_LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock",
+               "shallow.lock", "MERGE_RR.lock")
+
+
+def stale_git_locks(git_dirs: list[Path]) -> list[Path]:
+    """Lock files git left in these git dirs (and their ``refs/`` and ``worktrees/*``)."""
+    found: list[Path] = []
+    for gd in git_dirs:
+        if not gd.is_dir():
+            continue
+        candidates = [gd / n for n in _LOCK_NAMES]
+        wt = gd / "worktrees"
+        if wt.is_dir():
+            candidates += [d / n for d in wt.iterdir() for n in _LOCK_NAMES]
+        refs = gd / "refs"
+        if refs.is_dir():
+            candidates += list(refs.rglob("*.lock"))
+        found += [c for c in candidates if c.exists()]
+    return found
+
+
+def holders(paths: list[Path]) -> dict[Path, int]:
+    """Which live processes have one of ``paths`` open (Linux ``/proc``; elsewhere nothing is
+    known, and the caller treats the lock as stale only when no git is running at all)."""
+    wanted = {str(p.resolve()): p for p in paths}
+    held: dict[Path, int] = {}
+    proc = Path("/proc")
+    if not proc.is_dir() or not wanted:
+        return held
+    for pid_dir in proc.iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            fds = list((pid_dir / "fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target in wanted:
+                held[wanted[target]] = int(pid_dir.name)
+    return held
+
+
+def initializing_worktrees(mirror: Path) -> list[Path]:
+    """Registrations a killed ``git worktree add`` left ``locked`` ("initializing")."""
+    wt = mirror / "worktrees"
+    if not wt.is_dir():
+        return []
+    out = []
+    for reg in wt.iterdir():
+        lock = reg / "locked"
+        try:
+            if lock.is_file() and "initializing" in lock.read_text(errors="replace"):
+                out.append(reg)
+        except OSError:
+            continue
+    return out

@@ -1,0 +1,160 @@
+"""What each command prints for a person (stdout), and the JSON of those that have it.
+
+One function per result type. Every line states a fact of the result and, where the user has
+something to do, the command that does it (each such piece of advice is exercised by a test).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import ui
+from .conflicts import ConflictKind, FileConflict
+
+
+def json(data: Any) -> None:
+    ui.emit_json(data)
+
+
+def status(data: dict[str, Any]) -> None:
+    up = data["upstream"]
+    ui.line(f"upstream {up['name']} {up['url']} ({up['branch']}) base {up['base'][:12]}")
+    ui.table(None, ["#", "id", "kind", "files", "+", "-", "title"],
+             [[p["index"], p["id"], p["kind"], p["files"], p["added"], p["removed"], p["title"]]
+              for p in data["patches"]])
+    progress = data["apply_in_progress"]
+    if not progress:
+        return
+    where = f"stopped at {progress['stopped_at']}" if progress["stopped_at"] else "interrupted"
+    ui.line(f"apply in progress on {progress['base'][:12]}: {progress['applied']}/"
+            f"{progress['total']} applied, {where} in {progress['worktree']}")
+    for item in progress["unmerged"]:
+        ui.line(f"  unmerged: {item['path']} ({item['kind']})")
+    if progress["skipped"]:
+        ui.line(f"  skipped: {', '.join(progress['skipped'])}")
+
+
+def check(data: dict[str, Any]) -> None:
+    for problem in data["problems"]:
+        ui.line(f"problem: {problem}")
+    verdict = "ok" if data["valid"] else "needs attention"
+    extra = f", applies exactly on the base (tip {data['tip'][:12]})" if data.get("tip") else ""
+    ui.line(f"{data['patches']} patches: {verdict}{extra}")
+
+
+# -- apply / continue / skip -----------------------------------------------------------------------
+def conflict_lines(conflicts: list[FileConflict]) -> list[str]:
+    """``path:line: kind ...`` per region, as a person (and an editor's quickfix) reads them."""
+    out = []
+    for c in conflicts:
+        if c.kind is ConflictKind.MODIFY_DELETE:
+            by = f" by upstream {c.deleted_by[:12]}" if c.deleted_by else " upstream"
+            moved = f"; rename detection finds it at {c.moved_to}" if c.moved_to else ""
+            out.append(f"{c.path}: modify/delete: the patch changes this file, deleted{by}"
+                       f"{moved}")
+            continue
+        if c.kind is ConflictKind.DELETE_MODIFY:
+            out.append(f"{c.path}: delete/modify: the patch deletes this file, which upstream "
+                       "changed")
+            continue
+        for r in c.regions:
+            line = r.start or (r.base[0] if r.base else 1)
+            hunks = f" (patch hunk {r.hunks[0]})" if r.hunks else ""
+            out.append(f"{c.path}:{line}: {c.kind.value} conflict{hunks}")
+        if not c.regions:
+            out.append(f"{c.path}: {c.kind.value} conflict")
+    return out
+
+
+def apply_outcome(outcome: Any, as_json: bool) -> None:
+    if as_json:
+        ui.emit_json(outcome.to_json())
+        return
+    done = len(outcome.applied)
+    skipped = f"; skipped: {', '.join(outcome.skipped)}" if outcome.skipped else ""
+    if outcome.stop is None:
+        ui.line(f"applied {done}/{outcome.total} on {outcome.base[:12]}{skipped}: work tree "
+                f"{outcome.worktree} at {outcome.tip[:12]}")
+        if outcome.skipped:
+            ui.line("skipped patches stay in series.yaml; `rebasectl export` keeps them as "
+                    "they are")
+        return
+    stop = outcome.stop
+    ui.line(f"{done}/{outcome.total} committed{skipped}; stopped at {stop.index}/{stop.total} "
+            f"{stop.id} ({stop.file}): {len(stop.conflicts)} file(s) conflict")
+    for text in conflict_lines(stop.conflicts):
+        ui.line(f"  {text}")
+    ui.line(f"resolve in {outcome.worktree}: edit the files (markers `upstream` vs "
+            f"`patch {stop.id}`), `git add` them (`git rm` a file you drop), then "
+            "`rebasectl continue`; `rebasectl skip` leaves this patch out, `rebasectl abort` "
+            "gives up")
+
+
+def export(series: Any, built: Any, changed: list[str]) -> None:
+    ui.line(f"exported {len(series.patches)} patches on {series.upstream.base[:12]}; "
+            f"{len(changed)} files changed")
+    for path in changed:
+        ui.line(f"  {path}")
+    for pid in built.kept:
+        ui.line(f"kept {pid} as it was (skipped during the apply; `--drop {pid}` drops it)")
+    for gone, survivor in built.folded.items():
+        ui.line(f"folded {gone} into {survivor} (absorbs: {gone}; its tests carried over)")
+    for pid in built.dropped:
+        ui.line(f"dropped {pid}")
+    for pid in built.new:
+        ui.line(f"new patch {pid}")
+
+
+def test_run(run: Any, path: Path) -> None:
+    ui.table(f"regression tests against {run.against} ({path})",
+             ["patch", "passed", "failed", "skipped"],
+             [[p.id, p.passed, p.failed, p.skipped] for p in run.patches])
+    for p in run.patches:
+        for failure in p.failures:
+            first = failure.message.splitlines()[0] if failure.message else ""
+            kind = failure.kind.value if failure.kind else ""
+            ui.line(f"FAILED {p.id}: {failure.node} [{kind}] {failure.location}: {first}")
+    if run.result == "failed" and run.against == "patched":
+        ui.line(run.log_tail)
+
+
+def bump(result: Any, as_json: bool) -> None:
+    for text in result.annotations():  # one short line per conflict region (CI annotations)
+        ui.note(text)
+    if as_json:
+        ui.emit_json(result.to_json())
+        return
+    verdict = "clean" if result.clean else "conflicts"
+    ui.line(f"bump {result.old[:12]} -> {result.new[:12]} ({result.upstream_commits} upstream "
+            f"commits): {verdict}")
+    ui.table(None, ["#", "id", "status", "first break", "regions", "culprits"],
+             [[p.index, p.id, p.status.value, _first(p), sum(len(c.regions) for c in
+                                                              p.conflicts),
+               len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
+    ui.line(f"artifacts: {result.artifacts}")
+    if not result.clean:
+        ui.line(f"reproduce and resolve: {result.reproduce}")
+        return
+    ui.line(f"series carried to {result.new[:12]}; exported ({len(result.changed)} files "
+            f"changed); work tree {result.worktree}")
+
+
+def _first(p: Any) -> str:
+    att = p.attribution
+    return att.first_break.commit[:12] if att and att.first_break else ""
+
+
+def blame(data: dict[str, Any]) -> None:
+    ui.line(f"{data['id']}: {data['status']} on {data['to'][:12]} ({data['upstream_commits']} "
+            f"upstream commits since {data['from'][:12]})")
+    for key in ("first_break", "permanent_break"):
+        if data[key]:
+            ui.line(f"{key.replace('_', ' ')}: {data[key]['commit'][:12]} "
+                    f"{data[key]['subject']}")
+    for c in data["culprits"]:
+        when = "" if c.get("by_first_break", True) else " (after the first break)"
+        ui.line(f"culprit {c['commit'][:12]} {c['path']}{when}: {c['subject']}")
+    if data["blocked_by"]:
+        ui.line(f"needs lines of earlier patch(es): {', '.join(data['blocked_by'])}")
+    ui.line(f"{len(data['touching'])} first-parent commits touch its files")

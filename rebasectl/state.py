@@ -1,0 +1,156 @@
+"""rebasectl's own state files under ``.rebasectl/``: the apply in progress and the tree map.
+
+Both are JSON written atomically. Both are read as untrusted input: a stale, hand-edited or
+half-written file must never make a command act on paths outside its reach, so every field is
+type-checked on load, and a file that does not check out is one line (exit 2) naming it and the
+command that clears it (``rebasectl abort``), never a traceback.
+
+``ApplyState``: the series being applied (ids in order), the patches done (id, commit), those
+skipped, the one stopped at and its conflicts, and two flags that close the gaps between saves:
+``cleared`` (an older work tree is gone, so commits found in the tree are this apply's) and
+``in_tree`` (the stopped patch's conflict reached the work tree, so ``continue`` may commit it).
+
+``TreeMap``: which commit of the finished work tree is which patch (and which were skipped), for
+``export``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import RebasectlError
+from .faults import boundary
+from .fsutil import atomic_write
+
+SHA_LEN = 40
+
+
+class StateError(RebasectlError):
+    pass
+
+
+def _fail(path: Path, why: str) -> StateError:
+    return StateError(f"{path}: unreadable rebasectl state ({why}); `rebasectl abort` clears it")
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise _fail(path, str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    if not isinstance(data, dict):
+        raise _fail(path, "not a JSON object")
+    return data
+
+
+def _check(path: Path, data: dict[str, Any], spec: dict[str, str]) -> None:
+    """Every key of ``spec`` present with its type: str, sha, bool, ids (list of str), pairs
+    (list of [str, sha]), conflicts (list of objects), str? (str or null)."""
+    for key, kind in spec.items():
+        value = data.get(key)
+        ok = {
+            "str": isinstance(value, str),
+            "str?": value is None or isinstance(value, str),
+            "sha": isinstance(value, str) and len(value) == SHA_LEN and value.isalnum(),
+            "bool": isinstance(value, bool),
+            "ids": isinstance(value, list) and all(isinstance(v, str) for v in value),
+            "pairs": isinstance(value, list) and all(
+                isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
+                for v in value),
+            "objects": isinstance(value, list) and all(isinstance(v, dict) for v in value),
+        }[kind]
+        if not ok:
+            raise _fail(path, f"field {key!r} is not a valid {kind}")
+
+
+@dataclass
+class ApplyState:
+    base: str
+    worktree: str
+    ids: list[str]  # the whole series, in order
+    done: list[list[str]] = field(default_factory=list)  # [id, commit] of applied patches
+    skipped: list[str] = field(default_factory=list)
+    current: str | None = None  # the patch stopped at (conflict in the work tree)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    in_tree: bool = False
+    cleared: bool = True
+    labels: list[str] = field(default_factory=list)  # [upstream label] of this apply
+    how: list[list[str]] = field(default_factory=list)  # [id, clean|3way|empty|resolved|...]
+
+    _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "pairs", "skipped": "ids",
+             "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
+             "labels": "ids", "how": "pairs"}
+
+    def remaining(self) -> list[str]:
+        finished = {i for i, _ in self.done} | set(self.skipped)
+        return [i for i in self.ids if i not in finished]
+
+    @property
+    def tip(self) -> str:
+        return self.done[-1][1] if self.done else self.base
+
+    def position(self, pid: str) -> int:
+        return self.ids.index(pid) + 1
+
+    def record(self, pid: str, commit: str, how: str) -> None:
+        self.done.append([pid, commit])
+        self.how.append([pid, how])
+
+    def how_applied(self, pid: str) -> str:
+        return next((h for i, h in self.how if i == pid), "applied")
+
+    @classmethod
+    def load(cls, path: Path) -> ApplyState | None:
+        data = _read(path)
+        if data is None:
+            return None
+        data.setdefault("how", [])
+        _check(path, data, {k: v for k, v in cls._SPEC.items()})
+        state = cls(**{k: data[k] for k in cls._SPEC})
+        known = set(state.ids)
+        if any(pid not in known for pid, _ in state.done) or \
+                any(pid not in known for pid in state.skipped) or \
+                (state.current is not None and state.current not in known):
+            raise _fail(path, "names a patch that is not in its series")
+        return state
+
+    def save(self, path: Path) -> None:
+        atomic_write(path, json.dumps({k: getattr(self, k) for k in self._SPEC},
+                                      indent=1).encode())
+        boundary("state")
+
+
+@dataclass(frozen=True)
+class TreeMap:
+    """Which commit of the work tree is which patch (written by apply, read by export)."""
+
+    base: str
+    worktree: Path
+    commits: list[tuple[str, str]]  # (patch id, commit sha), in order
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def tip(self) -> str:
+        return self.commits[-1][1] if self.commits else self.base
+
+    @classmethod
+    def load(cls, path: Path) -> TreeMap | None:
+        data = _read(path)
+        if data is None:
+            return None
+        data.setdefault("skipped", [])
+        _check(path, data, {"base": "sha", "worktree": "str", "commits": "pairs",
+                            "skipped": "ids"})
+        return cls(data["base"], Path(data["worktree"]),
+                   [(pid, sha) for pid, sha in data["commits"]], list(data["skipped"]))
+
+    def save(self, path: Path) -> None:
+        data = asdict(self)
+        data["worktree"] = str(self.worktree)
+        data["commits"] = [list(c) for c in self.commits]
+        atomic_write(path, json.dumps(data, indent=1).encode())
