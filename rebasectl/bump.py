@@ -33,7 +33,7 @@ from .attribution import (
     reverse_applies,
     same_patch_id,
 )
-from .conflicts import ConflictKind, Engine, FileConflict, Labels, Region
+from .conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from .errors import ExitCode, RebasectlError
 from .exchange import LoadedPatch, export_tree, load_patches
 from .git import Index, Repo
@@ -128,11 +128,12 @@ class BumpResult:
 def annotation(p: PatchOutcome, c: FileConflict, region: Region | None) -> str:
     where = f"{c.path}:{region.ours[0] if region and region.ours else 1}"
     what = f"{c.kind.value} conflict at {where}"
+    culprits = _region_culprits(p, region)
     if c.kind is ConflictKind.MODIFY_DELETE:
         gone = f" (deleted by {c.deleted_by[:12]})" if c.deleted_by else ""
         moved = f", moved to {c.moved_to}" if c.moved_to else ""
-        what = f"modify/delete: {c.path}{gone}{moved}"
-    culprits = _region_culprits(p, region)
+        near = f"; its code is now in {c.code_in[0]}" if c.code_in else ""
+        what, culprits = f"modify/delete: {c.path}{gone}{moved}{near}", []
     if culprits:
         more = f" +{len(culprits) - 1}" if len(culprits) > 1 else ""
         what += f" (upstream {culprits[0][:12]}{more})"
@@ -157,8 +158,7 @@ class Planner:
     def __init__(self, repo: Repo, old: str, new: str, notify: Notify) -> None:
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
         self.rng = UpstreamRange(repo, old, new)
-        self.engine = Engine(repo, deleted_by=lambda p: repo.history.deleted_by(
-            self.rng.spec, p), moved=lambda p: repo.history.renamed_to(old, new, [p]).get(p))
+        self.engine = engine_for(repo, old, new)
 
     def run(self, loaded: list[LoadedPatch]) -> tuple[list[PatchOutcome], Materialised]:
         stack = [(lp.entry.id, lp.patch) for lp in loaded]
@@ -400,7 +400,8 @@ def _gone(c: FileConflict) -> str:
         return ""
     by = f", deleted upstream by `{c.deleted_by[:12]}`" if c.deleted_by else ""
     to = f", moved to `{c.moved_to}`" if c.moved_to else ""
-    return by + to
+    near = "".join(f", the lines it needs are now in `{p}`" for p in c.code_in)
+    return by + to + near
 
 
 # -- blame: one patch ------------------------------------------------------------------------------

@@ -80,12 +80,14 @@ class FileConflict:
     stages: dict[int, Entry] = field(default_factory=dict)
     deleted_by: str | None = None  # modify/delete: the upstream commit that removed the file
     moved_to: str | None = None  # ... and where rename detection found it
+    code_in: list[str] = field(default_factory=list)  # ... or where its lines are now
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "kind": self.kind.value,
                 "regions": [r.to_json() for r in self.regions],
                 "hunks": sorted({h for r in self.regions for h in r.hunks}),
-                "deleted_by": self.deleted_by, "moved_to": self.moved_to}
+                "deleted_by": self.deleted_by, "moved_to": self.moved_to,
+                "code_now_in": self.code_in}
 
 
 @dataclass
@@ -104,10 +106,12 @@ class Engine:
     """Merges patches onto trees held in scratch indexes of ``repo``."""
 
     def __init__(self, repo: Repo, *, deleted_by: Callable[[str], str | None] | None = None,
-                 moved: Callable[[str], str | None] | None = None) -> None:
+                 moved: Callable[[str], str | None] | None = None,
+                 code_in: Callable[[FileDiff], list[str]] | None = None) -> None:
         self.repo = repo
         self.deleted_by = deleted_by or (lambda path: None)
         self.moved = moved or (lambda path: None)
+        self.code_in = code_in or (lambda f: [])
 
     def merge(self, index: Index, patch: Patch, labels: Labels) -> Merge:
         """Apply ``patch`` to ``index``: exactly, else 3-way, else file by file. The index ends
@@ -167,8 +171,9 @@ class Engine:
                 content = self.repo.objects.blob(result.blob)
         region = Region(0, 0, None, (1, max(1, sum(h.old_len for h in f.hunks))),
                         tuple(h.header for h in f.hunks))
+        moved = self.moved(path)
         return FileConflict(path, ConflictKind.MODIFY_DELETE, (region,), content, stages,
-                            self.deleted_by(path), self.moved(path))
+                            self.deleted_by(path), moved, [] if moved else self.code_in(f))
 
     def _patched(self, f: FileDiff, pre: Entry) -> Entry | None:
         """The file the patch makes from its preimage (git apply on a one-entry index)."""
@@ -214,19 +219,59 @@ class Engine:
         return self.repo.objects.blob(entry.blob) or b""
 
 
+def engine_for(repo: Repo, old: str, new: str) -> Engine:
+    """An engine that explains files deleted between two upstream revisions: the deleting
+    commit, the new path rename detection finds, else the files where the lines the patch needed
+    are now (``git grep`` of its most telling context lines)."""
+    spec = f"{old}..{new}"
+    return Engine(repo, deleted_by=lambda p: repo.history.deleted_by(spec, p),
+                  moved=lambda p: repo.history.renamed_to(old, new, [p]).get(p),
+                  code_in=lambda f: code_now_in(repo, new, f))
+
+
+def code_now_in(repo: Repo, rev: str, f: FileDiff, *, needles: int = 6) -> list[str]:
+    """The files of ``rev`` holding most of the distinctive lines ``f``'s hunks needed: two of
+    them, or one that only a few files hold."""
+    lines = sorted({ln.strip() for h in f.hunks for ln in h.preimage
+                    if len(ln.strip()) >= 16 and not ln.strip().startswith((b"#", b'"""'))},
+                   key=lambda x: (-len(x), x))[:needles]
+    votes: dict[str, int] = {}
+    telling: set[str] = set()
+    for ln in lines:
+        holders = repo.history.files_holding(rev, ln.decode("utf-8", errors="replace"))
+        for path in holders:
+            votes[path] = votes.get(path, 0) + 1
+            if len(holders) <= 3:
+                telling.add(path)
+    best = max(votes.values(), default=0)
+    return sorted(p for p, n in votes.items() if n == best and (n >= 2 or p in telling))[:3]
+
+
 # -- regions ---------------------------------------------------------------------------------------
 def find_regions(text: bytes, ours: list[bytes], base: list[bytes],
                  hunks: tuple[Hunk, ...]) -> list[Region]:
     """The ``<<<<<<<`` blocks of a ``merge-file --diff3`` output, each located in upstream's file
     and in the preimage (blocks appear in file order, so each is searched after the last)."""
     regions: list[Region] = []
+    merged = text_lines(text)
     at_ours = at_base = 0
-    for start, end, ours_part, base_part in _blocks(text_lines(text)):
-        ours_span, at_ours = _locate(ours, ours_part, at_ours)
-        base_span, at_base = _locate(base, base_part, at_base)
+    for start, end, ours_part, base_part in _blocks(merged):
+        before = _lead(merged, start)
+        ours_span, at_ours = _locate(ours, ours_part, at_ours, before)
+        base_span, at_base = _locate(base, base_part, at_base, before)
         touching = tuple(h.header for h in hunks if base_span and _overlaps(h.old_span, base_span))
         regions.append(Region(start, end, ours_span, base_span, touching))
     return regions
+
+
+def _lead(merged: list[bytes], start: int, k: int = 3) -> list[bytes]:
+    """Up to ``k`` merged lines right before the block (the same on every side, as merged)."""
+    lead: list[bytes] = []
+    i = start - 2
+    while i >= 0 and len(lead) < k and not merged[i].startswith((MARK_END, MARK_START)):
+        lead.insert(0, merged[i])
+        i -= 1
+    return lead
 
 
 def _blocks(lines: list[bytes]) -> list[tuple[int, int, list[bytes], list[bytes]]]:
@@ -253,14 +298,28 @@ def _blocks(lines: list[bytes]) -> list[tuple[int, int, list[bytes], list[bytes]
     return out
 
 
-def _locate(lines: list[bytes], block: list[bytes], after: int) -> tuple[tuple[int, int] | None,
-                                                                          int]:
+def _locate(lines: list[bytes], block: list[bytes], after: int,
+            lead: list[bytes]) -> tuple[tuple[int, int] | None, int]:
+    """Where ``block`` is in ``lines`` (searched from ``after``), as a 1-based span; an empty
+    block is an insertion point: the line after ``lead`` (the merged lines before the block),
+    given as a one-line span so that the hunks around it still meet it."""
     if not block:
+        at = _find(lines, lead, after) if lead else after
+        if at is None or not lines:
+            return None, after
+        point = min(at + len(lead) + 1, len(lines))
+        return (point, point), at + len(lead)
+    at = _find(lines, block, after)
+    if at is None:
         return None, after
+    return (at + 1, at + len(block)), at + len(block)
+
+
+def _find(lines: list[bytes], block: list[bytes], after: int) -> int | None:
     for k in range(after, len(lines) - len(block) + 1):
         if lines[k: k + len(block)] == block:
-            return (k + 1, k + len(block)), k + len(block)
-    return None, after
+            return k
+    return None
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:

@@ -51,8 +51,10 @@ def conflict_lines(conflicts: list[FileConflict]) -> list[str]:
         if c.kind is ConflictKind.MODIFY_DELETE:
             by = f" by upstream {c.deleted_by[:12]}" if c.deleted_by else " upstream"
             moved = f"; rename detection finds it at {c.moved_to}" if c.moved_to else ""
+            near = f"; the lines it needs are now in {', '.join(c.code_in)}" \
+                if c.code_in else ""
             out.append(f"{c.path}: modify/delete: the patch changes this file, deleted{by}"
-                       f"{moved}")
+                       f"{moved}{near}")
             continue
         if c.kind is ConflictKind.DELETE_MODIFY:
             out.append(f"{c.path}: delete/modify: the patch deletes this file, which upstream "

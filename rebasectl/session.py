@@ -30,7 +30,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .conflicts import Engine, FileConflict, Labels
+from .conflicts import Engine, FileConflict, Labels, engine_for
 from .errors import ConflictError, ExitCode, RebasectlError
 from .exchange import LoadedPatch, load_patches
 from .faults import boundary
@@ -208,6 +208,15 @@ class Session:
                                  "removed or reordered): `rebasectl abort`, then apply again")
         return {lp.entry.id: lp for lp in load_patches(self.ws, series)}
 
+    def engine(self, state: ApplyState) -> Engine:
+        """On a newer upstream than the series' base, one that names the upstream commits that
+        deleted or moved files (the same explanations bump gives)."""
+        pinned = load(self.ws.root, check_files=False).upstream.base
+        if pinned != state.base and self.repo.resolve(pinned) and \
+                self.repo.history.is_ancestor(pinned, state.base):
+            return engine_for(self.repo, pinned, state.base)
+        return Engine(self.repo)
+
     def labels(self, state: ApplyState) -> Callable[[str], Labels]:
         upstream = state.labels[0] if state.labels else f"upstream {state.base[:12]}"
         return lambda pid: Labels(upstream, f"patch {pid}")
@@ -308,7 +317,8 @@ class Session:
                         lp: LoadedPatch) -> list[FileConflict]:
         """The stopped patch merged into the work tree as git leaves it; returns the conflicts
         rerere did not resolve."""
-        merge = Engine(self.repo).merge(tree.index(), lp.patch, self.labels(state)(lp.entry.id))
+        merge = self.engine(state).merge(tree.index(), lp.patch,
+                                         self.labels(state)(lp.entry.id))
         write_files(tree, lp.patch.paths(), merge.conflicts)
         resolved = set(tree.rerere()) if merge.conflicts else set()
         state.conflicts = [c.to_json() for c in merge.conflicts]

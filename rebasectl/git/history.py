@@ -109,10 +109,20 @@ class History:
                                 spec, "--", path]).split()
 
     def deleted_by(self, spec: str, path: str) -> str | None:
-        """The newest commit of ``spec``'s first-parent chain that deleted ``path``."""
-        out = self.runner.out(["log", "--format=%H", *FIRST_PARENT, "--diff-filter=D",
-                               "--no-renames", "-1", spec, "--", path])
-        return out.split()[0] if out else None
+        """The commit of ``spec`` that deleted ``path`` (the newest such; on a merge's side
+        branch when that is where it happened, else the merge that did it)."""
+        for extra in ((), FIRST_PARENT):
+            out = self.runner.out(["log", "--format=%H", *extra, "--diff-filter=D",
+                                   "--no-renames", "-1", spec, "--", path])
+            if out:
+                return out.split()[0]
+        return None
+
+    def files_holding(self, rev: str, needle: str) -> list[str]:
+        """The files of ``rev`` that hold the fixed string ``needle``."""
+        proc = self.runner.run(["grep", "-F", "-l", "-z", "-e", needle, rev, "--"], check=False)
+        out = proc.stdout.decode("utf-8", errors="surrogateescape")
+        return [p.removeprefix(f"{rev}:") for p in out.split("\0") if p]
 
     def renamed_to(self, old: str, new: str, paths: Sequence[str]) -> dict[str, str]:
         """path -> its new path, for the ``paths`` of ``old`` that rename detection (git's
