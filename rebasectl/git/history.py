@@ -118,27 +118,35 @@ class History:
                 return out.split()[0]
         return None
 
-    def files_holding(self, rev: str, needle: str) -> list[str]:
-        """The files of ``rev`` that hold the fixed string ``needle``."""
-        proc = self.runner.run(["grep", "-F", "-l", "-z", "-e", needle, rev, "--"], check=False)
-        out = proc.stdout.decode("utf-8", errors="surrogateescape")
-        return [p.removeprefix(f"{rev}:") for p in out.split("\0") if p]
-
-    def renamed_to(self, old: str, new: str, paths: Sequence[str]) -> dict[str, str]:
-        """path -> its new path, for the ``paths`` of ``old`` that rename detection (git's
-        default 50% similarity) finds renamed in ``new``."""
-        if not paths:
+    def files_holding(self, rev: str, needles: Sequence[str]) -> dict[str, list[str]]:
+        """needle -> the files of ``rev`` that hold that fixed string (one ``git grep``)."""
+        if not needles:
             return {}
+        proc = self.runner.run(["grep", "-F", "-z", *[a for n in needles for a in ("-e", n)],
+                                rev, "--"], check=False)
+        found: dict[str, list[str]] = {n: [] for n in needles}
+        for line in proc.stdout.decode("utf-8", errors="surrogateescape").split("\n"):
+            path, sep, text = line.partition("\0")
+            if not sep:
+                continue
+            path = path.removeprefix(f"{rev}:")
+            for n in needles:
+                if n in text and path not in found[n]:
+                    found[n].append(path)
+        return found
+
+    def renames(self, old: str, new: str) -> dict[str, str]:
+        """old path -> new path for every file rename detection (git's default 50% similarity)
+        finds between two trees."""
         out = self.runner.run(["diff", "--name-status", "-z", "--find-renames", "-l0", old, new,
                                "--"]).stdout.decode("utf-8", errors="surrogateescape")
         fields = out.strip("\0").split("\0")
-        wanted, found, i = set(paths), {}, 0
+        found, i = {}, 0
         while i < len(fields):
             status = fields[i]
             if status.startswith(("R", "C")):
-                src, dst = fields[i + 1], fields[i + 2]
-                if status.startswith("R") and src in wanted:
-                    found[src] = dst
+                if status.startswith("R"):
+                    found[fields[i + 1]] = fields[i + 2]
                 i += 3
             else:
                 i += 2
