@@ -12,8 +12,12 @@ What they prove, and why each matters to miles:
   ``trust_remote_code=True``, even when ``--trust-remote-code`` was not given; upstream forwards
   the (default False) flag. ``transformers`` itself is replaced by a spy module: what is under
   test is Megatron's call, not the HF library.
-- ``TELinear`` tags every parameter with its Megatron ``parallel_mode`` (needs Transformer
-  Engine and a GPU, so it is marked ``gpu`` + ``needs_te``).
+- ``TELinear`` tags every parameter with its Megatron ``parallel_mode``: on a CPU against the
+  Transformer Engine stand-in (``te_standin/``; Megatron's real TELinear, TEColumnParallelLinear
+  and TERowParallelLinear, CPU and device initialisation, dense and expert layers, where TE itself
+  is told ``parallel_mode=None``), and with real TE on a GPU (``gpu`` + ``needs_te``). Under CPU
+  initialisation the column/row subclasses re-create the bias after TELinear tagged it; the
+  previous version of the patch left that bias untagged.
 """
 
 from __future__ import annotations
@@ -165,6 +169,26 @@ def test_hf_tokenizer_class_trusts_remote_code(
 
     _HuggingFaceTokenizer("some/hf-model")
     assert [c.get("trust_remote_code") for c in from_pretrained_calls] == [True]
+
+
+@pytest.mark.cpu
+def test_te_linear_tags_every_parameter_against_te_standin() -> None:
+    from te_scenarios import run_scenarios
+
+    tree = Path(__import__("os").environ["REBASECTL_TEST_TREE"])
+    result = run_scenarios(tree, ["te_linear_parallel_mode_tags"])["te_linear_parallel_mode_tags"]
+    assert "error" not in result, result.get("error")
+    assert len(result) == 10  # {column, row} x {dense, expert} + duplicated, x {cpu, device} init
+    untagged = {
+        f"{layer}.{name}": tag
+        for layer, info in result.items()
+        for name, tag in info["tags"].items()
+        if tag != info["mode"]
+    }
+    assert not untagged, f"parameters without their Megatron parallel_mode: {untagged}"
+    # Why the tag is needed: for expert layers (and duplicated ones) TE's own mode is None.
+    assert result["column-expert-cpu-init"]["te_parallel_mode"] is None
+    assert result["duplicated-device-init"]["te_parallel_mode"] is None
 
 
 @pytest.mark.gpu
