@@ -84,6 +84,7 @@ def test_batched_p2p_ops_builds_p2pops_without_group(
 def test_batched_p2p_ops_without_tensors_sends_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Non-regression (passes on the base too): with nothing to send, no P2POp is built."""
     from megatron.core.pipeline_parallel import p2p_communication
 
     def fail(*args: Any, **kwargs: Any) -> None:
@@ -143,6 +144,8 @@ def from_pretrained_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any
 def test_build_hf_tokenizer_trusts_remote_code(
     from_pretrained_calls: list[dict[str, Any]], flag: bool
 ) -> None:
+    """With ``--trust-remote-code`` the base passes too (that case pins a non-regression);
+    without it only the patched tree asks for remote code."""
     from megatron.training.tokenizer.tokenizer import build_tokenizer
 
     args = types.SimpleNamespace(

@@ -158,7 +158,7 @@ def test_merge_still_raises_elsewhere(prefix: tuple[Any, ...]) -> None:
 def test_merge_still_raises_for_loaded_entries_of_another_length() -> None:
     """Below optimizer -> param_state, lists that are not a common state's saved entries merged
     into flagged entries (e.g. the loaded tensors) still merge by position and raise on a length
-    mismatch."""
+    mismatch. Passes on the base too (which always raises); the previous patch truncated here."""
     from megatron.core.dist_checkpointing.dict_utils import merge
 
     x1 = {"optimizer": {"param_state": [_loading("P.P")]}}
@@ -211,6 +211,7 @@ def test_sharded_tensor_with_flattened_range_constructs_and_warns_once(
 def test_sharded_tensor_without_flattened_range_does_not_warn(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Non-regression (passes on the base too): only flattened_range warns."""
     from megatron.core.dist_checkpointing import mapping
 
     monkeypatch.setattr(mapping, "_flattened_range_deprecation_logged", False, raising=False)

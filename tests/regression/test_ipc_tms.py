@@ -155,7 +155,8 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.mark.cpu
 def test_gpt_model_import_reaches_dynamic_context(probe: dict[str, Any]) -> None:
-    # Guards the test's premise: the GPT model import does pull in the inference context.
+    """Guards the test's premise (true on the base too): the GPT model import pulls in the
+    inference context."""
     assert probe["dynamic_context_imported"]
 
 

@@ -94,6 +94,7 @@ def object_ckpt(dist_ckpt_env: None, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.mark.cpu
 def test_full_load_round_trips(tensor_ckpt: Path) -> None:
+    """Non-regression (passes on the base too): a full load is unchanged."""
     from megatron.core import dist_checkpointing
 
     loaded = _call(
@@ -178,6 +179,7 @@ def test_common_strategy_loads_python_objects(object_ckpt: Path) -> None:
 
 @pytest.mark.cpu
 def test_shape_mismatch_of_present_tensor_still_raises(tensor_ckpt: Path) -> None:
+    """Non-regression (passes on the base too): a present tensor of another shape still raises."""
     from megatron.core import dist_checkpointing
 
     request = {"a": _sharded("a", torch.zeros(3, 2)), "b": _sharded("b", torch.zeros(4))}
@@ -331,5 +333,6 @@ def test_distrib_optimizer_drops_none_step(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.cpu
 def test_distrib_optimizer_keeps_real_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Non-regression (passes on the base too): only a None step is dropped."""
     groups = _load_param_groups(monkeypatch, saved_step=7)
     assert [g["step"] for g in groups] == [7]

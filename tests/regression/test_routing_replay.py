@@ -275,6 +275,7 @@ def test_mtp_routers_never_call_the_wrapper(manager: Any) -> None:
 @pytest.mark.cpu
 @pytest.mark.usefixtures("single_rank_moe")
 def test_without_miles_routing_is_plain_topk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Non-regression (passes on the base too): without miles, routing is upstream's top-k."""
     drop_miles_modules()
     monkeypatch.setitem(sys.modules, "miles", None)  # `import miles...` raises ImportError
     router = _router()
@@ -288,6 +289,8 @@ def test_without_miles_routing_is_plain_topk(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.cpu
 def test_disabled_manager_registers_nothing(manager: Any) -> None:
+    """Non-regression (passes on the base too, where nothing registers): a disabled manager
+    leaves routers as they are."""
     manager.enabled = False
     router = _router()
     assert manager.replays == [] and getattr(router, "routing_replay", None) is None

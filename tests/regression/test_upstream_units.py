@@ -450,6 +450,8 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize(("spec", "device"), _params())
 def test_upstream_file(spec: UpstreamFile, device: str, tmp_path: Path) -> None:
+    """Upstream's own tests: a file whose tests the patch leaves as they are passes on the base
+    too (it pins a non-regression); a file with an expected divergence fails there."""
     tree = _tree()
     if not (tree / "tests" / "unit_tests" / spec.path).is_file():
         pytest.fail(f"upstream test file missing from the tree: tests/unit_tests/{spec.path}")
