@@ -108,6 +108,21 @@ class History:
         return self.runner.out(["log", "--format=%H", "--reverse", "--no-renames", f"-S{needle}",
                                 spec, "--", path]).split()
 
+    def commit_diffs(self, shas: Sequence[str]) -> dict[str, bytes]:
+        """sha -> its canonical diff against its first parent (the empty tree for a root), for
+        many commits in one ``git log`` process."""
+        if not shas:
+            return {}
+        args = ["log", "--no-walk=unsorted", "--stdin", "-p", "--root", *CANONICAL_DIFF,
+                "--diff-merges=first-parent", "--format=%x00%x01%H"]
+        out = self.runner.run(args, input="\n".join(shas).encode() + b"\n").stdout
+        found: dict[str, bytes] = {}
+        for record in out.split(b"\0\x01")[1:]:
+            head, _, body = record.partition(b"\n")
+            body = body[1:] if body.startswith(b"\n") else body
+            found[head.decode().strip()] = body
+        return found
+
     def deleted_by(self, spec: str, path: str) -> str | None:
         """The commit of ``spec`` that deleted ``path`` (the newest such; on a merge's side
         branch when that is where it happened, else the merge that did it)."""

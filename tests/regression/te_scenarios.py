@@ -17,8 +17,9 @@ import os
 import subprocess
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "te_standin"
@@ -44,7 +45,8 @@ def run_scenarios(
     env["TE_STANDIN_VERSION"] = "2.5.0" if pattern == "saved" else "2.6.0"
     env.update(extra_env or {})
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(STANDIN), str(tree), str(HERE)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        [str(STANDIN), str(tree), str(HERE)]
+        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     )
     proc = subprocess.run(
         [sys.executable, str(Path(__file__)), *names],
@@ -299,11 +301,16 @@ def te_linear_parallel_mode_tags() -> dict[str, Any]:
                 }
                 if not expert:
                     layers["duplicated"] = TELinear(
-                        64, 16, parallel_mode="duplicated", skip_weight_param_allocation=False,
-                        tp_group=None, **common
+                        64,
+                        16,
+                        parallel_mode="duplicated",
+                        skip_weight_param_allocation=False,
+                        tp_group=None,
+                        **common,
                     )
                 for mode, layer in layers.items():
-                    key = f"{mode}{'-expert' if expert else ''}-{'cpu' if cpu_init else 'device'}-init"
+                    where = "cpu" if cpu_init else "device"
+                    key = f"{mode}{'-expert' if expert else ''}-{where}-init"
                     result[key] = {
                         "mode": mode,
                         "te_parallel_mode": layer.parallel_mode,

@@ -149,7 +149,9 @@ def test_merge_still_raises_elsewhere(prefix: tuple[Any, ...]) -> None:
     from megatron.core.dist_checkpointing.dict_utils import merge
 
     with pytest.raises(ValueError, match="different lengths"):
-        merge(_nest(prefix, _bucket_entries(5, "step")), _nest(prefix, _bucket_entries(3, "exp_avg")))
+        merge(
+            _nest(prefix, _bucket_entries(5, "step")), _nest(prefix, _bucket_entries(3, "exp_avg"))
+        )
     with pytest.raises(ValueError, match="different lengths"):
         merge(_nest(prefix, _saved("P.P")), _nest(prefix, _loading("PP")))
 

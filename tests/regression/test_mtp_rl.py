@@ -31,6 +31,7 @@ into the output layer, embedding and decoder, so these fail.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,6 +55,7 @@ def _distributed(request: pytest.FixtureRequest) -> Iterator[None]:
     else:
         with single_rank_gloo_context():
             yield
+
 
 VOCAB = 64
 PATHS = [
@@ -235,6 +237,30 @@ def test_mtp_loss_trains_only_mtp(
     mtp_layer = model.mtp.layers[0]
     for name in ("eh_proj", "transformer_layer", "final_layernorm", "enorm", "hnorm"):
         assert _grad_norm(list(getattr(mtp_layer, name).named_parameters())) > 0, name
+    for group in ("output_layer", "embedding", "decoder"):
+        leaked = [n for n, p in groups[group] if p.grad is not None and p.grad.abs().sum() > 0]
+        assert not leaked, f"MTP loss trained {group}: {leaked}"
+
+
+def _mtp_on(model: Any, ids: torch.Tensor) -> dict[str, Any]:
+    """The call that switches MTP on: miles' ``mtp_kwargs`` where GPTModel has it, upstream's
+    ``labels`` on a tree without it. So the test below runs the model on the base too and fails
+    there on its assertion (MTP gradient in the main model), not on a TypeError."""
+    if "mtp_kwargs" in inspect.signature(type(model).forward).parameters:
+        return {"labels": None, "mtp_kwargs": {"mtp_labels": ids}}
+    return {"labels": ids}
+
+
+@pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
+def test_mtp_loss_reaches_no_main_model_parameter(tie: bool) -> None:
+    """The RL invariant, with whichever call the tree has: after backward of the MTP loss alone
+    only MTP parameters have gradient (on the base MTP trains the head, embedding and decoder)."""
+    model = _model(tie=tie)
+    groups = _groups(model)
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=5)
+    out = model(ids, pos, mask, **_mtp_on(model, ids))
+    (out.float() * 0.0).sum().backward()
+    assert _grad_norm(groups["mtp"]) > 0
     for group in ("output_layer", "embedding", "decoder"):
         leaked = [n for n, p in groups[group] if p.grad is not None and p.grad.abs().sum() > 0]
         assert not leaked, f"MTP loss trained {group}: {leaked}"
@@ -433,10 +459,14 @@ def test_later_mtp_layers_train_earlier_ones(
     norms = []
     for k in range(2):
         params = [p for group in named.values() for _, p in group]
-        grads = iter(torch.autograd.grad(added[k].sum(), params, retain_graph=True, allow_unused=True))
+        grads = iter(
+            torch.autograd.grad(added[k].sum(), params, retain_graph=True, allow_unused=True)
+        )
         norms.append(
             {
-                name: float(sum(g.abs().sum() for g in (next(grads) for _ in group) if g is not None))
+                name: float(
+                    sum(g.abs().sum() for g in (next(grads) for _ in group) if g is not None)
+                )
                 for name, group in named.items()
             }
         )

@@ -249,7 +249,9 @@ def test_dp_reshardable_sharded_state_skips_step() -> None:
     from megatron.core.dist_checkpointing.mapping import LocalNonpersistentObject
 
     stand_in = _dp_reshardable_stand_in()
-    bucket = _dp_reshardable_sharded(stand_in, True)["optimizer"]["param_state"][0][torch.float32][0]
+    bucket = _dp_reshardable_sharded(stand_in, True)["optimizer"]["param_state"][0][torch.float32][
+        0
+    ]
     params = [e for e in bucket if not e["padding"].unwrap()]
     assert len(params) == 2 and len(bucket) == 3  # two params and the padding between them
     for item, own_step in zip(params, stand_in.steps, strict=True):
@@ -272,12 +274,18 @@ def test_dp_reshardable_round_trip_keeps_each_params_own_step(tmp_path: Path) ->
 
     ckpt = tmp_path / "dp_reshardable"
     ckpt.mkdir()
-    _call(lambda: dist_checkpointing.save(_dp_reshardable_sharded(_dp_reshardable_stand_in(), False), str(ckpt)))
+    _call(
+        lambda: dist_checkpointing.save(
+            _dp_reshardable_sharded(_dp_reshardable_stand_in(), False), str(ckpt)
+        )
+    )
     common = dist_checkpointing.load_common_state_dict(str(ckpt))
     assert not common.get("optimizer", {}).get("param_state", {}).get(0), common
 
     loading = _dp_reshardable_stand_in(steps=(7.0, 9.0), fill=0.0)
-    loaded = _call(lambda: dist_checkpointing.load(_dp_reshardable_sharded(loading, True), str(ckpt)))
+    loaded = _call(
+        lambda: dist_checkpointing.load(_dp_reshardable_sharded(loading, True), str(ckpt))
+    )
     bucket = loaded["optimizer"]["param_state"][0][torch.float32][0]
     params = [e for e in bucket if not e["padding"]]
     assert [e["param"].tolist() for e in params] == [[1.0] * 3, [1.0] * 4]

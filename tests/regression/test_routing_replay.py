@@ -50,7 +50,6 @@ SCORE_VARIANTS = [
 ]
 
 
-
 @pytest.fixture
 def manager(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The test replay manager as ``miles.utils.replay_base``, enabled before routers are built."""
@@ -326,7 +325,9 @@ def test_fused_router_under_replay_replays_and_says_so(
     manager.stage = "replay_forward"
     probs, routing_map = router(hidden)
     assert torch.equal(routing_map, recorded)
-    torch.testing.assert_close(probs, _expected_probs(router, hidden, router.routing_replay.top_indices[0]))
+    torch.testing.assert_close(
+        probs, _expected_probs(router, hidden, router.routing_replay.top_indices[0])
+    )
 
 
 @pytest.mark.cpu

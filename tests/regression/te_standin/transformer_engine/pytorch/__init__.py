@@ -5,9 +5,7 @@ parameter layout, weights read from the module at every forward, and the fused-w
 with Megatron's DDP, in TE's two reference patterns of keeping the weight for backward.
 """
 
-import math
 import os
-from typing import List, Optional
 
 import torch
 
@@ -39,7 +37,7 @@ def _dummy_wgrad(weight: torch.Tensor) -> torch.Tensor:
     return torch.full_like(weight.main_grad, float("nan"), dtype=weight.dtype)
 
 
-def _wgrad_for_autograd(ctx, weight: torch.Tensor, wgrad: Optional[torch.Tensor]):
+def _wgrad_for_autograd(ctx, weight: torch.Tensor, wgrad: torch.Tensor | None):
     """TE's handshake with Megatron's DDP for one weight (after wgrad was computed)."""
     if not ctx.weights_requires_grad:
         return None
@@ -100,7 +98,7 @@ class _GroupedLinearFunction(torch.autograd.Function):
         dgrad = None
         if ctx.requires_dgrad:
             dgrad = torch.cat([g @ w for g, w in zip(grads, weights)]).view(ctx.inp_shape)
-        wgrads: List[Optional[torch.Tensor]] = [None] * n
+        wgrads: list[torch.Tensor | None] = [None] * n
         if ctx.weights_requires_grad:
             for i in range(n):
                 wgrad = grads[i].t() @ inputmats[i]
@@ -183,12 +181,12 @@ class Linear(TransformerEngineBaseModule):
         tp_group=None,
         tp_size: int = 1,
         get_rng_state_tracker=None,
-        rng_tracker_name: Optional[str] = None,
+        rng_tracker_name: str | None = None,
         init_method=None,
         bias: bool = True,
         return_bias: bool = False,
-        params_dtype: Optional[torch.dtype] = None,
-        parallel_mode: Optional[str] = None,
+        params_dtype: torch.dtype | None = None,
+        parallel_mode: str | None = None,
         device=None,
         **kwargs,
     ):
@@ -209,7 +207,9 @@ class Linear(TransformerEngineBaseModule):
         _init(weight, init_method, get_rng_state_tracker, rng_tracker_name)
         self.weight = torch.nn.Parameter(weight)
         if bias:
-            self.bias = torch.nn.Parameter(torch.zeros(out_features, dtype=dtype, device=weight.device))
+            self.bias = torch.nn.Parameter(
+                torch.zeros(out_features, dtype=dtype, device=weight.device)
+            )
         else:
             self.register_parameter("bias", None)
 
@@ -235,14 +235,14 @@ class GroupedLinear(TransformerEngineBaseModule):
         tp_group=None,
         tp_size: int = 1,
         get_rng_state_tracker=None,
-        rng_tracker_name: Optional[str] = None,
+        rng_tracker_name: str | None = None,
         init_method=None,
         bias: bool = True,
         return_bias: bool = False,
-        params_dtype: Optional[torch.dtype] = None,
-        parallel_mode: Optional[str] = None,
+        params_dtype: torch.dtype | None = None,
+        parallel_mode: str | None = None,
         device=None,
-        single_grouped_weight: Optional[bool] = None,
+        single_grouped_weight: bool | None = None,
         **kwargs,
     ):
         super().__init__()
@@ -256,7 +256,9 @@ class GroupedLinear(TransformerEngineBaseModule):
         self.single_grouped_weight = single_grouped_weight
         self.unknown_kwargs = dict(kwargs)
         dtype = params_dtype or torch.float32
-        packed = torch.empty(num_gemms, out_features, in_features, dtype=dtype, device=_device(device))
+        packed = torch.empty(
+            num_gemms, out_features, in_features, dtype=dtype, device=_device(device)
+        )
         for i in range(num_gemms):
             _init(packed[i], init_method, get_rng_state_tracker, rng_tracker_name)
         if single_grouped_weight:
@@ -268,18 +270,23 @@ class GroupedLinear(TransformerEngineBaseModule):
             b = torch.zeros(out_features, dtype=dtype, device=packed.device) if bias else None
             self.register_parameter(f"bias{i}", None if b is None else torch.nn.Parameter(b))
 
-    def _weight_tensors(self) -> List[torch.Tensor]:
+    def _weight_tensors(self) -> list[torch.Tensor]:
         if self.single_grouped_weight:
             return list(self.weight.unbind(0))
         return [getattr(self, f"weight{i}") for i in range(self.num_gemms)]
 
-    def forward(self, inp: torch.Tensor, m_splits: List[int], is_first_microbatch=None):
+    def forward(self, inp: torch.Tensor, m_splits: list[int], is_first_microbatch=None):
         weights = self._weight_tensors()
         use_bias = self.use_bias and not self.return_bias
         biases = [getattr(self, f"bias{i}") for i in range(self.num_gemms)] if use_bias else []
         out = _GroupedLinearFunction.apply(
-            inp, m_splits, use_bias, self.fuse_wgrad_accumulation, self.num_gemms,
-            *weights, *biases,
+            inp,
+            m_splits,
+            use_bias,
+            self.fuse_wgrad_accumulation,
+            self.num_gemms,
+            *weights,
+            *biases,
         )
         if self.return_bias:
             return out, torch.cat([getattr(self, f"bias{i}") for i in range(self.num_gemms)])
