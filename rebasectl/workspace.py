@@ -66,6 +66,10 @@ class Workspace:
         return self.state_dir / "tree.json"
 
     @property
+    def stats_cache(self) -> Path:
+        return self.state_dir / "patch-stats.json"
+
+    @property
     def lock_file(self) -> Path:
         return self.state_dir / "lock"
 
