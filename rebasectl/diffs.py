@@ -24,10 +24,10 @@ from __future__ import annotations
 import difflib
 import re
 from bisect import bisect_left
-from itertools import accumulate
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from itertools import accumulate
 
 NULL_BLOB = "0" * 40
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")

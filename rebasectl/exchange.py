@@ -104,12 +104,12 @@ def _write_stats(ws: Workspace, cache: dict[str, Stats]) -> None:
         pass  # a read-only checkout: status still works, it only parses again next time
 
 
-def remember_stats(ws: Workspace, files: dict[str, bytes], patches: dict[str, Patch]) -> None:
+def remember_stats(ws: Workspace, files: dict[str, bytes], stats: dict[str, Stats]) -> None:
     """What import/export just parsed, for the next ``status``."""
     cache = _read_stats(ws.stats_cache)
     for name, data in files.items():
-        if name in patches:
-            cache[hashlib.sha1(data).hexdigest()] = Stats.of(patches[name])
+        if name in stats:
+            cache[hashlib.sha1(data).hexdigest()] = stats[name]
     _write_stats(ws, cache)
 
 
@@ -162,7 +162,7 @@ def _next_number(names: Sequence[str]) -> int:
 
 def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series | None,
                          ids: dict[str, str],
-                         parsed: dict[str, Patch] | None = None) -> tuple[list[PatchEntry],
+                         stats: dict[str, Stats] | None = None) -> tuple[list[PatchEntry],
                                                                          dict[str, bytes]]:
     """An entry and canonical file bytes per commit; metadata and file name carried from
     ``previous`` for the commits ``ids`` (sha -> id) names, else matched by subject."""
@@ -174,7 +174,7 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
     files: dict[str, bytes] = {}
     diffs = repo.history.commit_diffs([i.sha for i in infos])  # one git process for all
     for info in infos:
-        patch = patch_from_commit(repo, info, diffs[info.sha])
+        patch = patch_from_commit(repo, info, diffs.pop(info.sha))
         old = old_by_id.get(ids.get(info.sha, "")) or old_by_title.get(patch.subject)
         if old is not None and old.id in used:
             old = None
@@ -191,8 +191,8 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
         files[entry.file] = patch.render()
         try:  # refuse now what the series could not load back
             back = parse(files[entry.file], f"{PATCH_DIR}/{entry.file}")
-            if parsed is not None:
-                parsed[entry.file] = back
+            if stats is not None:
+                stats[entry.file] = Stats.of(back)
         except PatchError as exc:
             raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
     return entries, files
@@ -272,12 +272,12 @@ def import_range(ws: Workspace, repo_path: Path, spec: str,
         url = repo.remote_url() or str(repo.path)
         name = Path(url.rstrip("/")).name.removesuffix(".git").lower() or "upstream"
         upstream = Upstream(name, url, branch or "main", base)
-    parsed: dict[str, Patch] = {}
-    entries, files = entries_from_commits(repo, infos, previous, {}, parsed)
+    stats: dict[str, Stats] = {}
+    entries, files = entries_from_commits(repo, infos, previous, {}, stats)
     series = Series(upstream, tuple(entries))
     gone = [e.file for e in previous.patches if e.file not in files] if previous else []
     changed = write_series(ws, series, files, gone)
-    remember_stats(ws, files, parsed)
+    remember_stats(ws, files, stats)
     return series, changed
 
 
@@ -304,15 +304,15 @@ def export_tree(ws: Workspace, worktree: Path,
     present = {i.sha for i in infos}
     ids = {sha: pid for pid, sha in tmap.commits if sha in present}
     ids.update(_matched_by_diff(ws, repo, previous, [i for i in infos if i.sha not in ids], ids))
-    parsed: dict[str, Patch] = {}
-    entries, files = entries_from_commits(repo, infos, previous, ids, parsed)
+    stats: dict[str, Stats] = {}
+    entries, files = entries_from_commits(repo, infos, previous, ids, stats)
     built = Built(list(entries), files)
     _account(ws, previous, built, set(tmap.skipped), set(drops))
     series = Series(Upstream(previous.upstream.name, previous.upstream.url,
                              previous.upstream.branch, tmap.base), tuple(built.entries))
     removed = [e.file for e in previous.patches if e.id in built.dropped or e.id in built.folded]
     changed = write_series(ws, series, built.files, removed)
-    remember_stats(ws, built.files, parsed)
+    remember_stats(ws, built.files, stats)
     TreeMap(tmap.base, worktree, [(e.id, i.sha) for e, i in zip(entries, infos)],
             [k for k in built.kept]).save(ws.tree_map)
     return series, built, changed

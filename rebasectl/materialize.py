@@ -94,13 +94,13 @@ class Item:
 
 
 class TreeState:
-    """The tree of the commit being built on, as path -> Item, with the blobs' contents read
-    once each through the repository's persistent reader."""
+    """The tree of the commit being built on, as path -> Item. Blobs are read when needed
+    through the repository's persistent reader and not kept: a long series touches thousands of
+    files, and holding each base version would hold the whole tree."""
 
     def __init__(self, repo: Repo, base: str) -> None:
         self.repo = repo
         self.items = {p: Item(e.mode, e.blob) for p, e in repo.tree_entries(base).items()}
-        self.contents: dict[str, bytes | None] = {}
 
     def read(self, path: str) -> bytes | None:
         item = self.items.get(path)
@@ -111,9 +111,7 @@ class TreeState:
         return self.blob(item.blob or "")
 
     def blob(self, sha: str) -> bytes | None:
-        if sha not in self.contents:
-            self.contents[sha] = self.repo.objects.blob(sha)
-        return self.contents[sha]
+        return self.repo.objects.blob(sha)
 
     def entries(self) -> dict[str, Entry]:
         """Every file with a blob sha (contents computed in Python are written first)."""
