@@ -40,6 +40,7 @@ from .errors import ExitCode, RebasectlError
 from .exchange import LoadedPatch, export_tree, load_patches
 from .git import Index, Repo
 from .materialize import Materialised, Materializer, Step, StepStatus
+from .resolutions import Memory
 from .series import PATCH_DIR, Series, load
 from .session import check_room, checkout, clear
 from .state import TreeMap
@@ -157,8 +158,10 @@ def _patch_line(p: PatchOutcome, region: Region | None) -> int:
 class Planner:
     """Materialise the series on the new base, classify every patch, attribute the failures."""
 
-    def __init__(self, repo: Repo, old: str, new: str, notify: Notify) -> None:
+    def __init__(self, repo: Repo, old: str, new: str, notify: Notify,
+                 memory: Memory | None = None) -> None:
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
+        self.memory = memory
         self.rng = UpstreamRange(repo, old, new)
         self.engine = engine_for(repo, old, new)
 
@@ -171,8 +174,8 @@ class Planner:
         self.notify(f"applying {len(stack)} patches on {self.new[:12]}")
         labels = Labels(f"upstream {self.new[:12]}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
-                           self.engine, self._replay).run(self.new, stack, keep_going=True,
-                                                          on_step=self._announce(len(stack)))
+                           self.engine, self._replay, self.memory).run(
+            self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
         failed = [s.id for s in mat.steps if s.status is StepStatus.CONFLICT]
         if failed:
             self.notify(f"attributing {len(failed)} failing patches over "
@@ -274,7 +277,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     loaded = load_patches(ws, series)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
     out.check_writable()
-    outcomes, mat = Planner(repo, old, new, notify).run(loaded)
+    outcomes, mat = Planner(repo, old, new, notify, Memory(ws.resolutions)).run(loaded)
     result = BumpResult(old, new, UpstreamRange(repo, old, new).count(), outcomes, out.root,
                         reproduce_command(new, upstream))
     if not result.clean:
