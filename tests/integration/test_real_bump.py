@@ -127,12 +127,12 @@ def _git(tree: Path, *args: str) -> str:
 
 def _resolve_compat(tree: Path) -> None:
     _git(tree, "rm", "-q", "--ignore-unmatch", TOKENIZER)
-    shutil.copy(RESOLVED / "compat" / "huggingface_tokenizer.py", tree / HF)
+    shutil.copy(RESOLVED / "compat" / "huggingface_tokenizer.py.resolved", tree / HF)
     _git(tree, "add", HF)
 
 
 def _resolve_partial(tree: Path) -> None:
-    shutil.copy(RESOLVED / "partial-ckpt-load" / "common.py", tree / COMMON)
+    shutil.copy(RESOLVED / "partial-ckpt-load" / "common.py.resolved", tree / COMMON)
     _git(tree, "add", COMMON)
 
 
