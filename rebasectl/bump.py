@@ -40,6 +40,7 @@ from .errors import ExitCode, RebasectlError
 from .exchange import LoadedPatch, export_tree, load_patches
 from .git import Index, Repo
 from .materialize import Materialised, Materializer, Step, StepStatus
+from .names import NameUse, uses_of_removed
 from .resolutions import Memory
 from .series import PATCH_DIR, Series, load
 from .session import check_room, checkout, clear
@@ -69,6 +70,7 @@ class PatchOutcome:
     attribution: Attribution | None = None
     upstream_commit: str | None = None  # upstreamed: the commit holding the change
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
+    findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
@@ -85,6 +87,7 @@ class PatchOutcome:
             "culprits": [c.to_json() for c in att.culprits] if att else [],
             "blocked_by": att.blocked_by if att else [],
             "upstream_commit": self.upstream_commit,
+            "findings": [f.to_json() for f in self.findings],
         }
 
 
@@ -125,6 +128,8 @@ class BumpResult:
             for c in p.conflicts:
                 for r in c.regions or [None]:
                     out.append(annotation(p, c, r))
+            out += [f"{PATCH_DIR}/{p.file}:1: patch {p.index} {p.id}: warning: {f.text()}"
+                    for f in p.findings]
         return out
 
 
@@ -182,6 +187,10 @@ class Planner:
                         f"{self.rng.count()} upstream commits")
         outcomes = [self._classify(lp, step) for lp, step in zip(loaded, mat.steps)]
         self._attribute(outcomes, stack, failed)
+        for out, lp, step in zip(outcomes, loaded, mat.steps):
+            if step.commit and out.status is not BumpStatus.UPSTREAMED:
+                out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
+                                               self.new)
         return outcomes, mat
 
     def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any],
@@ -383,6 +392,11 @@ def conflict_readme(result: BumpResult) -> str:
         lines.append(f"| {p.index} | {p.id} | {p.status.value} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
+    warned = [(p, f) for p in result.patches for f in p.findings]
+    if warned:
+        lines += ["", "## Merged, but uses a name the patch removes", ""]
+        lines += [f"- {p.id}: `{f.path}:{f.line}` uses `{f.name}`" +
+                  (f" (upstream `{f.commit[:12]}`)" if f.commit else "") for p, f in warned]
     return "\n".join(lines) + "\n"
 
 

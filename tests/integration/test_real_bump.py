@@ -212,3 +212,29 @@ def test_kills_in_the_conflict_state(tmp_path: Path) -> None:
     assert status["stopped_at"] == "post-layernorm" and status["skipped"] == ["partial-ckpt-load"]
     _ok(series, "abort")
     _ok(series, "apply")  # and a plain apply works after it: no lock, no stale state
+
+
+def test_a_merge_that_uses_a_removed_name_is_named(tmp_path: Path) -> None:
+    """Issue 18 (8): round one's ipc-tms removed `from torch_memory_saver import
+    torch_memory_saver`; on the June tree that much merges, while upstream had added uses such as
+    `torch_memory_saver.region(...)` to the same file since. The check names file, line and the
+    commits that wrote them — the ones `git log -S torch_memory_saver` finds in the range (the
+    patch's conflicting last hunk is left out: the point is what merges)."""
+    from rebasectl.names import uses_of_removed
+    from rebasectl.patches import Patch, parse
+
+    repo = Repo(real_mirror())
+    old = parse((Path(__file__).parent / "data" / "ipc-tms-round1.patch").read_bytes(), "p")
+    f = old.files[0]
+    merged = Patch(old.author_name, old.author_email, old.date, old.message,
+                   f.render(list(f.hunks[:2])))
+    (step,) = Materializer(repo).run(JUNE, [("ipc-tms", merged)]).steps
+    assert step.commit is not None
+    base = load(REPO_ROOT).upstream.base
+    uses = uses_of_removed(repo, merged, step.commit, base, JUNE)
+    path = "megatron/core/inference/contexts/dynamic_context.py"
+    pickaxe = subprocess.run(["git", "-C", str(repo.path), "log", "--format=%H",
+                              "-Storch_memory_saver", f"{base}..{JUNE}", "--", path],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert uses and all((u.path, u.name) == (path, "torch_memory_saver") for u in uses)
+    assert {u.commit for u in uses} == set(pickaxe)
