@@ -15,18 +15,29 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import RebasectlError
 from .exchange import Built, export_tree, import_range, load_patches
 from .fsutil import recover
-from .git import Repo, Runner
-from .git.worktree import holders, initializing_worktrees, stale_git_locks
+from .git import Repo
+from .git.worktree import (
+    Worktree,
+    half_removed_worktrees,
+    holders,
+    initializing_worktrees,
+    relink_moved,
+    stale_git_locks,
+)
 from .lock import RepoLock
 from .series import Series, load
 from .session import ApplyOutcome, Session
+from .state import ApplyState, StateError, TreeMap
 from .upstream import choose_source, ensure_mirror, open_for, resolve
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .abort import AbortResult
 
 Notify = Callable[[str], None]
 
@@ -67,7 +78,28 @@ def repair_git(ws: Workspace, notify: Notify) -> None:
                "interrupted `git worktree add`")
         if half is not None and half.is_dir() and ws.inside_state(half):
             shutil.rmtree(half, ignore_errors=True)
-    Runner(ws.mirror).run(["worktree", "prune"], check=False)
+    known = _known_trees(ws)
+    for tree in known:  # before the prune, which would drop a moved tree's entry
+        if relink_moved(ws.mirror, tree, ws.root):
+            notify(f"relinked {tree} to {ws.mirror} (the checkout was moved)")
+    for half in half_removed_worktrees(ws.mirror):
+        if half in known or ws.inside_state(half):
+            shutil.rmtree(half, ignore_errors=True)
+            notify(f"removed the rest of {half}, left by an interrupted `git worktree remove`")
+    Worktree.prune(Repo(ws.mirror).runner)
+
+
+def _known_trees(ws: Workspace) -> list[Path]:
+    """The work trees this checkout's state names (an unreadable state names none: abort
+    clears it)."""
+    trees = [ws.default_tree, ws.base_tree]
+    try:
+        state, tmap = ApplyState.load(ws.apply_state), TreeMap.load(ws.tree_map)
+    except StateError:
+        return trees
+    trees += [Path(state.worktree)] if state else []
+    trees += [tmap.worktree] if tmap else []
+    return list(dict.fromkeys(trees))
 
 
 def source(ws: Workspace, upstream: str | None) -> str | None:
@@ -93,9 +125,17 @@ def mirror_for(ws: Workspace, series: Series, upstream: str | None, revs: list[s
 
 
 def _mirror(ws: Workspace) -> Repo:
+    """The mirror an apply in progress works in; gone, its work tree is no git checkout any
+    more, so the way on is to start the apply again."""
     if not (ws.mirror / "HEAD").exists():
-        raise RebasectlError("no upstream mirror: run `rebasectl apply --upstream URL|PATH` "
-                             "first")
+        try:
+            state = ApplyState.load(ws.apply_state)
+        except StateError:
+            state = None
+        base = f" --base {state.base[:12]}" if state else ""
+        raise RebasectlError(f"no upstream mirror ({ws.mirror} is gone) and the apply in "
+                             f"progress needs it: `rebasectl abort`, then `rebasectl apply{base} "
+                             "--upstream URL|PATH` starts it again")
     return Repo(ws.mirror)
 
 
@@ -139,13 +179,11 @@ def skip(ws: Workspace, notify: Notify = _quiet) -> ApplyOutcome:
         return Session(ws, _mirror(ws), notify).skip()
 
 
-def abort(ws: Workspace, notify: Notify = _quiet) -> Path:
+def abort(ws: Workspace, notify: Notify = _quiet) -> AbortResult:
+    from .abort import abort as abort_apply
+
     with locked(ws, "abort", notify):
-        if not (ws.mirror / "HEAD").exists():
-            state = Session(ws, Repo(ws.mirror)).require()
-            ws.apply_state.unlink(missing_ok=True)
-            return Path(state.worktree)
-        return Session(ws, Repo(ws.mirror), notify).abort()
+        return abort_apply(ws)
 
 
 def export(ws: Workspace, worktree: Path | None, drops: list[str],

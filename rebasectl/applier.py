@@ -55,9 +55,24 @@ def _sides(h: Hunk) -> tuple[list[bytes], list[bytes], int, int]:
     return pre, post, leading, trailing
 
 
+def _matches(image: list[bytes], pre: list[bytes], at: int, end: bool) -> bool:
+    """git compares the preimage's bytes with the file's (``memcmp`` of the preimage's length),
+    so a last preimage line without its newline (``\\ No newline``) also matches that line
+    with one, unless the hunk must match at the end."""
+    m = len(pre)
+    if image[at:at + m] == pre:
+        return True
+    if end or not pre or pre[-1].endswith(b"\n") or at + m > len(image):
+        return False
+    return image[at + m - 1] == pre[-1] + b"\n" and image[at:at + m - 1] == pre[:-1]
+
+
 def find_pos(image: list[bytes], pre: list[bytes], line: int, *, begin: bool,
-             end: bool) -> int:
-    """Where ``pre`` matches in ``image`` nearest to ``line`` (git's search order), or -1."""
+             end: bool, patched: Sequence[bool] = ()) -> int:
+    """Where ``pre`` matches in ``image`` nearest to ``line`` (git's search order), or -1.
+    Lines flagged in ``patched`` (written by an earlier hunk of the same file) never match:
+    git's LINE_PATCHED rule, which refuses hunks that overlap once the code between them is
+    gone."""
     n, m = len(image), len(pre)
     if m > n:
         return -1
@@ -69,8 +84,8 @@ def find_pos(image: list[bytes], pre: list[bytes], line: int, *, begin: bool,
     back = fwd = tried = line
     i = 0
     while True:
-        if image[tried:tried + m] == pre and (not begin or tried == 0) and \
-                (not end or tried + m == n):
+        if _matches(image, pre, tried, end) and (not begin or tried == 0) and \
+                (not end or tried + m == n) and not any(patched[tried:tried + m]):
             return tried
         while True:
             if back == 0 and fwd == n:
@@ -94,13 +109,16 @@ def find_pos(image: list[bytes], pre: list[bytes], line: int, *, begin: bool,
 def apply_hunks(image: list[bytes], hunks: Sequence[Hunk]) -> list[bytes] | None:
     """``hunks`` applied in order; None when one of them does not match."""
     out = list(image)
+    patched = [False] * len(out)
     for h in hunks:
         pre, post, _, trailing = _sides(h)
         begin = h.old_start == 0 or h.old_start == 1
-        at = find_pos(out, pre, max(h.new_start - 1, 0), begin=begin, end=trailing == 0)
+        at = find_pos(out, pre, max(h.new_start - 1, 0), begin=begin, end=trailing == 0,
+                      patched=patched)
         if at < 0:
             return None
-        out[at:at + len(pre)] = post
+        out[at:at + len(pre)] = post  # whole lines go (git's line table), newline included
+        patched[at:at + len(pre)] = [True] * len(post)
     return out
 
 

@@ -2,42 +2,69 @@
 
 ``bump --artifacts DIR`` writes bump.json, README.md, report.md/json, test.json and
 ``conflicts/NN-id/...``. The folder is taken only when it is new, empty, or marked as ours by an
-earlier bump (``.rebasectl-artifacts.json``, which lists every file we wrote). Then we replace
-or remove only files of that list: a README.md or a ``conflicts/keep.txt`` a person put there is
-never touched, and a folder that was not ours is refused before anything is written.
+earlier bump (``.rebasectl-artifacts.json``, which lists every file we wrote with its sha256).
+A file counts as ours only while it still holds the bytes we wrote: one a person edited (their
+notes saved over report.md) or put there (a README.md, ``conflicts/keep.txt``) is never replaced
+or removed. The mark is data from disk (a folder downloaded from CI, a tampered default folder),
+so every name in it must be a plain relative path that stays inside the folder; anything else
+makes the folder refused, before anything is written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .errors import RebasectlError
 from .fsutil import atomic_write
 
 MARK = ".rebasectl-artifacts.json"
+# what a bump may write at the top of the folder; checked before the series moves
+TOP_LEVEL = ("bump.json", "README.md", "report.md", "report.json", "test.json")
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _safe_rel(rel: object) -> str | None:
+    """``rel`` if it is a normalised relative path with no ``..`` (else None)."""
+    if not isinstance(rel, str) or not rel or "\\" in rel or "\0" in rel:
+        return None
+    pure = PurePosixPath(rel)
+    if pure.is_absolute() or any(part in ("..", ".", "") for part in pure.parts):
+        return None
+    return rel if str(pure) == rel else None
+
+
+def _read_mark(mark: Path) -> dict[str, str]:
+    """The files an earlier bump wrote, by relative path, with their sha256."""
+    try:
+        files = json.loads(mark.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        files = None
+    if not isinstance(files, dict) or not all(
+            _safe_rel(k) and isinstance(v, str) for k, v in files.items()):
+        raise RebasectlError(f"{mark}: not a list of files rebasectl wrote; pick a new "
+                             "--artifacts folder (nothing in this one was touched)")
+    return files
 
 
 class Artifacts:
-    def __init__(self, root: Path, previous: set[str]) -> None:
+    def __init__(self, root: Path, previous: dict[str, str]) -> None:
         self.root = root
         self.previous = previous
-        self.written: list[str] = []
+        self.written: dict[str, str] = {}
 
     @classmethod
     def claim(cls, root: Path) -> Artifacts:
         """The folder, if it is ours to write: new, empty, or marked by an earlier bump."""
         mark = root / MARK
-        if root.exists() and not root.is_dir():
+        if root.is_symlink() or (root.exists() and not root.is_dir()):
             raise RebasectlError(f"--artifacts {root}: exists and is not a directory")
-        if mark.is_file():
-            try:
-                listed = json.loads(mark.read_text())["files"]
-                previous = {str(p) for p in listed if isinstance(p, str)}
-            except (OSError, ValueError, KeyError, TypeError):
-                raise RebasectlError(f"{mark}: unreadable; remove it (and the files a bump "
-                                     "wrote) or pick a new --artifacts folder") from None
-            return cls(root, previous)
+        if mark.is_file() and not mark.is_symlink():
+            return cls(root, _read_mark(mark))
         if root.is_dir() and any(root.iterdir()):
             raise RebasectlError(f"--artifacts {root}: the folder has files rebasectl did not "
                                  "write; pick a new or empty folder")
@@ -46,10 +73,13 @@ class Artifacts:
         except OSError as exc:
             raise RebasectlError(f"--artifacts {root}: cannot create it: {exc.strerror}"
                                  ) from None
-        return cls(root, set())
+        return cls(root, {})
 
     def check_writable(self) -> None:
-        """Fail before anything else changes (a clean bump moves series.yaml afterwards)."""
+        """Fail before anything else changes (a clean bump moves series.yaml afterwards): the
+        folder must take a file, and no top-level name may hold a file that is not ours."""
+        for rel in TOP_LEVEL:
+            self._check_ours(rel)
         probe = self.root / ".rebasectl-probe"
         try:
             probe.write_bytes(b"")
@@ -58,26 +88,50 @@ class Artifacts:
             raise RebasectlError(f"--artifacts {self.root}: not writable ({exc.strerror})"
                                  ) from None
 
-    def write(self, rel: str, data: bytes) -> Path:
+    def _inside(self, rel: str) -> Path:
+        """``root/rel``, refused when a folder on the way is a link or not a folder."""
         target = self.root / rel
-        if rel not in self.previous and (target.exists() or target.is_symlink()):
-            raise RebasectlError(f"{target}: exists and was not written by rebasectl; "
-                                 "refusing to overwrite it")
+        for parent in list(target.parents)[: len(PurePosixPath(rel).parts) - 1]:
+            if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
+                raise RebasectlError(f"{parent}: not a folder rebasectl made; refusing to "
+                                     "write under it")
+        return target
+
+    def _is_ours(self, rel: str) -> bool:
+        """Does root/rel hold exactly what this or an earlier bump wrote there?"""
+        target = self._inside(rel)
+        recorded = self.written.get(rel) or self.previous.get(rel)
+        if recorded is None or target.is_symlink() or not target.is_file():
+            return False
+        return _digest(target.read_bytes()) == recorded
+
+    def _check_ours(self, rel: str) -> None:
+        target = self._inside(rel)
+        if (target.exists() or target.is_symlink()) and not self._is_ours(rel):
+            raise RebasectlError(f"{target}: exists and is not what rebasectl wrote there "
+                                 "(edited or someone else's); move it or pick another "
+                                 "--artifacts folder")
+
+    def write(self, rel: str, data: bytes) -> Path:
+        self._check_ours(rel)
+        target = self._inside(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, data)
-        self.written.append(rel)
+        self.written[rel] = _digest(data)
         return target
 
     def finish(self) -> None:
-        """Remove what an earlier bump wrote and this one did not; record this one's files."""
-        for rel in sorted(self.previous - set(self.written)):
+        """Remove what an earlier bump wrote and this one did not (when unchanged since);
+        record this one's files."""
+        for rel in sorted(set(self.previous) - set(self.written)):
+            if not self._is_ours(rel):
+                continue
             stale = self.root / rel
-            if stale.is_file():
-                stale.unlink()
+            stale.unlink()
             parent = stale.parent
             while parent != self.root and parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
                 parent = parent.parent
         atomic_write(self.root / MARK, json.dumps({"tool": "rebasectl",
-                                                   "files": sorted(self.written)},
+                                                   "files": dict(sorted(self.written.items()))},
                                                   indent=1).encode())

@@ -9,6 +9,7 @@ modules are imported inside the commands: ``--help`` and ``status`` start at onc
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
@@ -155,8 +156,16 @@ def abort(ws: Workspace) -> None:
     """Give up the apply in progress: the work tree and the state go, nothing else changes."""
     from . import actions, ui
 
-    path = actions.abort(ws, ui.note)
-    ui.line(f"aborted; removed {path}")
+    result = actions.abort(ws, ui.note)
+    for path in result.removed:
+        ui.line(f"aborted; removed {path}")
+    for path in result.left:
+        ui.line(f"aborted; left {path} as it is (not a work tree rebasectl made)")
+    if not result.removed and not result.left:
+        ui.line("aborted; cleared " + ", ".join(p.name for p in result.cleared))
+    if result.kept is not None:
+        ui.line(f"kept {result.kept_files} untracked file(s) and {result.kept_commits} "
+                f"commit(s) of the removed work tree in {result.kept} (`git am` the commits)")
 
 
 # -- series exchange -------------------------------------------------------------------------------
@@ -317,6 +326,9 @@ def _fail(message: str, code: int, as_json: bool) -> None:
 def main() -> None:
     """Entry point: run the CLI, mapping every failure to one line and an exit code."""
     as_json = _wants_json(sys.argv[1:])
+    for stream in (sys.stdout, sys.stderr):  # a path git printed must never fail a command
+        if isinstance(stream, io.TextIOWrapper):  # on an ASCII terminal after its work is done
+            stream.reconfigure(errors="backslashreplace")
     try:
         cli.main(standalone_mode=False, prog_name="rebasectl")
     except Done as done:

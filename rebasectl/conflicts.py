@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .diffs import FileDiff, Hunk, text_lines
+from .diffs import FileDiff, Hunk, LineMap, text_lines
 from .git import Entry, Index, Repo, Stages
 from .patches import Patch
 
@@ -278,12 +278,31 @@ def find_regions(text: bytes, ours: list[bytes], base: list[bytes],
     regions: list[Region] = []
     merged = text_lines(text)
     at_ours = at_base = 0
+    line_map: LineMap | None = None
     for start, end, ours_part, base_part in _blocks(merged):
         before = _lead(merged, start)
         ours_span, at_ours = _locate(ours, ours_part, at_ours, before)
         base_span, at_base = _locate(base, base_part, at_base, before)
+        if base_span is None and ours_span is not None and base:
+            # the lines before the block hold the patch's own lines (not in the preimage):
+            # the preimage lines between those that frame upstream's side of the block
+            line_map = line_map or LineMap(base, ours)
+            base_span = _framed(line_map, ours_span, len(ours), len(base))
+            at_base = max(at_base, base_span[1])
         regions.append(Region(start, end, ours_span, base_span, _touching(hunks, base_span)))
     return regions
+
+
+def _framed(line_map: LineMap, span: tuple[int, int], ours_size: int,
+            size: int) -> tuple[int, int]:
+    """The preimage lines between the last shared line before upstream's ``span`` and the
+    first after it (a one-line span at the insertion point when none lie between)."""
+    before = next((line_map.backward[o] for o in range(span[0] - 1, 0, -1)
+                   if o in line_map.backward), 0)
+    after = next((line_map.backward[o] for o in range(span[1] + 1, ours_size + 1)
+                  if o in line_map.backward), size + 1)
+    first = min(before + 1, size)
+    return (first, max(first, after - 1))
 
 
 def _touching(hunks: tuple[Hunk, ...], span: tuple[int, int] | None) -> tuple[str, ...]:

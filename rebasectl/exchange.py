@@ -357,22 +357,33 @@ def _significant(diff: Patch) -> Counter[bytes]:
 
 
 def _folded_into(ws: Workspace, entry: PatchEntry, built: Built) -> str | None:
-    """The surviving patch that holds ``entry``'s change (most of its significant lines), or
-    whose message names its subject (``git rebase -i`` squash)."""
+    """The surviving patch that holds ``entry``'s change (most of its significant lines; for a
+    patch with none, all its changed lines and its subject in the message, as a ``git rebase
+    -i`` squash leaves it). A message that only mentions the subject is no fold: that patch
+    was dropped, and export says so."""
     try:
         gone = parse((ws.patch_dir / entry.file).read_bytes(), entry.file)
     except (OSError, PatchError):
         return None
-    mine = _significant(gone)
+    mine, every = _significant(gone), _changed(gone)
     best: tuple[float, str] | None = None
     for survivor in built.entries:
         patch = parse(built.files[survivor.file], survivor.file)
-        share = sum((mine & _significant(patch)).values()) / max(1, sum(mine.values()))
-        named = gone.subject and gone.subject in patch.message
-        score = 1.0 if named else share
-        if (named or share >= FOLD_CONTAINMENT) and (best is None or score > best[0]):
+        named = bool(gone.subject) and gone.subject in patch.message
+        if mine:
+            share = sum((mine & _significant(patch)).values()) / sum(mine.values())
+            holds = share >= FOLD_CONTAINMENT
+        else:
+            share = 1.0
+            holds = named and bool(every) and not every - _changed(patch)
+        score = share + (0.5 if named else 0.0)
+        if holds and (best is None or score > best[0]):
             best = (score, survivor.id)
     return best[1] if best else None
+
+
+def _changed(diff: Patch) -> Counter[bytes]:
+    return Counter(line for f in diff.files for h in f.hunks for line in h.changed)
 
 
 def _fold(previous: Series, built: Built) -> None:

@@ -8,6 +8,8 @@ The model knows nothing of git or the screen.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,9 +18,30 @@ from typing import Any
 import yaml
 
 from .errors import RebasectlError
+from .fsutil import Confined
 
-# libyaml's loader when PyYAML has it (about 10x faster on a long series); marks are the same
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[misc,valid-type]
+    """libyaml's loader when PyYAML has it (about 10x faster on a long series; marks are the
+    same), with the tag resolution of plain scalars remembered: a series repeats a handful of
+    values (``fix``, ``null``, ``[]``) and PyYAML's resolver tries a list of regular
+    expressions on every one (half of the time of a 30 000-entry file)."""
+
+    _resolved: dict[tuple[type, str, tuple[bool, bool]], str] = {}
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+        key = (kind, value, implicit)
+        tag = self._resolved.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(self._resolved) < 4096:
+                self._resolved[key] = tag
+        return tag
+
+
+LOADER = _Loader
 SERIES_FILE = "series.yaml"
 PATCH_DIR = "patches"
 KINDS = ("fix", "feature", "compat", "backport", "temporary")
@@ -100,6 +123,36 @@ def load(root: Path, *, check_files: bool = True) -> Series:
 
 
 def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES_FILE) -> Series:
+    node = _compose(text, name)
+    top = _mapping(node, name, "the top level")
+    _only_keys(top, {"version", "upstream", "patches"}, name)
+    version = _scalar(top, "version", name, (int,), node)
+    if version != 1:
+        raise SeriesError(
+            f"{name}:{_line(top['version'][1])}: unsupported version {version!r} "
+            "(this rebasectl reads version 1)"
+        )
+    if "upstream" not in top:
+        raise SeriesError(f"{name}:{_line(node)}: missing key 'upstream'")
+    upstream = _upstream(top["upstream"][1], name)
+    patches_node = top.get("patches", (None, None))[1]
+    if patches_node is None or (
+        isinstance(patches_node, yaml.ScalarNode) and patches_node.value in ("", "null", "~")
+    ):
+        return Series(upstream, (), version)
+    if not isinstance(patches_node, yaml.SequenceNode):
+        raise SeriesError(f"{name}:{_line(patches_node)}: 'patches' must be a list")
+    within, unique = _Dirs(root), _Unique(name)
+    entries: list[PatchEntry] = []
+    for item in patches_node.value:
+        entries.append(_patch_entry(item, name, within, check_files))
+        unique.add(item, entries[-1])
+    unique.check_absorbs(patches_node.value, entries)
+    return Series(upstream, tuple(entries), version)
+
+
+def _compose(text: str, name: str) -> yaml.Node:
+    """The YAML node tree (libyaml's parser when installed); syntax errors as ``file:line``."""
     try:
         node = yaml.compose(text, Loader=LOADER)
     except yaml.YAMLError as exc:
@@ -111,17 +164,10 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
         raise SeriesError(f"{name}:1: YAML nested too deeply") from None
     if node is None:
         raise SeriesError(f"{name}:1: empty file")
-    top = _mapping(node, name, "the top level")
-    _only_keys(top, {"version", "upstream", "patches"}, name)
-    version = _scalar(top, "version", name, (int,), node)
-    if version != 1:
-        raise SeriesError(
-            f"{name}:{_line(top['version'][1])}: unsupported version {version!r} "
-            "(this rebasectl reads version 1)"
-        )
-    if "upstream" not in top:
-        raise SeriesError(f"{name}:{_line(node)}: missing key 'upstream'")
-    up_node = top["upstream"][1]
+    return node
+
+
+def _upstream(up_node: yaml.Node, name: str) -> Upstream:
     up = _mapping(up_node, name, "'upstream'")
     _only_keys(up, set(_UPSTREAM_KEYS), name)
     values = {k: _scalar(up, k, name, (str,), up_node) for k in _UPSTREAM_KEYS}
@@ -130,41 +176,48 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
             f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
             f"sha, got {values['base']!r}"
         )
-    upstream = Upstream(**values)
-    patches_node = top.get("patches", (None, None))[1]
-    entries: list[PatchEntry] = []
-    if patches_node is not None and not (
-        isinstance(patches_node, yaml.ScalarNode) and patches_node.value in ("", "null", "~")
-    ):
-        if not isinstance(patches_node, yaml.SequenceNode):
-            raise SeriesError(f"{name}:{_line(patches_node)}: 'patches' must be a list")
-        seen: dict[str, int] = {}
-        files: dict[str, int] = {}
-        for item in patches_node.value:
-            entry = _patch_entry(item, name, root, check_files)
-            line = _line(item)
-            if entry.id in seen:
-                raise SeriesError(
-                    f"{name}:{line}: duplicate patch id {entry.id!r} "
-                    f"(first at line {seen[entry.id]})"
-                )
-            if entry.file in files:
-                raise SeriesError(f"{name}:{line}: patch file {entry.file!r} listed twice")
-            seen[entry.id] = line
-            files[entry.file] = line
-            entries.append(entry)
-        known = set(seen)
-        for item, entry in zip(patches_node.value, entries):
+    return Upstream(**values)
+
+
+class _Unique:
+    """Ids and files once each (a file compared in normal form: ``./x.patch`` is ``x.patch``,
+    and two entries applying one file would apply it twice), checked entry by entry so that a
+    long file stops at its first repeat; ``absorbs:`` names ids."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ids: dict[str, int] = {}
+        self.files: dict[str, int] = {}
+
+    def add(self, item: yaml.Node, entry: PatchEntry) -> None:
+        line = _line(item)
+        if entry.id in self.ids:
+            raise SeriesError(f"{self.name}:{line}: duplicate patch id {entry.id!r} (first at "
+                              f"line {self.ids[entry.id]})")
+        normal = posixpath.normpath(entry.file)
+        if normal in self.files:
+            raise SeriesError(f"{self.name}:{line}: patch file {entry.file!r} listed twice "
+                              f"(first at line {self.files[normal]})")
+        self.ids[entry.id], self.files[normal] = line, line
+
+    def check_absorbs(self, items: list[yaml.Node], entries: list[PatchEntry]) -> None:
+        for item, entry in zip(items, entries):
             for absorbed in entry.absorbs:
-                if absorbed in known:
-                    continue
-                # ids of patches no longer in the series are lineage: allowed, if they look like ids
-                if not ID_RE.match(absorbed):
-                    raise SeriesError(f"{name}:{_line(item)}: absorbs: {absorbed!r} is not an id")
-    return Series(upstream, tuple(entries), version)
+                # ids of patches no longer in the series are lineage: allowed, if they look so
+                if absorbed not in self.ids and not ID_RE.match(absorbed):
+                    raise SeriesError(f"{self.name}:{_line(item)}: absorbs: {absorbed!r} is not "
+                                      "an id")
 
 
-def _patch_entry(item: yaml.Node, name: str, root: Path, check_files: bool) -> PatchEntry:
+class _Dirs:
+    """The checkout and its patches/ folder, each resolved once for the whole file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.patches = Confined(root), Confined(root / PATCH_DIR)
+        self.patches_inside = self.root.resolve(PATCH_DIR) is not None
+
+
+def _patch_entry(item: yaml.Node, name: str, within: _Dirs, check_files: bool) -> PatchEntry:
     fields = _mapping(item, name, "a patch entry")
     _only_keys(fields, set(_PATCH_KEYS), name)
     for key in _REQUIRED_PATCH_KEYS:
@@ -198,28 +251,28 @@ def _patch_entry(item: yaml.Node, name: str, root: Path, check_files: bool) -> P
     if not values["title"].strip():
         raise SeriesError(f"{name}:{line}: empty title")
     file_line = _line(fields["file"][1])
-    _inside(root / PATCH_DIR, values["file"], f"{name}:{file_line}", "file")
-    if (root / PATCH_DIR).exists():  # patches/ itself must not lead out (a symlink)
-        _inside(root, f"{PATCH_DIR}/{values['file']}", f"{name}:{file_line}", "file")
-    if check_files and not (root / PATCH_DIR / values["file"]).is_file():
+    real = _inside(within.patches, values["file"], f"{name}:{file_line}", "file")
+    if not within.patches_inside:  # patches/ itself must not lead out (a symlink)
+        _inside(within.root, f"{PATCH_DIR}/{values['file']}", f"{name}:{file_line}", "file")
+    if check_files and not os.path.isfile(real):
         raise SeriesError(f"{name}:{file_line}: patch file {PATCH_DIR}/{values['file']} not found")
     for test in values.get("tests", ()):
-        _inside(root, test, f"{name}:{_line(fields['tests'][1])}", "test path")
+        _inside(within.root, test, f"{name}:{_line(fields['tests'][1])}", "test path")
     return PatchEntry(**values)
 
 
-def _inside(base: Path, rel: str, where: str, what: str) -> None:
+def _inside(within: Confined, rel: str, where: str, what: str) -> str:
+    """``rel`` under the checkout, as a real path; refused when absolute, when it climbs out
+    (``..``, a symlink) or enters ``.git``."""
     if not rel or rel.startswith("/") or "\\" in rel or "\0" in rel:
         raise SeriesError(f"{where}: {what} {rel!r} must be a relative path")
     parts = rel.split("/")
     if ".." in parts or ".git" in parts:
         raise SeriesError(f"{where}: {what} {rel!r} escapes the repository")
-    try:
-        resolved = (base / rel).resolve()
-    except (OSError, RuntimeError, ValueError) as exc:
-        raise SeriesError(f"{where}: {what} {rel!r}: {exc}") from None
-    if base.resolve() not in resolved.parents and resolved != base.resolve():
+    real = within.resolve(rel)
+    if real is None:
         raise SeriesError(f"{where}: {what} {rel!r} escapes the repository (symlink?)")
+    return real
 
 
 def _line(node: yaml.Node | None) -> int:

@@ -152,7 +152,7 @@ def _check_exported(ws: Workspace, tree: Worktree) -> None:
         raise RebasectlError(f"{tree.path} has untracked files that would be lost: {shown}; "
                              "commit them into a patch (git add, git commit --amend) and "
                              "`rebasectl export`, or move them out of the work tree")
-    if status.changed or (tmap is not None and head != tmap.tip):
+    if status.changed or (tmap is not None and head != tmap.tip_of(tree.path)):
         raise RebasectlError(f"{tree.path} has changes or commits that were not exported: "
                              "`rebasectl export` them, or remove the work tree")
 
@@ -162,7 +162,8 @@ def clear(ws: Workspace, worktree: Path) -> None:
     else is left where it is."""
     reg = _registration(ws, worktree)
     if registered(ws, worktree) or reg is not None:
-        Worktree.remove(Repo(ws.mirror).runner, worktree)
+        if (ws.mirror / "HEAD").exists():  # gone, there is no registration left to drop
+            Worktree.remove(Repo(ws.mirror).runner, worktree)
         if reg is not None and reg.exists():
             shutil.rmtree(reg, ignore_errors=True)
         shutil.rmtree(worktree, ignore_errors=True)
@@ -433,14 +434,6 @@ class Session:
                     "entry stays; `rebasectl export` keeps it)")
         return self.run(state, patches)
 
-    def abort(self) -> Path:
-        state = self.require()
-        worktree = Path(state.worktree)
-        clear(self.ws, worktree)
-        self.ws.tree_map.unlink(missing_ok=True)
-        self.ws.apply_state.unlink(missing_ok=True)
-        return worktree
-
 
 def _made_by_us(repo: Repo, sha: str, lp: LoadedPatch) -> bool:
     """A commit rebasectl made for ``lp``: its message, and author = committer = the patch's."""
@@ -451,12 +444,24 @@ def _made_by_us(repo: Repo, sha: str, lp: LoadedPatch) -> bool:
 
 
 def guard_head(tree: Worktree, state: ApplyState) -> None:
+    """Commit only on the tip the patch stopped at. A HEAD that moved forward (a `git commit`
+    of the resolution) is undone with ``reset --soft``, which keeps that work staged; one that
+    moved anywhere else (a `git reset --hard`, a checkout) took the conflict with it, and
+    ``reset --soft`` would stage a revert of upstream's lines, so the advice is to start the
+    patch again."""
     head = tree.head()
-    if head != state.tip:  # the index would be committed on top of the wrong parent
+    if head == state.tip:
+        return
+    moved = f"{tree.path}: HEAD moved to {(head or '?')[:12]} while patch {state.current} waits " \
+        f"on {state.tip[:12]}"
+    if head is not None and tree.descends_from(state.tip):
         raise RebasectlError(
-            f"{tree.path}: HEAD moved to {(head or '?')[:12]} while patch {state.current} waits "
-            f"on {state.tip[:12]}: `git -C {tree.path} reset --soft {state.tip[:12]}` keeps "
-            "your resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
+            f"{moved}: `git -C {tree.path} reset --soft {state.tip[:12]}` keeps your "
+            "resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
+    raise RebasectlError(
+        f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
+        f"`rebasectl abort`, then `rebasectl apply --base {state.base[:12]}` stops at the "
+        "patch again (resolutions continue recorded are replayed)")
 
 
 def unresolved_message(state: ApplyState, paths: list[str]) -> str:

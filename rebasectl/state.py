@@ -17,7 +17,7 @@ skipped, the one stopped at and its conflicts, and two flags that close the gaps
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,27 @@ def _read(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise _fail(path, "not a JSON object")
     return data
+
+
+def _series_root(state_file: Path) -> Path:
+    """The series checkout a state file belongs to (``ROOT/.rebasectl/FILE``)."""
+    return state_file.parent.parent
+
+
+def _stored_tree(state_file: Path, worktree: str | Path) -> str:
+    """A work tree inside the checkout is stored relative to it, so that a checkout moved
+    with ``mv`` (its ``.rebasectl/`` with it) names its own tree, never the old path, where
+    another checkout may live by now."""
+    path = Path(worktree)
+    try:
+        return path.relative_to(_series_root(state_file).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _loaded_tree(state_file: Path, stored: str) -> Path:
+    path = Path(stored)
+    return path if path.is_absolute() else _series_root(state_file).resolve() / path
 
 
 def _check(path: Path, data: dict[str, Any], spec: dict[str, str]) -> None:
@@ -112,6 +133,7 @@ class ApplyState:
         data.setdefault("how", [])
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC})
+        state.worktree = str(_loaded_tree(path, state.worktree))
         known = set(state.ids)
         if any(pid not in known for pid, _ in state.done) or \
                 any(pid not in known for pid in state.skipped) or \
@@ -120,23 +142,34 @@ class ApplyState:
         return state
 
     def save(self, path: Path) -> None:
-        atomic_write(path, json.dumps({k: getattr(self, k) for k in self._SPEC},
-                                      indent=1).encode())
+        data = {k: getattr(self, k) for k in self._SPEC}
+        data["worktree"] = _stored_tree(path, self.worktree)
+        atomic_write(path, json.dumps(data, indent=1).encode())
         boundary("state")
 
 
 @dataclass(frozen=True)
 class TreeMap:
-    """Which commit of the work tree is which patch (written by apply, read by export)."""
+    """Which commit of the work tree is which patch (written by apply, read by export), and the
+    tip every other work tree of this checkout had when it was last applied or exported
+    (``others``): a tree at its recorded tip holds nothing unexported, even after a later
+    apply into another ``--worktree`` took over the map."""
 
     base: str
     worktree: Path
     commits: list[tuple[str, str]]  # (patch id, commit sha), in order
     skipped: list[str] = field(default_factory=list)
+    others: dict[Path, str] = field(default_factory=dict)  # other work tree -> its tip
 
     @property
     def tip(self) -> str:
         return self.commits[-1][1] if self.commits else self.base
+
+    def tip_of(self, worktree: Path) -> str | None:
+        """The tip ``worktree`` had when rebasectl last wrote or exported it."""
+        if worktree.resolve() == self.worktree.resolve():
+            return self.tip
+        return self.others.get(worktree.resolve())
 
     @classmethod
     def load(cls, path: Path) -> TreeMap | None:
@@ -144,13 +177,28 @@ class TreeMap:
         if data is None:
             return None
         data.setdefault("skipped", [])
+        data.setdefault("others", [])
         _check(path, data, {"base": "sha", "worktree": "str", "commits": "pairs",
-                            "skipped": "ids"})
-        return cls(data["base"], Path(data["worktree"]),
-                   [(pid, sha) for pid, sha in data["commits"]], list(data["skipped"]))
+                            "skipped": "ids", "others": "pairs"})
+        return cls(data["base"], _loaded_tree(path, data["worktree"]),
+                   [(pid, sha) for pid, sha in data["commits"]], list(data["skipped"]),
+                   {_loaded_tree(path, w): tip for w, tip in data["others"]})
 
     def save(self, path: Path) -> None:
-        data = asdict(self)
-        data["worktree"] = str(self.worktree)
-        data["commits"] = [list(c) for c in self.commits]
+        """Write the map, keeping the previous map's tree (when another one, still there)
+        among ``others``."""
+        try:
+            previous = TreeMap.load(path)
+        except StateError:
+            previous = None
+        others = dict(previous.others) if previous else {}
+        if previous is not None:
+            others[previous.worktree.resolve()] = previous.tip
+        others.update(self.others)
+        mine = self.worktree.resolve()
+        kept = [[_stored_tree(path, w), tip] for w, tip in sorted(others.items())
+                if w != mine and w.is_dir()]
+        data = {"base": self.base, "worktree": _stored_tree(path, self.worktree),
+                "commits": [list(c) for c in self.commits], "skipped": self.skipped,
+                "others": kept}
         atomic_write(path, json.dumps(data, indent=1).encode())

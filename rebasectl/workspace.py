@@ -85,6 +85,10 @@ class Workspace:
     def default_artifacts(self) -> Path:
         return self.state_dir / "bump"
 
+    @property
+    def aborted(self) -> Path:
+        return self.state_dir / "aborted"
+
     def mirror_tmp(self, pid: int) -> Path:
         return self.state_dir / f"upstream.git.tmp-{pid}"
 

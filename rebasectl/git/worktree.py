@@ -70,7 +70,7 @@ class Worktree:
 
     @classmethod
     def add(cls, mirror: Runner, path: Path, commit: str) -> Worktree:
-        mirror.run(["worktree", "prune"], check=False)
+        cls.prune(mirror)
         path.parent.mkdir(parents=True, exist_ok=True)
         mirror.run([*CHECKOUT, "worktree", "add", "--detach", "--quiet", str(path), commit])
         return cls(path)
@@ -78,6 +78,11 @@ class Worktree:
     @staticmethod
     def remove(mirror: Runner, path: Path) -> None:
         mirror.run(["worktree", "remove", "--force", str(path)], check=False)
+        Worktree.prune(mirror)
+
+    @staticmethod
+    def prune(mirror: Runner) -> None:
+        """Drop registrations of work trees whose directory is gone."""
         mirror.run(["worktree", "prune"], check=False)
 
     @property
@@ -88,6 +93,10 @@ class Worktree:
         proc = self.runner.run(["rev-parse", "--verify", "-q", "HEAD"], check=False)
         sha = proc.stdout.decode().strip()
         return sha if proc.returncode == 0 and sha else None
+
+    def descends_from(self, commit: str) -> bool:
+        """Is HEAD ``commit`` or built on it?"""
+        return self.runner.ok(["merge-base", "--is-ancestor", commit, "HEAD"])
 
     def git_dir(self) -> Path:
         return Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
@@ -136,6 +145,13 @@ class Worktree:
         files are never picked up here."""
         if paths:
             self.runner.run(["add", "-u", "--", *paths])
+
+    def save_commits(self, dest: Path, known: list[str]) -> int:
+        """``git format-patch`` of the commits of HEAD that no ref of the mirror and none of
+        ``known`` (tips of this checkout's applies) reach: work only this tree holds."""
+        proc = self.runner.run(["format-patch", "--quiet", "-o", str(dest), "HEAD", "--not",
+                                "--glob=refs/*", *known], check=False)
+        return len(proc.stdout.splitlines()) if proc.returncode == 0 else 0
 
     def set_head(self, commit: str) -> None:
         self.runner.run(["update-ref", "--no-deref", "HEAD", commit])
@@ -226,3 +242,63 @@ def initializing_worktrees(mirror: Path) -> list[Path]:
         except OSError:
             continue
     return out
+
+
+def half_removed_worktrees(mirror: Path) -> list[Path]:
+    """Directories still registered whose ``.git`` is gone: a ``git worktree remove`` killed
+    after it deleted the link and before the files (``prune`` would forget them, leaving a
+    directory nobody owns)."""
+    wt = mirror / "worktrees"
+    out = []
+    for reg in (wt.iterdir() if wt.is_dir() else []):
+        try:
+            dotgit = Path((reg / "gitdir").read_text().strip())
+        except OSError:
+            continue
+        if dotgit.name == ".git" and not dotgit.exists() and dotgit.parent.is_dir():
+            out.append(dotgit.parent)
+    return out
+
+
+def _gitdir_of(path: Path) -> Path | None:
+    """The admin dir a linked work tree's ``.git`` file names (None: not a linked tree)."""
+    dotgit = path / ".git"
+    try:
+        text = dotgit.read_text(errors="replace") if dotgit.is_file() else ""
+    except OSError:
+        return None
+    return Path(text[len("gitdir: "):].strip()) if text.startswith("gitdir: ") else None
+
+
+def relink_moved(mirror: Path, path: Path, root: Path) -> bool:
+    """Point a work tree and its registration at each other again after ``mv`` of the checkout
+    ``root`` (``mirror`` and, when inside ``root``, ``path`` moved with it; git's links are
+    absolute, so both still name the old place, where another checkout may live by now).
+
+    Only the exact picture a move leaves is relinked: the tree's ``.git`` names
+    ``OLD/<mirror's place in root>/worktrees/N``, our mirror registers N, and that registration
+    names the tree's old path under the same OLD. ``git worktree repair`` is not used: given
+    such a tree it rewrites the *other* checkout's links (git 2.39)."""
+    admin = _gitdir_of(path)
+    if admin is None or admin.parent.parent == mirror.resolve():
+        return False
+    reg = mirror / "worktrees" / admin.name
+    try:
+        rel_mirror = mirror.resolve().relative_to(root)
+        recorded = Path((reg / "gitdir").read_text().strip())
+    except (ValueError, OSError):
+        return False
+    old_mirror = admin.parent.parent
+    if old_mirror.parts[-len(rel_mirror.parts):] != rel_mirror.parts or \
+            not (reg / "HEAD").is_file():
+        return False
+    old_root = Path(*old_mirror.parts[: -len(rel_mirror.parts)])
+    try:
+        old_path = old_root / path.resolve().relative_to(root)
+    except ValueError:
+        old_path = path.resolve()  # a --worktree outside the checkout stayed where it was
+    if recorded != old_path / ".git":
+        return False
+    (path / ".git").write_text(f"gitdir: {reg.resolve()}\n")
+    (reg / "gitdir").write_text(f"{(path / '.git').resolve()}\n")
+    return True
