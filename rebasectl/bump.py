@@ -14,9 +14,11 @@ patch, a README and bump.json, and the one command that reproduces the conflict 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -175,14 +177,27 @@ class Planner:
         if failed:
             self.notify(f"attributing {len(failed)} failing patches over "
                         f"{self.rng.count()} upstream commits")
-        outcomes: list[PatchOutcome] = []
-        for pos, (lp, step) in enumerate(zip(loaded, mat.steps)):
-            out = self._classify(lp, step, stack, pos, failed)
-            outcomes.append(out)
-            if out.attribution is not None:
+        outcomes = [self._classify(lp, step) for lp, step in zip(loaded, mat.steps)]
+        self._attribute(outcomes, stack, failed)
+        return outcomes, mat
+
+    def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any],
+                   failed: list[str]) -> None:
+        """The failing patches' attributions, side by side (each is git processes, mostly
+        waiting); then each inherits what broke the earlier patches it needs."""
+        todo = [(pos, o) for pos, o in enumerate(outcomes) if o.status is BumpStatus.CONFLICT]
+
+        def one(item: tuple[int, PatchOutcome]) -> Attribution:
+            pos, out = item
+            return attribute(self.rng, stack, pos, out.conflicts, failed)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 2))) as pool:
+            for (_, out), att in zip(todo, pool.map(one, todo)):
+                out.attribution = att
+        for out in outcomes:
+            if out.attribution is not None and out.status is BumpStatus.CONFLICT:
                 _inherit(out.attribution, [o for o in outcomes
                                            if o.id in out.attribution.blocked_by])
-        return outcomes, mat
 
     def _announce(self, total: int) -> Callable[[Step], None]:
         return lambda step: self.notify(f"Applying ({step.index}/{total}) {step.id}: "
@@ -197,8 +212,7 @@ class Planner:
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
 
-    def _classify(self, lp: LoadedPatch, step: Step, stack: list[Any], pos: int,
-                  failed: list[str]) -> PatchOutcome:
+    def _classify(self, lp: LoadedPatch, step: Step) -> PatchOutcome:
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
@@ -219,7 +233,6 @@ class Planner:
         elif step.status is StepStatus.CONFLICT:
             out.status = BumpStatus.CONFLICT
             out.conflicts = list(step.conflicts)
-            out.attribution = attribute(self.rng, stack, pos, step.conflicts, failed)
             out.hunk_lines = hunk_lines(lp)
         return out
 

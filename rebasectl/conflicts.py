@@ -224,8 +224,14 @@ def engine_for(repo: Repo, old: str, new: str) -> Engine:
     commit, the new path rename detection finds, else the files where the lines the patch needed
     are now (``git grep`` of its most telling context lines)."""
     spec = f"{old}..{new}"
-    return Engine(repo, deleted_by=lambda p: repo.history.deleted_by(spec, p),
-                  moved=lambda p: repo.history.renamed_to(old, new, [p]).get(p),
+    renames: list[dict[str, str]] = []  # found once, when a first file turns out deleted
+
+    def moved(path: str) -> str | None:
+        if not renames:
+            renames.append(repo.history.renames(old, new))
+        return renames[0].get(path)
+
+    return Engine(repo, deleted_by=lambda p: repo.history.deleted_by(spec, p), moved=moved,
                   code_in=lambda f: code_now_in(repo, new, f))
 
 
@@ -237,8 +243,9 @@ def code_now_in(repo: Repo, rev: str, f: FileDiff, *, needles: int = 6) -> list[
                    key=lambda x: (-len(x), x))[:needles]
     votes: dict[str, int] = {}
     telling: set[str] = set()
-    for ln in lines:
-        holders = repo.history.files_holding(rev, ln.decode("utf-8", errors="replace"))
+    found = repo.history.files_holding(rev, [ln.decode("utf-8", errors="replace")
+                                             for ln in lines])
+    for holders in found.values():
         for path in holders:
             votes[path] = votes.get(path, 0) + 1
             if len(holders) <= 3:

@@ -55,9 +55,9 @@ def load_series_dir(directory: Path) -> tuple[Series, list[LoadedPatch]]:
     return series, load_patches(ws, series)
 
 
-def patch_from_commit(repo: Repo, info: CommitInfo) -> Patch:
+def patch_from_commit(repo: Repo, info: CommitInfo, diff: bytes | None = None) -> Patch:
     return Patch(info.author.name, info.author.email, raw_to_rfc2822(info.author.date),
-                 info.message, repo.commit_diff(info))
+                 info.message, repo.commit_diff(info) if diff is None else diff)
 
 
 # -- commits -> entries ----------------------------------------------------------------------------
@@ -106,8 +106,9 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
     names = [p.file for p in previous.patches] if previous else []
     entries: list[PatchEntry] = []
     files: dict[str, bytes] = {}
+    diffs = repo.history.commit_diffs([i.sha for i in infos])  # one git process for all
     for info in infos:
-        patch = patch_from_commit(repo, info)
+        patch = patch_from_commit(repo, info, diffs[info.sha])
         old = old_by_id.get(ids.get(info.sha, "")) or old_by_title.get(patch.subject)
         if old is not None and old.id in used:
             old = None
@@ -339,8 +340,9 @@ def _matched_by_diff(ws: Workspace, repo: Repo, previous: Series, infos: list[Co
         if patch.diff.strip():
             by_diff.setdefault(patch.diff, entry.id)
     found: dict[str, str] = {}
+    diffs = repo.history.commit_diffs([i.sha for i in infos]) if by_diff else {}
     for info in infos:
-        pid = by_diff.pop(repo.commit_diff(info), None) if info.parents else None
+        pid = by_diff.pop(diffs.get(info.sha, b""), None) if info.parents else None
         if pid is not None:
             found[info.sha] = pid
     return found

@@ -97,6 +97,31 @@ class Repo:
                     found[path] = Entry(mode, blob)
         return found
 
+    def tree_entries(self, rev: str) -> dict[str, Entry]:
+        """Every file of ``rev``'s tree (``ls-tree -r``): path -> (mode, blob)."""
+        out = self.runner.run(["ls-tree", "-r", "-z", "--full-tree", rev]).stdout
+        found: dict[str, Entry] = {}
+        for record in out.decode("utf-8", errors="surrogateescape").split("\0"):
+            if "\t" in record:
+                meta, path = record.split("\t", 1)
+                mode, kind, blob = meta.split()
+                if kind == "blob":
+                    found[path] = Entry(mode, blob)
+        return found
+
+    def hash_blobs(self, contents: Sequence[bytes]) -> list[str]:
+        """Write blobs; their shas (one process for all)."""
+        if not contents:
+            return []
+        with tempfile.TemporaryDirectory(prefix="rebasectl-blobs-") as tmp:
+            paths = []
+            for k, data in enumerate(contents):
+                paths.append(Path(tmp) / str(k))
+                paths[-1].write_bytes(data)
+            out = self.runner.out(["hash-object", "-w", "--stdin-paths", "--no-filters"],
+                                  input="\n".join(map(str, paths)).encode())
+        return out.split()
+
     def diff(self, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
         """Canonical diff between two trees or commits (binary changes as 'Binary files')."""
         return self.runner.run(["diff", *CANONICAL_DIFF, old, new, "--", *paths]).stdout
