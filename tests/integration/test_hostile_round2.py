@@ -22,16 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import real_mirror
 import yaml
 
+from tests.conftest import real_mirror
 from tests.sfix import Scenario, copy, module_hermetic_git, snapshot, template_fixture
 from tests.synth import Repo, lines, rebasectl
 
 ROOT = Path(__file__).resolve().parents[2]
-RESOLVED_A = lines(40, "a").replace("a 3\n", "PATCH 3 + UPSTREAM 3\n").replace("a 33\n",
-                                                                               "UP 33\n")
+RESOLVED_A = lines(40, "a").replace("a 3\n", "PATCH 3 + UPSTREAM 3\n").replace("a 33\n", "UP 33\n")
 
 
 @dataclass
@@ -51,10 +49,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     gen.close()
 
 
-def git(path: Path, *args: str, env: dict[str, str] | None = None,
-        check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, check=False)
+def git(
+    path: Path, *args: str, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        ["git", "-C", str(path), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
     if check:
         assert proc.returncode == 0, (args, proc.stderr)
     return proc
@@ -64,8 +68,9 @@ def tree(series: Path) -> Path:
     return series / ".rebasectl" / "tree"
 
 
-def run(series: Path, *args: str, want: int | None = None,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    series: Path, *args: str, want: int | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     r = rebasectl(series, *args, env=env)
     if want is not None:
         assert r.returncode == want, (args, r.returncode, r.stdout, r.stderr)
@@ -119,8 +124,9 @@ def test_f1_forged_artifacts_mark_deletes_nothing_outside(world: World, tmp_path
     (vdir / "f.txt").write_text("precious\n")
     art = series / "art"
     art.mkdir()
-    (art / ".rebasectl-artifacts.json").write_text(json.dumps(
-        {"tool": "rebasectl", "files": [str(victim), "../../victimdir/f.txt"]}))
+    (art / ".rebasectl-artifacts.json").write_text(
+        json.dumps({"tool": "rebasectl", "files": [str(victim), "../../victimdir/f.txt"]})
+    )
     run(series, "bump", "--to", world.sc.new_base, "--artifacts", "art")
     assert victim.read_text() == "precious\n"
     assert (vdir / "f.txt").read_text() == "precious\n"
@@ -140,8 +146,7 @@ def test_f2_clean_bump_fails_after_moving_the_series(world: World, tmp_path: Pat
         assert snapshot(series) == before, f"exit {r.returncode} but the series changed: {r.stderr}"
 
 
-def test_f3a_abort_in_moved_checkout_spares_the_new_checkout(world: World,
-                                                              tmp_path: Path) -> None:
+def test_f3a_abort_in_moved_checkout_spares_the_new_checkout(world: World, tmp_path: Path) -> None:
     """F3a: `mv series series.old` mid-conflict, a fresh checkout at the old path with an
     unexported commit in its work tree; `rebasectl -C series.old abort` deletes the NEW
     checkout's work tree (and the commit with it), printing "aborted; removed <new path>"."""
@@ -155,8 +160,9 @@ def test_f3a_abort_in_moved_checkout_spares_the_new_checkout(world: World,
     assert git(tree(fresh), "rev-parse", "HEAD").stdout.strip() == work
 
 
-def test_f3b_continue_in_moved_checkout_spares_the_new_checkout(world: World,
-                                                                 tmp_path: Path) -> None:
+def test_f3b_continue_in_moved_checkout_spares_the_new_checkout(
+    world: World, tmp_path: Path
+) -> None:
     """F3b: as F3a, but `continue` in the moved checkout: it checks out its base in the NEW
     checkout's work tree (HEAD moved off the user's commit, work.txt gone from disk) and writes
     its conflict there."""
@@ -222,10 +228,15 @@ def test_f5_export_drops_a_patch_named_in_another_message(world: World, tmp_path
     holds none of its change (e.txt)."""
     series = applied(world, tmp_path)
     wt = tree(series)
-    git(wt, "commit", "-q", "--amend", "-m",
-        "feat: change a line 30\n\nIndependent of 'feat: add e', which we used to need.\n")
-    git(wt, "rebase", "-q", "-i", "HEAD~4",
-        env={"GIT_SEQUENCE_EDITOR": "sed -i '1s/^pick/drop/'"})
+    git(
+        wt,
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        "feat: change a line 30\n\nIndependent of 'feat: add e', which we used to need.\n",
+    )
+    git(wt, "rebase", "-q", "-i", "HEAD~4", env={"GIT_SEQUENCE_EDITOR": "sed -i '1s/^pick/drop/'"})
     r = run(series, "export")
     assert (series / "patches" / "0002-add-e.patch").exists(), r.stdout
     assert "id: add-e" in (series / "series.yaml").read_text()
@@ -263,8 +274,13 @@ def test_f7_apply_killed_while_removing_the_old_tree(world: World, tmp_path: Pat
     fake = bindir / "git"
     fake.write_text(GIT_KILLED_IN_WORKTREE_REMOVE.format(git=shutil.which("git")))
     fake.chmod(0o755)
-    r = run(series, "apply", "--base", world.sc.new_base,
-            env={"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})
+    r = run(
+        series,
+        "apply",
+        "--base",
+        world.sc.new_base,
+        env={"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"},
+    )
     assert r.returncode == -9, r.stderr
     r = run(series, "apply", "--base", world.sc.new_base)
     if "apply is in progress" in r.stderr:
@@ -363,8 +379,11 @@ def test_f14_abort_deletes_untracked_files(world: World, tmp_path: Path) -> None
     series = conflicted(world, tmp_path)
     (tree(series) / "NOTES.md").write_text("my notes on the resolution\n")
     r = run(series, "abort")
-    kept = [p for p in series.rglob("*") if p.is_file() and
-            p.read_bytes() == b"my notes on the resolution\n"]
+    kept = [
+        p
+        for p in series.rglob("*")
+        if p.is_file() and p.read_bytes() == b"my notes on the resolution\n"
+    ]
     assert kept or r.returncode != 0, "abort deleted the untracked NOTES.md"
 
 
@@ -391,8 +410,10 @@ def test_f16_large_series_yaml_is_slow(world: World, tmp_path: Path) -> None:
     12.9 s of CPU (24 s wall on 2 busy cores) to say so; a 5.4 MB one with one long `why:`
     6 s. (pure-Python yaml.compose; libyaml is installed)."""
     series = copy(world.sc, tmp_path)
-    entry = ("- id: p{i}\n  file: 0001-change-a-line-3.patch\n  title: t\n  kind: fix\n"
-             "  why: ''\n  upstream: null\n  drop_when: null\n  absorbs: []\n  tests: []\n")
+    entry = (
+        "- id: p{i}\n  file: 0001-change-a-line-3.patch\n  title: t\n  kind: fix\n"
+        "  why: ''\n  upstream: null\n  drop_when: null\n  absorbs: []\n  tests: []\n"
+    )
     with (series / "series.yaml").open("a") as fh:
         for i in range(30000):
             fh.write(entry.format(i=i))
@@ -439,7 +460,38 @@ def test_f19_bump_replays_recorded_resolutions(world: World, tmp_path: Path) -> 
     assert patch1["status"] == "resolved", (patch1["status"], r.stderr[-500:])
 
 
-# == guards: what issue 15/18 asked and now holds ===================================================
+def test_f20_python_applier_accepts_what_git_apply_refuses(tmp_path: Path) -> None:
+    """F20 (new in 3c7f669, the Python applier): a patch with two hunks whose contexts meet
+    once upstream deleted the code between them: `git apply` refuses it (a hunk may not match
+    lines an earlier hunk wrote: git's LINE_PATCHED rule; `git am` fails), but `check --apply`
+    says "applies exactly on the base" and `apply` calls it "clean". A fuzz of 5000 random
+    cases found 2 such false "applies" (and 7 false "does not apply" around `\\ No newline`)."""
+    o = (
+        "def a():\n    x = 1\n    return x\n\n\ndef b():\n    y = 2\n    return y\n\n\n"
+        "def c():\n    z = 3\n    return z\n"
+    )
+    up = Repo(tmp_path / "up")
+    base = up.commit("O", {"m.py": o})
+    up.branch("feature")
+    new = up.commit(
+        "upstream: drop b", {"m.py": o.replace("def b():\n    y = 2\n    return y\n\n\n", "")}
+    )
+    up.checkout("feature")
+    up.commit("patch: x and z", {"m.py": o.replace("x = 1", "x = 10").replace("z = 3", "z = 30")})
+    series = tmp_path / "series"
+    series.mkdir()
+    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
+    patch = next((series / "patches").glob("*.patch"))
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(up.path), str(clone))
+    git(clone, "checkout", "-q", new)
+    assert git(clone, "apply", "--check", str(patch), check=False).returncode != 0
+    r = run(series, "apply", "--base", new, "--json")
+    status = json.loads(r.stdout)["patches"][0]["status"]
+    assert status != "clean", "rebasectl applied as clean a patch `git apply` refuses"
+
+
+# == guards: what issue 15/18 asked and now holds ==================================================
 @pytest.mark.parametrize("where", ["art", "."])
 def test_g1_artifacts_never_in_a_users_folder(world: World, tmp_path: Path, where: str) -> None:
     """G1: --artifacts at a folder with the user's README.md and conflicts/keep.txt (or `.`):
@@ -463,8 +515,11 @@ def test_g2_untracked_files_stop_apply_and_bump(world: World, tmp_path: Path, ho
     a clean bump (listed, exit 2) and survives."""
     series = applied(world, tmp_path)
     (tree(series) / "untracked.txt").write_text("mine\n")
-    args = {"apply": ["apply"], "apply-base": ["apply", "--base", world.sc.new_base],
-            "bump-clean": ["bump", "--to", world.clean]}[how]
+    args = {
+        "apply": ["apply"],
+        "apply-base": ["apply", "--base", world.sc.new_base],
+        "bump-clean": ["bump", "--to", world.clean],
+    }[how]
     before = snapshot(series)
     r = run(series, *args, want=2)
     assert "untracked.txt" in r.stderr
@@ -493,17 +548,22 @@ def test_g4_plain_diff_patch_refused_or_kept(world: World, tmp_path: Path) -> No
     """G4: a `diff -u` patch with no mail header is refused (exit 2); with a mail header its
     content survives apply + export."""
     series = copy(world.sc, tmp_path)
-    plain = ("--- a/b.txt\t2026-01-01 00:00:00\n+++ b/b.txt\t2026-01-01 00:00:00\n"
-             "@@ -4,3 +4,3 @@\n b 4\n-b 5\n+PLAIN 5\n b 6\n")
+    plain = (
+        "--- a/b.txt\t2026-01-01 00:00:00\n+++ b/b.txt\t2026-01-01 00:00:00\n"
+        "@@ -4,3 +4,3 @@\n b 4\n-b 5\n+PLAIN 5\n b 6\n"
+    )
     (series / "patches" / "0006-plain.patch").write_text(plain)
     with (series / "series.yaml").open("a") as fh:
-        fh.write("- id: plain\n  file: 0006-plain.patch\n  title: plain diff\n  kind: fix\n"
-                 "  why: ''\n  upstream: null\n  drop_when: null\n  absorbs: []\n  tests: []\n")
+        fh.write(
+            "- id: plain\n  file: 0006-plain.patch\n  title: plain diff\n  kind: fix\n"
+            "  why: ''\n  upstream: null\n  drop_when: null\n  absorbs: []\n  tests: []\n"
+        )
     run(series, "check", want=2)
     (series / "patches" / "0006-plain.patch").write_text(
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
         "From: Q <q@example.com>\nDate: Mon, 1 Jan 2024 00:00:00 +0000\nSubject: plain diff\n\n"
-        "body\n---\n" + plain)
+        "body\n---\n" + plain
+    )
     run(series, "apply", want=0)
     assert "PLAIN 5" in (tree(series) / "b.txt").read_text()
     run(series, "export", want=0)
@@ -520,8 +580,9 @@ def test_g5_tampered_journal_and_lock(world: World, tmp_path: Path) -> None:
     txn = series / ".rebasectl" / "txn"
     (txn / "staged").mkdir(parents=True)
     (txn / "staged" / "00000").write_text("evil\n")
-    (txn / "journal.json").write_text(json.dumps(
-        {"moves": [["staged/00000", f"../{victim.name}"]], "deletes": [str(victim)]}))
+    (txn / "journal.json").write_text(
+        json.dumps({"moves": [["staged/00000", f"../{victim.name}"]], "deletes": [str(victim)]})
+    )
     run(series, "status", want=2)
     assert victim.read_text() == "precious\n"
     shutil.rmtree(txn)
@@ -557,8 +618,9 @@ def test_g7_export_after_skip_keeps_the_entry(world: World, tmp_path: Path) -> N
     run(series, "skip", want=0)
     run(series, "export", want=0)
     after = snapshot(series)
-    assert after["patches/0001-change-a-line-3.patch"] == before[
-        "patches/0001-change-a-line-3.patch"]
+    assert (
+        after["patches/0001-change-a-line-3.patch"] == before["patches/0001-change-a-line-3.patch"]
+    )
     assert "why: kept for the tests" in after["series.yaml"].decode()
     run(series, "export", "--drop", "change-a-line-3", want=0)
     assert not (series / "patches" / "0001-change-a-line-3.patch").exists()
@@ -568,16 +630,28 @@ def test_g8_fold_becomes_absorbs_with_tests(world: World, tmp_path: Path) -> Non
     """G8: `git rebase -i` fixup of touch-b into add-e: export writes `absorbs: [touch-b]` on
     add-e, carries touch-b's tests, removes touch-b's file."""
     series = copy(world.sc, tmp_path)
-    text = (series / "series.yaml").read_text().replace(
-        "kind: compat\n  why: ''\n  upstream: null\n  drop_when: null\n  absorbs: []\n"
-        "  tests: []", "kind: compat\n  why: ''\n  upstream: null\n  drop_when: null\n"
-        "  absorbs: []\n  tests: [tests/regression/test_b.py]")
+    text = (
+        (series / "series.yaml")
+        .read_text()
+        .replace(
+            "kind: compat\n  why: ''\n  upstream: null\n  drop_when: null\n  absorbs: []\n"
+            "  tests: []",
+            "kind: compat\n  why: ''\n  upstream: null\n  drop_when: null\n"
+            "  absorbs: []\n  tests: [tests/regression/test_b.py]",
+        )
+    )
     (series / "series.yaml").write_text(text)
     (series / "tests" / "regression").mkdir(parents=True)
     (series / "tests" / "regression" / "test_b.py").write_text("")
     run(series, "apply", want=0)
-    git(tree(series), "rebase", "-q", "-i", "HEAD~4",
-        env={"GIT_SEQUENCE_EDITOR": "sed -i '2s/^pick/fixup/'"})
+    git(
+        tree(series),
+        "rebase",
+        "-q",
+        "-i",
+        "HEAD~4",
+        env={"GIT_SEQUENCE_EDITOR": "sed -i '2s/^pick/fixup/'"},
+    )
     r = run(series, "export", want=0)
     assert "absorbs: touch-b" in r.stdout
     data = (series / "series.yaml").read_text()
@@ -585,14 +659,24 @@ def test_g8_fold_becomes_absorbs_with_tests(world: World, tmp_path: Path) -> Non
     assert "- touch-b" in add_e and "tests/regression/test_b.py" in add_e
 
 
-@pytest.mark.parametrize("args,want", [
-    (["status", "--json"], 0), (["check", "--json"], 0), (["apply", "--json"], 0),
-    (["apply", "--json", "--base", "NEW"], 1), (["continue", "--json"], 2),
-    (["skip", "--json"], 2), (["bump", "--to", "NEW", "--json"], 1),
-    (["bump", "--to", "nope", "--json"], 2), (["blame", "nope", "--json"], 2),
-    (["blame", "change-a-line-3", "--to", "NEW", "--json"], 0),
-    (["report", "--json"], 2), (["apply", "--json", "--base", "nope"], 2),
-    (["status", "--json", "--bogus"], 2)])
+@pytest.mark.parametrize(
+    "args,want",
+    [
+        (["status", "--json"], 0),
+        (["check", "--json"], 0),
+        (["apply", "--json"], 0),
+        (["apply", "--json", "--base", "NEW"], 1),
+        (["continue", "--json"], 2),
+        (["skip", "--json"], 2),
+        (["bump", "--to", "NEW", "--json"], 1),
+        (["bump", "--to", "nope", "--json"], 2),
+        (["blame", "nope", "--json"], 2),
+        (["blame", "change-a-line-3", "--to", "NEW", "--json"], 0),
+        (["report", "--json"], 2),
+        (["apply", "--json", "--base", "nope"], 2),
+        (["status", "--json", "--bogus"], 2),
+    ],
+)
 def test_g9_json_on_every_exit(world: World, tmp_path: Path, args: list[str], want: int) -> None:
     """G9: --json gives one JSON document on stdout on exit 0, 1 and 2."""
     series = copy(world.sc, tmp_path)
@@ -617,19 +701,26 @@ def test_g10_messages_round_trip(tmp_path: Path) -> None:
     base = up.commit("base", {"f.txt": lines(20)})
     up.branch("feature")
     up.checkout("feature")
-    up.commit("=?utf-8?b?SGVsbG8=?= literal subject", {"f.txt": lines(20).replace(
-        "line 5\n", "five\n")}, author="=?utf-8?q?Mall=C3=B6ry?= <m@example.com>")
-    up.commit("quote a diff\n\ndiff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n"
-              "@@ -1,3 +1,3 @@\n-line 1\n+one\n", {"f.txt": lines(20).replace(
-                  "line 5\n", "five\n").replace("line 7\n", "seven\n")})
+    up.commit(
+        "=?utf-8?b?SGVsbG8=?= literal subject",
+        {"f.txt": lines(20).replace("line 5\n", "five\n")},
+        author="=?utf-8?q?Mall=C3=B6ry?= <m@example.com>",
+    )
+    up.commit(
+        "quote a diff\n\ndiff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n"
+        "@@ -1,3 +1,3 @@\n-line 1\n+one\n",
+        {"f.txt": lines(20).replace("line 5\n", "five\n").replace("line 7\n", "seven\n")},
+    )
     series = tmp_path / "series"
     series.mkdir()
     run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
     before = snapshot(series)
     run(series, "apply", want=0)
     fmt = "%an%n%B"
-    assert git(tree(series), "log", f"--format={fmt}", "-2").stdout == \
-        git(up.path, "log", f"--format={fmt}", "-2", "feature").stdout
+    assert (
+        git(tree(series), "log", f"--format={fmt}", "-2").stdout
+        == git(up.path, "log", f"--format={fmt}", "-2", "feature").stdout
+    )
     run(series, "export", want=0)
     assert snapshot(series) == before
 
@@ -644,8 +735,9 @@ def test_g11_failed_fetch_keeps_the_mirror_url(world: World, tmp_path: Path) -> 
     run(series, "bump", "--to", world.clean, want=0)
 
 
-def test_g12_unusable_artifacts_refused_before_the_series_moves(world: World,
-                                                                  tmp_path: Path) -> None:
+def test_g12_unusable_artifacts_refused_before_the_series_moves(
+    world: World, tmp_path: Path
+) -> None:
     """G12: a clean bump whose --artifacts cannot be created fails before it changes the
     series."""
     series = copy(world.sc, tmp_path)
@@ -659,8 +751,9 @@ def test_g13_bad_input_is_exit_2_one_line(world: World, tmp_path: Path) -> None:
     one line, no traceback."""
     series = copy(world.sc, tmp_path)
     text = (series / "series.yaml").read_text()
-    (series / "series.yaml").write_text(text.replace("file: 0003-touch-b.patch",
-                                                     f"file: {'x' * 300}.patch"))
+    (series / "series.yaml").write_text(
+        text.replace("file: 0003-touch-b.patch", f"file: {'x' * 300}.patch")
+    )
     r = run(series, "check", want=2)
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     (series / "series.yaml").write_text(text)
@@ -668,11 +761,54 @@ def test_g13_bad_input_is_exit_2_one_line(world: World, tmp_path: Path) -> None:
     bindir.mkdir()
     exe = shutil.which("rebasectl")
     assert exe
-    r = subprocess.run([exe, "-C", str(series), "apply"], capture_output=True, text=True,
-                       env={**os.environ, "PATH": str(bindir)}, check=False)
+    r = subprocess.run(
+        [exe, "-C", str(series), "apply"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(bindir)},
+        check=False,
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     r = run(series, "fetch", "--upstream", "http://example.com/x.git", want=2)
     assert "transport refused" in r.stderr
+
+
+def test_g18_continue_refuses_an_empty_resolution(world: World, tmp_path: Path) -> None:
+    """G18: a resolution that keeps upstream's file (nothing of the patch left): continue
+    refuses (exit 2) and names skip and --allow-empty; `continue --allow-empty` then works."""
+    series = conflicted(world, tmp_path)
+    upstream_a = git(world.sc.up.path, "show", f"{world.sc.new_base}:a.txt").stdout
+    (tree(series) / "a.txt").write_text(upstream_a)
+    git(tree(series), "add", "a.txt")
+    r = run(series, "continue", want=2)
+    assert "rebasectl skip" in r.stderr and "--allow-empty" in r.stderr
+    run(series, "continue", "--allow-empty", want=0)
+
+
+def test_g17_early_ctrl_c_is_one_line(world: World, tmp_path: Path) -> None:
+    """G17: Ctrl-C (SIGINT to the process group) 40-200 ms after start: exit 130 and one line,
+    no traceback. (Earlier, 10-30 ms, Python itself is still starting: site's .pth files, the
+    console script's `import re`; a traceback there comes before any rebasectl code.)"""
+    series = copy(world.sc, tmp_path)
+    exe = shutil.which("rebasectl")
+    assert exe
+    for delay in (0.04, 0.07, 0.1, 0.13, 0.16, 0.2):
+        p = subprocess.Popen(
+            [exe, "-C", str(series), "status"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        time.sleep(delay)
+        try:
+            os.killpg(p.pid, 2)
+        except ProcessLookupError:
+            pass
+        _, err = p.communicate(timeout=60)
+        assert "Traceback" not in err, (delay, err)
+        if p.returncode == 130:
+            assert err.count("\n") == 1, (delay, err)
 
 
 def test_g14_relative_upstream_from_c(world: World, tmp_path: Path) -> None:
@@ -680,12 +816,17 @@ def test_g14_relative_upstream_from_c(world: World, tmp_path: Path) -> None:
     series = copy(world.sc, tmp_path)
     up = tmp_path / "up"
     shutil.copytree(world.sc.up.path, up)
-    r = subprocess.run(["rebasectl", "-C", str(series), "apply", "--upstream", "../up"],
-                       cwd="/", capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["rebasectl", "-C", str(series), "apply", "--upstream", "../up"],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
 
 
-# == the real tree ===================================================================================
+# == the real tree =================================================================================
 NEW = "3346fa8a2614efe6e4f459bca0bdda4f97a2f0a8"
 
 
@@ -699,22 +840,35 @@ def real_bump(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ob
         shutil.copy(ROOT / "series.yaml", series)
         shutil.copytree(ROOT / "patches", series / "patches")
         started = time.perf_counter()
-        r = rebasectl(series, "bump", "--to", NEW, "--upstream", str(mirror), "--json",
-                      timeout=600)
-        yield {"series": series, "run": r, "seconds": time.perf_counter() - started,
-               "mirror": mirror}
+        r = rebasectl(series, "bump", "--to", NEW, "--upstream", str(mirror), "--json", timeout=600)
+        yield {
+            "series": series,
+            "run": r,
+            "seconds": time.perf_counter() - started,
+            "mirror": mirror,
+        }
 
 
-def _git_apply_3_regions(mirror: Path, work: Path, base: str, stack: list[Path], patch: Path,
-                         exclude: list[str]) -> dict[str, list[tuple[int, int]]]:
+def _git_apply_3_regions(
+    mirror: Path, work: Path, base: str, stack: list[Path], patch: Path, exclude: list[str]
+) -> dict[str, list[tuple[int, int]]]:
     if not work.exists():
         git(mirror, "worktree", "add", "-q", "--detach", str(work), base)
     git(work, "reset", "-q", "--hard", base)
     git(work, "clean", "-fdq")
     for p in stack:
         git(work, "apply", "-3", "--index", str(p))
-    git(work, "-c", "merge.conflictStyle=diff3", "apply", "-3", "--index",
-        *[f"--exclude={e}" for e in exclude], str(patch), check=False)
+    git(
+        work,
+        "-c",
+        "merge.conflictStyle=diff3",
+        "apply",
+        "-3",
+        "--index",
+        *[f"--exclude={e}" for e in exclude],
+        str(patch),
+        check=False,
+    )
     out: dict[str, list[tuple[int, int]]] = {}
     for line in git(work, "status", "--porcelain").stdout.splitlines():
         if line[:2] != "UU":
@@ -729,8 +883,9 @@ def _git_apply_3_regions(mirror: Path, work: Path, base: str, stack: list[Path],
     return out
 
 
-def test_g15_real_bump_regions_are_git_apply_3_regions(real_bump: dict[str, object],
-                                                        tmp_path: Path) -> None:
+def test_g15_real_bump_regions_are_git_apply_3_regions(
+    real_bump: dict[str, object], tmp_path: Path
+) -> None:
     """G15 (issue 18 acceptance): every content region bump reports for 3346fa8a2 is the region
     `git apply -3` (diff3) marks for that patch on the same tree (failing patches left out,
     clean ones stacked); stderr under 8 KB; tokenizer.py named with its deleting commit."""
@@ -742,8 +897,9 @@ def test_g15_real_bump_regions_are_git_apply_3_regions(real_bump: dict[str, obje
     data = json.loads(r.stdout)
     series = real_bump["series"]
     assert isinstance(series, Path)
-    files = {p["id"]: p["file"] for p in yaml.safe_load(
-        (series / "series.yaml").read_text())["patches"]}
+    files = {
+        p["id"]: p["file"] for p in yaml.safe_load((series / "series.yaml").read_text())["patches"]
+    }
     mirror = series / ".rebasectl" / "upstream.git"
     work = tmp_path / "cmp"
     stack: list[Path] = []
@@ -754,8 +910,11 @@ def test_g15_real_bump_regions_are_git_apply_3_regions(real_bump: dict[str, obje
                 stack.append(pf)
             if p["status"] != "conflict":
                 continue
-            mine = {c["path"]: [(x["start"], x["end"]) for x in c["regions"]]
-                    for c in p["conflicts"] if c["kind"] == "content"}
+            mine = {
+                c["path"]: [(x["start"], x["end"]) for x in c["regions"]]
+                for c in p["conflicts"]
+                if c["kind"] == "content"
+            }
             exclude = [c["path"] for c in p["conflicts"] if c["kind"] != "content"]
             assert _git_apply_3_regions(mirror, work, NEW, stack, pf, exclude) == mine, p["id"]
     finally:
@@ -769,9 +928,14 @@ def test_f18_real_bump_regions_without_a_patch_hunk(real_bump: dict[str, object]
     r = real_bump["run"]
     assert isinstance(r, subprocess.CompletedProcess)
     data = json.loads(r.stdout)
-    empty = [(p["id"], c["path"], x["upstream_lines"]) for p in data["patches"]
-             for c in p["conflicts"] if c["kind"] == "content" for x in c["regions"]
-             if not x["hunks"]]
+    empty = [
+        (p["id"], c["path"], x["upstream_lines"])
+        for p in data["patches"]
+        for c in p["conflicts"]
+        if c["kind"] == "content"
+        for x in c["regions"]
+        if not x["hunks"]
+    ]
     assert empty == []
 
 

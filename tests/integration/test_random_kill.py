@@ -12,8 +12,9 @@ rebasectl commands, the way a user would go on:
 * bump: rerun: the same per-patch result;
 
 and after each: patches/ and series.yaml byte-identical, and ``abort`` (when an apply is in
-progress) then ``apply`` give the pinned series' tip. Fixed seed, ten trials (two per command),
-about three minutes on two cores; skips without REBASECTL_MEGATRON_MIRROR.
+progress) then ``apply`` give the pinned series' tip. Fixed seed, twenty trials (four per
+command; REBASECTL_KILL_TRIALS / REBASECTL_KILL_SEED for exploratory runs), under three minutes
+on two cores; skips without REBASECTL_MEGATRON_MIRROR.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from tests.sfix import module_hermetic_git
 ROOT = Path(__file__).resolve().parents[2]
 NEW = "3346fa8a2"
 TOKENIZER = "megatron/training/tokenizer/tokenizer.py"
-SEED = 20260615
+SEED = int(os.environ.get("REBASECTL_KILL_SEED", "20260615"))
+COUNT = int(os.environ.get("REBASECTL_KILL_TRIALS", "20"))  # more for an exploratory run
 COMMANDS = ["apply", "apply-base", "continue", "skip", "bump"]
 # delays: apply/bump run 2-15 s on the real tree; continue and skip about 1 s
 LONGEST = {"apply": 3.0, "apply-base": 3.0, "continue": 1.2, "skip": 1.2, "bump": 3.0}
@@ -47,7 +49,7 @@ LONGEST = {"apply": 3.0, "apply-base": 3.0, "continue": 1.2, "skip": 1.2, "bump"
 def _trials() -> list[tuple[int, str, str, float, bool]]:
     rng = random.Random(SEED)
     out = []
-    for i in range(10):
+    for i in range(COUNT):
         cmd = COMMANDS[i % len(COMMANDS)]
         sig = rng.choice(["SIGKILL", "SIGINT"])
         delay = round(rng.uniform(0.05, LONGEST[cmd]), 2)
@@ -60,13 +62,19 @@ TRIALS = _trials()
 
 
 def rc(d: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rebasectl", "-C", str(d), *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "rebasectl", "-C", str(d), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def git(d: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(d), *args], capture_output=True, text=True,
-                          check=False).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(d), *args], capture_output=True, text=True, check=False
+    ).stdout.strip()
 
 
 def snap(d: Path) -> dict[str, bytes]:
@@ -88,8 +96,12 @@ def relocate(src: Path, dst: Path) -> None:
     tree's stat data refreshed (so git sees what an uncopied tree would)."""
     shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
     st = dst / ".rebasectl"
-    for f in [st / "tree" / ".git", st / "tree.json", st / "apply-state.json",
-              *st.glob("upstream.git/worktrees/*/gitdir")]:
+    for f in [
+        st / "tree" / ".git",
+        st / "tree.json",
+        st / "apply-state.json",
+        *st.glob("upstream.git/worktrees/*/gitdir"),
+    ]:
         if f.is_file():
             f.write_text(f.read_text().replace(str(src), str(dst)))
     if (st / "tree" / ".git").is_file():
@@ -98,8 +110,11 @@ def relocate(src: Path, dst: Path) -> None:
 
 def conflict_state(d: Path) -> tuple[str, str, str]:
     t = d / ".rebasectl" / "tree"
-    return (git(t, "rev-parse", "HEAD"), git(t, "status", "--porcelain"),
-            git(t, "diff", "--cached", "--no-ext-diff"))
+    return (
+        git(t, "rev-parse", "HEAD"),
+        git(t, "status", "--porcelain"),
+        git(t, "diff", "--cached", "--no-ext-diff"),
+    )
 
 
 def state_json(d: Path) -> dict[str, Any]:
@@ -108,8 +123,10 @@ def state_json(d: Path) -> dict[str, Any]:
 
 
 def bump_result(stdout: str) -> list[tuple[str, str, list[str]]]:
-    return [(p["id"], p["status"], [c["path"] for c in p["conflicts"]])
-            for p in json.loads(stdout)["patches"]]
+    return [
+        (p["id"], p["status"], [c["path"] for c in p["conflicts"]])
+        for p in json.loads(stdout)["patches"]
+    ]
 
 
 def _ok(r: subprocess.CompletedProcess[str], want: int = 0) -> None:
@@ -161,9 +178,13 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def killed(d: Path, args: list[str], sig: str, delay: float) -> tuple[int, str]:
-    p = subprocess.Popen([sys.executable, "-m", "rebasectl", "-C", str(d), *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "rebasectl", "-C", str(d), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         p.wait(timeout=delay)
     except subprocess.TimeoutExpired:
@@ -177,10 +198,13 @@ def killed(d: Path, args: list[str], sig: str, delay: float) -> tuple[int, str]:
 
 def recover(ref: dict[str, Any], cmd: str, d: Path, log: list[str]) -> None:
     """Only rebasectl commands; asserts the uninterrupted result."""
+
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         r = rc(d, *args)
-        log.append(f"rebasectl {' '.join(args)} -> {r.returncode} "
-                   f"{(r.stderr.strip().splitlines() or [''])[-1][:300]}")
+        log.append(
+            f"rebasectl {' '.join(args)} -> {r.returncode} "
+            f"{(r.stderr.strip().splitlines() or [''])[-1][:300]}"
+        )
         return r
 
     assert run("status").returncode == 0
@@ -199,8 +223,10 @@ def recover(ref: dict[str, Any], cmd: str, d: Path, log: list[str]) -> None:
         assert r.returncode == 1
         st = state_json(d)
         assert st["done"] and st["done"][0][0] == "compat", "the compat resolution was lost"
-        assert git(d / ".rebasectl/tree", "rev-parse",
-                   st["done"][0][1] + "^{tree}") == ref["compat_tree"]
+        assert (
+            git(d / ".rebasectl/tree", "rev-parse", st["done"][0][1] + "^{tree}")
+            == ref["compat_tree"]
+        )
         assert conflict_state(d) == ref["continued_state"]
     elif cmd == "skip":
         r = run("status", "--json")
@@ -222,20 +248,31 @@ def recover(ref: dict[str, Any], cmd: str, d: Path, log: list[str]) -> None:
     assert snap(d) == ref["series"], "patches/ or series.yaml changed"
 
 
-@pytest.mark.parametrize("i,cmd,sig,delay,had_tree", TRIALS,
-                         ids=[f"{i}-{c}-{s}-{d}s" for i, c, s, d, _ in TRIALS])
-def test_random_kill(ref: dict[str, Any], tmp_path: Path, i: int, cmd: str, sig: str,
-                     delay: float, had_tree: bool) -> None:
+@pytest.mark.parametrize(
+    "i,cmd,sig,delay,had_tree", TRIALS, ids=[f"{i}-{c}-{s}-{d}s" for i, c, s, d, _ in TRIALS]
+)
+def test_random_kill(
+    ref: dict[str, Any], tmp_path: Path, i: int, cmd: str, sig: str, delay: float, had_tree: bool
+) -> None:
     d = tmp_path / "series"
     start = {"continue": ref["resolved"], "skip": ref["conflict"]}.get(
-        cmd, ref["applied"] if had_tree else ref["tpl"])
+        cmd, ref["applied"] if had_tree else ref["tpl"]
+    )
     relocate(start, d)
-    args = {"apply": ["apply"], "apply-base": ["apply", "--base", NEW],
-            "continue": ["continue"], "skip": ["skip"], "bump": ["bump", "--to", NEW]}[cmd]
+    args = {
+        "apply": ["apply"],
+        "apply-base": ["apply", "--base", NEW],
+        "continue": ["continue"],
+        "skip": ["skip"],
+        "bump": ["bump", "--to", NEW],
+    }[cmd]
     t0 = time.perf_counter()
     code, err = killed(d, args, sig, delay)
-    log = [f"{' '.join(args)} killed by {sig} after {delay} s: exit {code} "
-           f"({time.perf_counter() - t0:.1f} s) {err.strip().splitlines()[-1:]}"]
+    log = [
+        f"{' '.join(args)} killed by {sig} after {delay} s: exit {code} "
+        f"({time.perf_counter() - t0:.1f} s) {err.strip().splitlines()[-1:]}"
+    ]
+    print(log[0])  # shown by `pytest -rA`: the kill trial statistics
     assert "Traceback" not in err, err
     if code == 130:
         assert err.strip().splitlines()[-1].startswith("rebasectl: error: interrupted"), err
