@@ -460,6 +460,47 @@ def test_f19_bump_replays_recorded_resolutions(world: World, tmp_path: Path) -> 
     assert patch1["status"] == "resolved", (patch1["status"], r.stderr[-500:])
 
 
+GIT_CTRL_C_IN_FAST_IMPORT = """#!/bin/sh
+# Ctrl-C while git fast-import reads the commits: rebasectl gets SIGINT while it writes the
+# stream, then fast-import dies of the same SIGINT (the order forced, the outcome as a terminal's)
+case " $* " in *" fast-import "*)
+  trap '' INT; sleep 0.5; kill -INT $PPID; sleep 1; trap - INT; kill -INT $$; exit 1;;
+esac
+exec {git} "$@"
+"""
+
+
+def test_f21_ctrl_c_during_fast_import_is_exit_2(tmp_path: Path) -> None:
+    """F21 (new with git fast-import, 3c7f669): Ctrl-C while fast-import takes the commits (the
+    kill trials: 5 of 31 SIGINTs, in apply --base, continue and bump): exit 2 "git fast-import
+    failed: exit -2" instead of 130 "interrupted" (stream.close() in a `finally` raises over the
+    Interrupted)."""
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"a.txt": "a\n"})
+    up.branch("feature")
+    up.checkout("feature")
+    up.commit("feat: a big file", {"big.txt": lines(200_000)})  # more than a pipe holds
+    series = tmp_path / "series"
+    series.mkdir()
+    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
+    run(series, "fetch", "--upstream", str(up.path), want=0)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "git"
+    fake.write_text(GIT_CTRL_C_IN_FAST_IMPORT.format(git=shutil.which("git")))
+    fake.chmod(0o755)
+    r = subprocess.run(
+        [shutil.which("rebasectl") or "rebasectl", "-C", str(series), "apply"],
+        env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        start_new_session=True,
+        check=False,
+    )
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "interrupted" in r.stderr
+
+
 def test_f20_python_applier_accepts_what_git_apply_refuses(tmp_path: Path) -> None:
     """F20 (new in 3c7f669, the Python applier): a patch with two hunks whose contexts meet
     once upstream deleted the code between them: `git apply` refuses it (a hunk may not match
