@@ -60,7 +60,9 @@ def timed(cmds: Sequence[Sequence[str]], cwd: Path) -> tuple[float, float]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err}")
+            shown = " ".join(cmd)
+            shown = shown if len(shown) < 300 else shown[:300] + " ..."
+            raise SystemExit(f"benchmark command failed: {shown}\n{err[-2000:]}")
         peak = max(peak, usage.ru_maxrss / 1024)
     return time.perf_counter() - start, peak
 
@@ -282,22 +284,33 @@ def linear_history(raw: Path, root: Path, count: int) -> tuple[Path, str, str]:
 
     shas = git("rev-list", "--no-merges", "--topo-order", "--reverse",
                "3714d81..3346fa8a2").split()[: count + 1]
-    binary = {ln.split("\t", 2)[2] for ln in git("log", "--numstat", "--format=",
-                                                  "3346fa8a2").splitlines()
-              if ln.startswith("-\t-\t")}
-    pinned = "".join(f"{ln}\0" for ln in git("ls-tree", "-r", "-z", shas[0], "--",
-                                             *sorted(binary)).split("\0") if ln)
-    removals = "".join(f"0 {'0' * 40}\t{p}\0" for p in sorted(binary))
     index = str(root / "linear-index")
-    parent = shas[0]
+    binary: set[str] = set()
+    parent, prev_tree = shas[0], git("rev-parse", f"{shas[0]}^{{tree}}")
     for sha in shas[1:]:
-        git("read-tree", sha, GIT_INDEX_FILE=index)
+        tree = _text_tree(git, index, sha, shas[0], binary)
+        found = {ln.split("\t", 2)[2] for ln in git("diff", "--numstat", "--no-renames",
+                                                     prev_tree, tree).splitlines()
+                 if ln.startswith("-\t-\t")}
+        if found:  # binary changes stay out of the line: pinned to the first tree's content
+            binary |= found
+            tree = _text_tree(git, index, sha, shas[0], binary)
+        msg = git("log", "-1", "--format=%B", sha).encode()
+        parent, prev_tree = git("commit-tree", tree, "-p", parent, stdin=msg), tree
+    return clone, shas[0], parent
+
+
+def _text_tree(git: Callable[..., str], index: str, sha: str, first: str,
+               binary: set[str]) -> str:
+    """``sha``'s tree with the ``binary`` paths as they are in ``first``."""
+    git("read-tree", sha, GIT_INDEX_FILE=index)
+    if binary:
+        pinned = "".join(f"{ln}\0" for ln in git("ls-tree", "-r", "-z", first, "--",
+                                                 *sorted(binary)).split("\0") if ln)
+        removals = "".join(f"0 {'0' * 40}\t{p}\0" for p in sorted(binary))
         git("update-index", "-z", "--index-info", stdin=(removals + pinned).encode(),
             GIT_INDEX_FILE=index)
-        tree = git("write-tree", GIT_INDEX_FILE=index)
-        msg = git("log", "-1", "--format=%B", sha).encode()
-        parent = git("commit-tree", tree, "-p", parent, stdin=msg)
-    return clone, shas[0], parent
+    return git("write-tree", GIT_INDEX_FILE=index)
 
 
 def bench_large_series(ours: Path, raw: Path, base: str, patch_files: list[Path],
@@ -329,7 +342,9 @@ def bench_large_series(ours: Path, raw: Path, base: str, patch_files: list[Path]
     subprocess.run(rebasectl("-C", str(series), "fetch", "--upstream", str(clone)), check=True,
                    capture_output=True, env={**os.environ, **HERMETIC})
     tree = root / "raw-tree"
-    patches = sorted((series / "patches").glob("*.patch"))
+    # git am stops at an empty patch (git < 2.43 has no --empty=keep): it gets the others
+    patches = [p for p in sorted((series / "patches").glob("*.patch"))
+               if not p.read_bytes().endswith(b"\n---\n")]
 
     def apply_cmd() -> list[list[str]]:
         shutil.rmtree(series / ".rebasectl" / "tree", ignore_errors=True)

@@ -17,12 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from . import diffs
 from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
 from .faults import boundary
 from .git import Entry, Identity, Index, Repo
 from .git.fastimport import Change, FastImport
 from .patches import Patch, rfc2822_to_raw
+from .resolutions import Memory, blob_sha
 
 
 class StepStatus(str, Enum):
@@ -94,13 +96,13 @@ class Item:
 
 
 class TreeState:
-    """The tree of the commit being built on, as path -> Item, with the blobs' contents read
-    once each through the repository's persistent reader."""
+    """The tree of the commit being built on, as path -> Item. Blobs are read when needed
+    through the repository's persistent reader and not kept: a long series touches thousands of
+    files, and holding each base version would hold the whole tree."""
 
     def __init__(self, repo: Repo, base: str) -> None:
         self.repo = repo
         self.items = {p: Item(e.mode, e.blob) for p, e in repo.tree_entries(base).items()}
-        self.contents: dict[str, bytes | None] = {}
 
     def read(self, path: str) -> bytes | None:
         item = self.items.get(path)
@@ -111,9 +113,14 @@ class TreeState:
         return self.blob(item.blob or "")
 
     def blob(self, sha: str) -> bytes | None:
-        if sha not in self.contents:
-            self.contents[sha] = self.repo.objects.blob(sha)
-        return self.contents[sha]
+        return self.repo.objects.blob(sha)
+
+    def blob_of(self, path: str) -> str | None:
+        """The blob id a path has in this state (computed for contents not yet written)."""
+        item = self.items.get(path)
+        if item is None:
+            return None
+        return item.blob if item.blob is not None else blob_sha(item.data or b"")
 
     def entries(self) -> dict[str, Entry]:
         """Every file with a blob sha (contents computed in Python are written first)."""
@@ -142,11 +149,13 @@ class Materializer:
     """Builds commits for patches on a base in ``repo``."""
 
     def __init__(self, repo: Repo, labels: Callable[[str], Labels] | None = None,
-                 engine: Engine | None = None, resolver: Resolver | None = None) -> None:
+                 engine: Engine | None = None, resolver: Resolver | None = None,
+                 memory: Memory | None = None) -> None:
         self.repo = repo
         self.engine = engine or Engine(repo)
         self.labels = labels or (lambda pid: Labels("upstream", f"patch {pid}"))
         self.resolver = resolver
+        self.memory = memory
 
     def run(self, base: str, patches: Sequence[tuple[str, Patch]], *, three_way: bool = True,
             keep_going: bool = False, start_index: int = 1,
@@ -251,6 +260,11 @@ class Materializer:
             index.set_entries(state.entries())
             if index.apply(patch.diff).ok:
                 return state.take(index, patch.paths()), StepStatus.CLEAN, ()
+            recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
+                self.memory else None
+            if recorded is not None and index.apply(recorded).ok:
+                paths = dict.fromkeys([*patch.paths(), *diffs.parse(recorded).paths()])
+                return state.take(index, list(paths)), StepStatus.RESOLVED, ()
             merge = self.engine.merge(index, patch, self.labels(pid))
             if not three_way:
                 return [], StepStatus.CONFLICT, tuple(merge.conflicts)
