@@ -11,7 +11,8 @@ rebasectl commands, the way a user would go on:
   skipped, stopped at partial-ckpt-load;
 * bump: rerun: the same per-patch result;
 
-and after each: patches/ and series.yaml byte-identical, and ``abort`` (when an apply is in
+and after each: no traceback; a Ctrl-C that arrived before the end is exit 130 and one line (or
+the command finished: 0, 1); patches/ and series.yaml byte-identical, and ``abort`` (when an apply is in
 progress) then ``apply`` give the pinned series' tip. Fixed seed, twenty trials (four per
 command; REBASECTL_KILL_TRIALS / REBASECTL_KILL_SEED for exploratory runs), under three minutes
 on two cores; skips without REBASECTL_MEGATRON_MIRROR.
@@ -177,7 +178,9 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         yield out
 
 
-def killed(d: Path, args: list[str], sig: str, delay: float) -> tuple[int, str]:
+def killed(d: Path, args: list[str], sig: str, delay: float) -> tuple[int, str, bool]:
+    """Run, send ``sig`` to the process group after ``delay`` (unless it ended first): exit
+    code, stderr, and whether the signal was sent."""
     p = subprocess.Popen(
         [sys.executable, "-m", "rebasectl", "-C", str(d), *args],
         stdout=subprocess.PIPE,
@@ -185,15 +188,17 @@ def killed(d: Path, args: list[str], sig: str, delay: float) -> tuple[int, str]:
         text=True,
         start_new_session=True,
     )
+    sent = False
     try:
         p.wait(timeout=delay)
     except subprocess.TimeoutExpired:
         try:
             os.killpg(p.pid, getattr(signal, sig))
+            sent = True
         except ProcessLookupError:
             pass
     _, err = p.communicate(timeout=120)
-    return p.returncode, err
+    return p.returncode, err, sent
 
 
 def recover(ref: dict[str, Any], cmd: str, d: Path, log: list[str]) -> None:
@@ -267,13 +272,15 @@ def test_random_kill(
         "bump": ["bump", "--to", NEW],
     }[cmd]
     t0 = time.perf_counter()
-    code, err = killed(d, args, sig, delay)
+    code, err, sent = killed(d, args, sig, delay)
     log = [
         f"{' '.join(args)} killed by {sig} after {delay} s: exit {code} "
         f"({time.perf_counter() - t0:.1f} s) {err.strip().splitlines()[-1:]}"
     ]
     print(log[0])  # shown by `pytest -rA`: the kill trial statistics
     assert "Traceback" not in err, err
+    if sent and sig == "SIGINT":  # Ctrl-C: finished anyway (0, 1) or interrupted (130)
+        assert code in (0, 1, 130), "\n".join(log)
     if code == 130:
         assert err.strip().splitlines()[-1].startswith("rebasectl: error: interrupted"), err
     try:
