@@ -11,11 +11,11 @@ rebasectl commands, the way a user would go on:
   skipped, stopped at partial-ckpt-load;
 * bump: rerun: the same per-patch result;
 
-and after each: no traceback; a Ctrl-C that arrived before the end is exit 130 and one line (or
-the command finished: 0, 1); patches/ and series.yaml byte-identical, and ``abort`` (when an apply is in
-progress) then ``apply`` give the pinned series' tip. Fixed seed, twenty trials (four per
-command; REBASECTL_KILL_TRIALS / REBASECTL_KILL_SEED for exploratory runs), under three minutes
-on two cores; skips without REBASECTL_MEGATRON_MIRROR.
+and after each: no traceback; a Ctrl-C that arrived before the end is exit 130 and one line
+(or the command finished: 0, 1); patches/ and series.yaml byte-identical; and ``abort`` (when
+an apply is in progress) then ``apply`` give the pinned series' tip. Fixed seed, twenty trials
+(four per command; REBASECTL_KILL_TRIALS / REBASECTL_KILL_SEED for exploratory runs), under
+three minutes on two cores; skips without REBASECTL_MEGATRON_MIRROR.
 """
 
 from __future__ import annotations
