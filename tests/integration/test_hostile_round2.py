@@ -460,6 +460,26 @@ def test_f19_bump_replays_recorded_resolutions(world: World, tmp_path: Path) -> 
     assert patch1["status"] == "resolved", (patch1["status"], r.stderr[-500:])
 
 
+def test_f22_a_wrong_resolution_cannot_be_forgotten(world: World, tmp_path: Path) -> None:
+    """F22 (new in 380f5d6, resolutions remembered whole): a resolution committed once (here a
+    wrong one) is replayed by every later `apply --base`/bump ("resolved as recorded at an
+    earlier apply"), and no command or option forgets it (git has `rerere forget`): to redo the
+    resolution the user must delete .rebasectl/resolutions/ (and rr-cache) by hand."""
+    series = conflicted(world, tmp_path)
+    (tree(series) / "a.txt").write_text(RESOLVED_A.replace("PATCH 3 + UPSTREAM 3", "WRONG"))
+    git(tree(series), "add", "a.txt")
+    run(series, "continue", want=0)
+    r = run(series, "apply", "--base", world.sc.new_base, want=0)
+    assert "recorded" in r.stderr
+    helps = [run(series, "--help").stdout]
+    for command in ("apply", "continue", "skip", "abort", "bump"):
+        helps.append(run(series, command, "--help").stdout)
+    text = "\n".join(helps).lower()
+    assert "forget" in text or "no-replay" in text or "--no-rerere" in text, (
+        "no way to forget a recorded resolution"
+    )
+
+
 GIT_CTRL_C_IN_FAST_IMPORT = """#!/bin/sh
 # Ctrl-C while git fast-import reads the commits: rebasectl gets SIGINT while it writes the
 # stream, then fast-import dies of the same SIGINT (the order forced, the outcome as a terminal's)
