@@ -186,6 +186,21 @@ def abort(ws: Workspace, notify: Notify = _quiet) -> AbortResult:
         return abort_apply(ws)
 
 
+def forget(ws: Workspace, patch_ids: set[str] | None) -> tuple[int, int]:
+    """Drop recorded resolutions (see resolutions.Memory.forget); ids must be the series'."""
+    from .resolutions import Memory
+
+    with locked(ws, "forget"):
+        if patch_ids is not None:
+            known = {p.id for p in load(ws.root, check_files=False).patches}
+            unknown = sorted(patch_ids - known)
+            if unknown:
+                raise RebasectlError(f"no patch {', '.join(unknown)} in series.yaml")
+        records, ids = Memory(ws.resolutions).forget(patch_ids)
+        rerere = Repo(ws.mirror).forget_rerere(ids) if (ws.mirror / "HEAD").exists() else 0
+        return records, rerere
+
+
 def export(ws: Workspace, worktree: Path | None, drops: list[str],
            notify: Notify = _quiet) -> tuple[Series, Built, list[str]]:
     from .state import TreeMap

@@ -168,6 +168,21 @@ def abort(ws: Workspace) -> None:
                 f"commit(s) of the removed work tree in {result.kept} (`git am` the commits)")
 
 
+@cli.command()
+@click.argument("patch_ids", nargs=-1, metavar="[ID]...")
+@click.option("--all", "everything", is_flag=True, help="Forget every recorded resolution.")
+@pass_ws
+def forget(ws: Workspace, patch_ids: tuple[str, ...], everything: bool) -> None:
+    """Forget the resolutions recorded for these patches (whole and rerere's), so the next
+    apply or bump stops at their conflicts again."""
+    from . import actions, ui
+
+    if not patch_ids and not everything:
+        raise RebasectlError("name the patches whose resolutions to forget (or --all)")
+    records, rerere = actions.forget(ws, None if everything else set(patch_ids))
+    ui.line(f"forgot {records} recorded resolution(s) and {rerere} rerere record(s)")
+
+
 # -- series exchange -------------------------------------------------------------------------------
 @cli.command()
 @click.option("--worktree", type=click.Path(path_type=Path), help="Work tree to export from.")

@@ -180,8 +180,10 @@ class Materializer:
                     on_step(step)
                 if mark is None and not keep_going:
                     break
-        finally:
-            shas = stream.close()
+        except BaseException:
+            stream.abort()
+            raise
+        shas = stream.close()
         self._fill(result, marks, shas, base)
         return result
 

@@ -10,7 +10,10 @@ the same patch meets the same state again — at the next ``apply --base`` or ``
 upstream — the recorded change is applied instead of stopping.
 
 Stored as one JSON file per resolution under ``.rebasectl/resolutions/`` (named by the patch's
-sha1 and the state's), next to the mirror whose ``rr-cache`` holds rerere's half.
+sha1 and the state's), next to the mirror whose ``rr-cache`` holds rerere's half. Each record
+also names the series id and rerere's ids of the conflicts it resolved, so that ``rebasectl
+forget ID`` takes back a wrong resolution whole (git's ``rerere forget`` needs the conflict in
+the work tree, and a replayed resolution never stops there).
 """
 
 from __future__ import annotations
@@ -53,12 +56,20 @@ class Memory:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
-    def record(self, diff: bytes, state: Mapping[str, str | None], resolved: bytes) -> None:
+    def record(self, diff: bytes, state: Mapping[str, str | None], resolved: bytes, *,
+               patch_id: str = "", rerere: list[str] | None = None) -> None:
         res = Resolution(patch_key(diff), dict(state), resolved)
         self.folder.mkdir(parents=True, exist_ok=True)
-        data = {"patch": res.patch, "state": res.state,
+        target = self.folder / f"{res.key}.json"
+        try:  # a replay records again: rerere's ids of the first recording stay
+            before = json.loads(target.read_text(encoding="utf-8", errors="surrogateescape"))
+            kept = [i for i in before.get("rerere", []) if isinstance(i, str)]
+        except (OSError, ValueError, AttributeError):
+            kept = []
+        data = {"patch": res.patch, "state": res.state, "id": patch_id,
+                "rerere": list(dict.fromkeys([*kept, *(rerere or [])])),
                 "diff": resolved.decode("utf-8", errors="surrogateescape")}
-        atomic_write(self.folder / f"{res.key}.json", json.dumps(data, indent=1).encode(
+        atomic_write(target, json.dumps(data, indent=1).encode(
             "utf-8", errors="surrogateescape"))
 
     def find(self, diff: bytes, blob_of: BlobOf) -> bytes | None:
@@ -71,6 +82,22 @@ class Memory:
             if res is not None and all(blob_of(p) == b for p, b in res.state.items()):
                 return res.diff
         return None
+
+    def forget(self, patch_ids: set[str] | None) -> tuple[int, list[str]]:
+        """Remove the records of these series ids (None: all); returns how many went and the
+        rerere ids they name (their ``rr-cache`` entries must go too)."""
+        gone, rerere = 0, []
+        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8", errors="surrogateescape"))
+                pid, ids = str(data.get("id", "")), data.get("rerere", [])
+            except (OSError, ValueError, AttributeError):
+                pid, ids = "", []
+            if patch_ids is None or pid in patch_ids:
+                path.unlink()
+                gone += 1
+                rerere += [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+        return gone, rerere
 
     @staticmethod
     def _load(path: Path) -> Resolution | None:

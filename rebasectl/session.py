@@ -381,9 +381,10 @@ class Session:
             raise RebasectlError(f"{lp.entry.id}: the resolution leaves nothing of the patch "
                                  "(an empty commit): `rebasectl skip` drops it from this apply, "
                                  "or `rebasectl continue --allow-empty` keeps it empty")
+        rerere = tree.rerere_ids()
         tree.rerere()  # records the resolution for the next time this conflict comes
         commit = commit_patch(self.repo, new_tree, state.tip, lp.patch)
-        self._remember(state.tip, commit, lp)
+        self._remember(state.tip, commit, lp, rerere)
         tree.set_head(commit)
         boundary("resolved")
         state.record(state.current, commit, how)
@@ -392,13 +393,13 @@ class Session:
         state.current, state.conflicts, state.in_tree = None, [], False
         self.save(state)
 
-    def _remember(self, parent: str, commit: str, lp: LoadedPatch) -> None:
+    def _remember(self, parent: str, commit: str, lp: LoadedPatch, rerere: list[str]) -> None:
         """The resolution, whole, for the next time this patch meets this state."""
         resolved = self.repo.diff(parent, commit)
         paths = list(dict.fromkeys([*lp.patch.paths(), *diffs.parse(resolved).paths()]))
         found = self.repo.entries_at(parent, paths)
         state = {p: (found[p].blob if p in found else None) for p in paths}
-        self.memory.record(lp.patch.diff, state, resolved)
+        self.memory.record(lp.patch.diff, state, resolved, patch_id=lp.entry.id, rerere=rerere)
 
     def _finish(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
         TreeMap(state.base, Path(state.worktree), [(i, c) for i, c in state.done],

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..diffs import quote_path
 from ..errors import GitError
 from .objects import Identity
-from .runner import Runner, describe_failure
+from .runner import Runner, check_interrupted, describe_failure
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,16 @@ class FastImport:
         self._write(b"\n")
         return mark
 
+    def abort(self) -> None:
+        """Give the stream up (the caller is failing or interrupted): git stops, nothing it
+        wrote is named by a ref, and no error of its own hides the caller's."""
+        try:
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            self.runner.run(["update-ref", "-d", self.ref], check=False)
+            self.tmp.cleanup()
+
     def close(self) -> dict[int, str]:
         """Finish the stream; mark -> sha of everything written."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
@@ -97,6 +107,7 @@ class FastImport:
         err = self.proc.stderr.read() if self.proc.stderr else b""
         code = self.proc.wait()
         try:
+            check_interrupted(code)
             if code != 0:
                 raise GitError(describe_failure(["fast-import"], code, err))
             marks = {}

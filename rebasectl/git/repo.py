@@ -7,6 +7,8 @@ author *and* committer, with its date, so materialising the same series twice gi
 
 from __future__ import annotations
 
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -207,6 +209,16 @@ class Repo:
             said = proc.stderr.decode(errors="replace")
             return {path: (Path(tmp) / path).read_bytes() for path in files
                     if f"'{path}' using previous resolution" in said}
+
+    def forget_rerere(self, ids: list[str]) -> int:
+        """Drop rerere's records (``rr-cache/<id>``) of these conflicts; returns how many."""
+        gone = 0
+        for rid in ids:
+            folder = self.path / "rr-cache" / rid
+            if re.fullmatch(r"[0-9a-f]{40}(?:\.\d+)?", rid) and folder.is_dir():
+                shutil.rmtree(folder)
+                gone += 1
+        return gone
 
     @contextmanager
     def index(self) -> Iterator[Index]:

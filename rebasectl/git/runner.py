@@ -11,11 +11,21 @@ subcommand, never ``-c``; a missing git is one line too.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..errors import GitError
+from ..errors import GitError, Interrupted
+
+_INTERRUPTS = (-signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP)
+
+
+def check_interrupted(code: int) -> None:
+    """A git killed by Ctrl-C (the terminal signals the whole group) is an interruption, never
+    an answer or a git failure: the command stops as Ctrl-C stops it (exit 130)."""
+    if code in _INTERRUPTS:
+        raise Interrupted()
 
 ALLOWED_PROTOCOLS = "file:git:https:ssh"
 _SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
@@ -86,6 +96,7 @@ class Runner:
                 raise GitError(f"{self.cwd}: no such directory") from None
             raise GitError("git is not installed or not on PATH: install git (2.30 or newer)"
                            ) from exc
+        check_interrupted(proc.returncode)
         if check and proc.returncode != 0:
             raise GitError(describe_failure(args, proc.returncode, proc.stderr))
         return proc

@@ -163,6 +163,14 @@ class Worktree:
         lines = proc.stderr.decode(errors="replace").splitlines()
         return [m.group(1) for m in map(_RESOLVED.match, lines) if m]
 
+    def rerere_ids(self) -> list[str]:
+        """rerere's ids of the conflicts in progress (``MERGE_RR``: ``id TAB path NUL``)."""
+        try:
+            data = (self.git_dir() / "MERGE_RR").read_bytes()
+        except OSError:
+            return []
+        return [rec.split(b"\t", 1)[0].decode() for rec in data.split(b"\0") if b"\t" in rec]
+
     def rerere_forget_state(self) -> None:
         self.runner.run([*RERERE, "rerere", "clear"], check=False)
 

@@ -205,20 +205,21 @@ def test_f3d_moved_checkout_abort_then_apply(world: World, tmp_path: Path) -> No
 
 
 def test_f4_reset_hard_then_the_advice_commits_a_revert(world: World, tmp_path: Path) -> None:
-    """F4: `git reset --hard HEAD~1` in the work tree mid-conflict; continue advises `git -C …
-    reset --soft <tip>` ("keeps your resolution staged"); doing so and continuing commits patch
-    1 as a revert of the upstream commit (UP 33 -> a 33, UPSTREAM 3 -> a 3) without its own
-    change, exit 0."""
+    """F4: `git reset --hard HEAD~1` in the work tree mid-conflict; continue advised `git -C …
+    reset --soft <tip>` ("keeps your resolution staged"); doing so and continuing committed
+    patch 1 as a revert of the upstream commit (UP 33 -> a 33) without its own change, exit 0.
+    Now: no `reset --soft` for a HEAD that is not built on the tip; the advised commands
+    (abort, apply --base) stop at patch 1's conflict again."""
     series = conflicted(world, tmp_path)
     git(tree(series), "reset", "-q", "--hard", "HEAD~1")
     r = run(series, "continue", want=2)
-    soft = [c for c in advised(r.stderr) if "reset --soft" in c]
-    assert soft, r.stderr
-    subprocess.run(soft[0], shell=True, check=True, capture_output=True)
-    r = run(series, "continue")
-    if r.returncode == 0:
-        final = (tree(series) / "a.txt").read_text()
-        assert "UP 33" in final, "continue committed patch 1 as a revert of upstream's a.txt"
+    assert not [c for c in advised(r.stderr) if "reset --soft" in c], r.stderr
+    commands = [c for c in advised(r.stderr) if c.startswith("rebasectl ")]
+    assert [c.split()[1] for c in commands] == ["abort", "apply"], r.stderr
+    for command in commands:
+        last = run(series, *command.split()[1:])
+    assert last.returncode == 1, last.stderr
+    assert "<<<<<<<" in (tree(series) / "a.txt").read_text()
 
 
 def test_f5_export_drops_a_patch_named_in_another_message(world: World, tmp_path: Path) -> None:
@@ -427,9 +428,12 @@ def test_f16_large_series_yaml_is_slow(world: World, tmp_path: Path) -> None:
 
 
 def test_f17_git_am_k_applies_exported_crlf_patches(tmp_path: Path) -> None:
-    """F17: README: "`git am -k` applies them too" — not a patch whose content has CRLF lines
-    (carried byte for byte, rightly): `git am -k` fails "patch does not apply" (it needs
-    --keep-cr)."""
+    """F17: README said "`git am -k` applies them too" — not a patch whose content has CRLF
+    lines (carried byte for byte, rightly): `git am -k` fails "patch does not apply" (it needs
+    --keep-cr). The README now gives the command that works; this runs that command."""
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"`(git am [^`]+)` applies them too", readme)
+    assert command, "README no longer says how to git am the patches"
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"crlf.txt": "x\r\ny\r\n"})
     up.branch("feature")
@@ -442,7 +446,7 @@ def test_f17_git_am_k_applies_exported_crlf_patches(tmp_path: Path) -> None:
     git(tmp_path, "clone", "-q", str(up.path), str(clone))
     git(clone, "checkout", "-q", base)
     patch = next((series / "patches").glob("*.patch"))
-    r = git(clone, "am", "-q", "-k", str(patch), check=False)
+    r = git(clone, *command.group(1).split()[1:], "-q", str(patch), check=False)
     assert r.returncode == 0, r.stderr
 
 
@@ -478,6 +482,14 @@ def test_f22_a_wrong_resolution_cannot_be_forgotten(world: World, tmp_path: Path
     assert "forget" in text or "no-replay" in text or "--no-rerere" in text, (
         "no way to forget a recorded resolution"
     )
+    # the way to forget it works: the next apply stops at the conflict again, then records anew
+    run(series, "forget", "change-a-line-3", want=0)
+    r = run(series, "apply", "--base", world.sc.new_base, want=1)
+    assert "<<<<<<<" in (tree(series) / "a.txt").read_text(), r.stderr
+    resolve_a(series)
+    run(series, "continue", want=0)
+    r = run(series, "apply", "--base", world.sc.new_base, want=0)
+    assert "PATCH 3 + UPSTREAM 3" in (tree(series) / "a.txt").read_text()
 
 
 GIT_CTRL_C_IN_FAST_IMPORT = """#!/bin/sh
