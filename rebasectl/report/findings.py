@@ -293,6 +293,39 @@ def _removed_lines(f: FileDiff) -> Iterable[tuple[int, str]]:
                 n += 1
 
 
+def _params(line: str) -> list[str]:
+    """Parameter names of a one-line ``def name(...)`` signature (``self`` left out)."""
+    inner = line[line.find("(") + 1:line.rfind(")")] if "(" in line and ")" in line else ""
+    names = [re.sub(r"[:=].*", "", p).strip().lstrip("*") for p in inner.split(",")]
+    return [n for n in names if n.isidentifier() and n not in ("self", "cls")]
+
+
+def _signature_params(pre: list[str], post: list[str] | None, line: str,
+                      path: str) -> list[Removed]:
+    """Parameters a rewritten one-line signature no longer has."""
+    m = _DEF.match(line)
+    if not m or "def " not in line:
+        return []
+    name = m.group(1)
+    now = next((ln for ln in post or [] if re.match(rf"\s*(?:async\s+)?def\s+{name}\(", ln)),
+               None)
+    if now is None:
+        return []
+    kept = set(_params(now))
+    return [Removed(p, "parameter", path, name) for p in _params(line) if p not in kept]
+
+
+def _removed_item(pre: list[str], n: int, line: str, path: str) -> Removed | None:
+    if (m := _DEF.match(line)) is not None:
+        return Removed(m.group(1), "def", path)
+    if (m := _ATTR.match(line)) is not None:
+        return Removed(m.group(1), "attribute", path)
+    if (m := _PARAM.match(line)) is not None and n <= len(pre) and \
+            (owner := pycode.signature_of(pre, n)) is not None:
+        return Removed(m.group(1), "parameter", path, owner)
+    return None
+
+
 def removed_names(c: Change, lines: Lines) -> list[Removed]:
     """Definitions (functions, classes, ``self.`` attributes, parameters) that the patch's
     removed lines made and that its result no longer has."""
@@ -303,16 +336,10 @@ def removed_names(c: Change, lines: Lines) -> list[Removed]:
             continue
         after = "\n".join(post or [])
         for n, line in _removed_lines(f):
-            item: Removed | None = None
-            if (m := _DEF.match(line)) is not None:
-                item = Removed(m.group(1), "def", f.path)
-            elif (m := _ATTR.match(line)) is not None:
-                item = Removed(m.group(1), "attribute", f.path)
-            elif (m := _PARAM.match(line)) is not None and n <= len(pre) and \
-                    (owner := pycode.signature_of(pre, n)) is not None:
-                item = Removed(m.group(1), "parameter", f.path, owner)
+            item = _removed_item(pre, n, line, f.path)
             if item is not None and not re.search(rf"\b{item.name}\b", after):
                 out.append(item)
+            out += _signature_params(pre, post, line, f.path)
     return list(dict.fromkeys(out))
 
 

@@ -26,7 +26,9 @@ a{color:#0969da;text-decoration:none}.back{font-size:12px}
 .rv-yes{color:#a40e26;font-weight:700}.rv-no{color:#57606a}
 .sbs td{white-space:pre-wrap;font:12px ui-monospace,monospace;width:50%}
 .add{background:#e6ffec}.del{background:#ffebe9}
-details{margin:.3em 0}summary{cursor:pointer;color:#57606a}"""
+details{margin:.3em 0}summary{cursor:pointer;color:#57606a}
+.mapping td:nth-child(3),.mapping td:nth-child(4),.mapping td:nth-child(5){white-space:nowrap}
+.mapping td:nth-child(2){min-width:16em}.mapping td{padding:1px 6px}"""
 
 
 def span(s: Span) -> str:
@@ -59,7 +61,8 @@ def block(b: Block) -> list[str]:
         head = "".join(f"<th>{escape(h)}</th>" for h in b.head)
         rows = ["<tr>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>"
                 for row in b.rows]
-        return [f"<table><tr>{head}</tr>"] + rows + ["</table>"]
+        name = f" class=\"{escape(b.name)}\"" if b.name else ""
+        return [f"<table{name}><tr>{head}</tr>"] + rows + ["</table>"]
     if isinstance(b, Code):
         if b.lang == "interdiff":
             return [side_by_side(b.text)]

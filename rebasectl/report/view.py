@@ -59,6 +59,7 @@ class Bullets:
 class Table:
     head: tuple[str, ...]
     rows: tuple[tuple[Text, ...], ...]
+    name: str = ""  # what the table is (the HTML styles the mapping)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def _mapping(report: Report) -> Section:
                            "yes" if e.review.needed else "no"),),
                      (t(e.review.summary),), _forced(e)))
     table = Table(("#", "patch", "old → new", "status", "review", "why", "forced by"),
-                  tuple(rows))
+                  tuple(rows), MAPPING)
     return Section(MAPPING, 2, (t("Mapping"),), (table,))
 
 

@@ -90,10 +90,12 @@ def test_ranges_json(fork: dict[str, str | Path]) -> None:
 def test_markdown_and_html(fork: dict[str, str | Path]) -> None:
     md = _ranges(fork)
     assert md.returncode == 0, md.stderr
-    assert "## Commit mapping" in md.stdout and "## Summary" in md.stdout
-    assert "<details><summary>interdiff <code>alpha.py</code></summary>" in md.stdout
-    assert "| 3 | [3] [3/4] feat: gamma extra a, [4] [4/4] feat: gamma extra b | " in md.stdout
+    assert "## Mapping" in md.stdout and "## Summary" in md.stdout
+    assert "```diff" not in md.stdout  # interdiffs: --verbose or the HTML
+    assert "| 3 | [3/4] feat: gamma extras | 3+4 → 3 | merged |" in md.stdout
     assert md.stdout == _ranges(fork).stdout
+    full = _ranges(fork, "--verbose").stdout
+    assert "**interdiff (1 hunks)**" in full and "```diff" in full
     out = Path(fork["tmp"]) / "report.html"
     h = _ranges(fork, "--format", "html", "-o", str(out))
     assert h.returncode == 0 and h.stdout == ""
