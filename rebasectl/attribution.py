@@ -94,6 +94,7 @@ class UpstreamRange:
         self._subjects: dict[str, str] = {}
         self._removed: dict[tuple[str, str, str], dict[str, set[bytes]]] = {}
         self._lock = threading.Lock()  # one object reader: callers may run on threads
+        self._reader: Repo | None = None
         self._between: dict[tuple[str, str, str], list[str]] = {}
         self._order: dict[str, int] | None = None
         self._count: int | None = None
@@ -143,9 +144,12 @@ class UpstreamRange:
         return self._between[key]
 
     def blob(self, spec: str) -> bytes | None:
-        """A blob through the repository's one persistent reader, safe to call from threads."""
+        """A blob through the range's own persistent reader (not the repository's, which the
+        caller's thread may be using), safe to call from several threads."""
         with self._lock:
-            return self.repo.objects.blob(spec)
+            if self._reader is None:
+                self._reader = Repo(self.repo.path)
+            return self._reader.objects.blob(spec)
 
     def changes(self, before: str, after: str, path: str) -> bool:
         """Whether ``path`` differs between two commits."""
@@ -294,9 +298,7 @@ class Culprits:
         removed it: the line is mapped onto the old base and followed with reverse blame. Lines
         that survived to the new base are left out."""
         repo, path = self.rng.repo, f.old_path or f.path
-        old = text_lines(self.rng.blob(f"{self.rng.old}:{path}"))
-        pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else old
-        mapping = LineMap(pre, old)
+        old, pre, mapping = self._onto(f, self.rng.old)
         wanted: dict[int, int] = {}  # line at the old base -> preimage line
         for n in lines:
             line = mapping.get(n)
@@ -318,13 +320,17 @@ class Culprits:
         """Per preimage line of ``f`` (a patch on the new base, or on patches on it), the commit
         of the range that wrote it: mapped onto the new base and blamed forward."""
         repo, path = self.rng.repo, f.old_path or f.path
-        new = text_lines(self.rng.blob(f"{self.rng.new}:{path}"))
-        pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else new
-        mapping = LineMap(pre, new)
+        _, _, mapping = self._onto(f, self.rng.new)
         at_base = {m: n for n in lines if (m := mapping.get(n)) is not None}
         blamed = repo.history.blame(self.rng.old, self.rng.new, path, spans(at_base))
         return {at_base[m]: [c] for m, c in blamed.items()
                 if m in at_base and c in self.rng.parents}
+
+    def _onto(self, f: FileDiff, rev: str) -> tuple[list[bytes], list[bytes], LineMap]:
+        """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it."""
+        there = text_lines(self.rng.blob(f"{rev}:{f.old_path or f.path}"))
+        pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else there
+        return there, pre, LineMap(pre, there)
 
     def _written(self, path: str, spans_: Sequence[tuple[int, int]]) -> list[str]:
         """Forward blame of upstream's lines at the new base: the range's writers."""

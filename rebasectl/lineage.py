@@ -116,7 +116,7 @@ def load_changes(repo: Repo, side: str, commits: Sequence[str],
                  series: Series | None) -> list[Change]:
     infos = repo.commits(list(commits))
     entries = _entries_for(infos, series)
-    diffs = [(i.sha, repo.commit_diff(i)) for i in infos]
+    diffs = _diffs(repo, infos)
     ids = repo.history.patch_ids(diffs)
     out: list[Change] = []
     for number, (info, entry, (_, diff)) in enumerate(zip(infos, entries, diffs), start=1):
@@ -133,6 +133,17 @@ def load_changes(repo: Repo, side: str, commits: Sequence[str],
                         change.sig[s] += 1
         out.append(change)
     return out
+
+
+def _diffs(repo: Repo, infos: list[CommitInfo]) -> list[tuple[str, bytes]]:
+    """Each commit's diff against its parent: one ``git log -p`` when the commits are a line
+    (a series is), else one ``git diff`` each."""
+    line = all(i.parents == (prev.sha,) for prev, i in zip(infos, infos[1:]))
+    if len(infos) > 1 and line and infos[0].parent:
+        found = dict(repo.history.patches(f"{infos[0].parent}..{infos[-1].sha}", []))
+        if set(found) == {i.sha for i in infos}:
+            return [(i.sha, found[i.sha] if found[i.sha].strip() else b"") for i in infos]
+    return [(i.sha, repo.commit_diff(i)) for i in infos]
 
 
 def _entries_for(infos: list[CommitInfo], series: Series | None) -> list[PatchEntry | None]:
@@ -397,8 +408,9 @@ class _Pairing:
 
 
 def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
-         new_base: str) -> list[Group]:
-    """Pair the old and new changes into groups, each with a status and its evidence."""
+         new_base: str, *, replay: bool = True) -> list[Group]:
+    """Pair the old and new changes into groups, each with a status and its evidence; without
+    ``replay`` the caller replays the modified pairs (``replay_into``) when it suits it."""
     p = _Pairing(git, old, new, old_base, new_base)
     p.same_patch_id()
     p.empties()
@@ -416,7 +428,10 @@ def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
             news = sum((p.by_n(j).exact for j in g.new), Counter[tuple[str, str]]())
             g.evidence["changed_lines_equal"] = olds == news
         else:
-            g.status = classify(git, p.by_o(g.old[0]), p.by_n(g.new[0]), g.evidence)
+            o, n = p.by_o(g.old[0]), p.by_n(g.new[0])
+            g.status = classify(o, n, g.evidence)
+            if replay and g.status == "modified":
+                replay_into(git, o, n, g.evidence)
     return order(p.groups)
 
 
@@ -430,7 +445,7 @@ def _moved(o: Change, n: Change) -> int | None:
     return None
 
 
-def classify(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> str:
+def classify(o: Change, n: Change, evidence: dict[str, Any]) -> str:
     """identical / equivalent / modified for one old and one new patch. Same patch-id and the
     same +/- lines is identical, moved or not (patch-id ignores line numbers and whitespace;
     +/- lines that differ in whitespace are a different change: indentation is code)."""
@@ -448,12 +463,17 @@ def classify(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> str:
         evidence["whitespace_differs"] = True
     elif o.exact == n.exact:
         return "equivalent"
+    return "modified"
+
+
+def replay_into(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> None:
+    """The old patch replayed 3-way on the new one's parent: whether that gives the new commit's
+    tree, another, or conflicts (and where), as evidence of a modified pair."""
     replay, conflicts = replay_tree(git, o, n.parent)
     evidence["replay"] = ("reproduces" if replay == n.info.tree
                           else "conflicts" if replay is None else "differs")
     if conflicts:
         evidence["replay_conflicts"] = conflicts
-    return "modified"
 
 
 def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dict[str, Any]]]:

@@ -7,9 +7,10 @@ each of its hunks (``interdiff``: the one attribution engine), the mechanical ch
 (``findings``), and the review decision a maintainer reads first: whether to look, why in a few
 words, and the commit that forced it.
 
-The work that takes time (one blame per file and side, pickaxes, one ``git grep`` per patch that
-removes a name) is gathered first and run on threads; everything else reads objects through one
-reader on the main thread.
+The work that takes time (one blame per file and side, pickaxes, one ``git grep`` per name a
+patch removes, the size of the range) is gathered first and run on threads, while the main thread
+replays the modified pairs and reads files for the other checks (the threads read objects through
+the range's own reader, so the two never share one).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -53,12 +54,10 @@ def build_report(git: Repo, old: Side, new: Side, upstream_git: Repo | None = No
     up = upstream_git or git
     old_changes = lineage.load_changes(git, "old", old.commits, old.series)
     new_changes = lineage.load_changes(git, "new", new.commits, new.series)
-    groups = lineage.pair(git, old_changes, new_changes, old.base, new.base)
+    groups = lineage.pair(git, old_changes, new_changes, old.base, new.base, replay=False)
     related = old.base != new.base and up.history.is_ancestor(old.base, new.base)
     ctx = _Ctx(git, up, old.base, new.base, related, old_changes, new_changes)
-    entries = ctx.entries(groups)
-    upstream = UpstreamRange(up.history.count(f"{old.base}..{new.base}") if related else 0,
-                             up.files_changed(old.base, new.base) if old.base != new.base else 0)
+    entries, upstream = ctx.entries(groups)
     return Report(_side_info(up, old, old_changes), _side_info(up, new, new_changes), upstream,
                   entries)
 
@@ -86,12 +85,8 @@ def pr_number(subject: str) -> str | None:
     return ("!" if m.group(3) else "#") + num
 
 
-def run_all(tasks: Sequence[Callable[[], Any]]) -> list[Any]:
-    """Run independent git questions on threads (git does the work, in parallel processes)."""
-    if len(tasks) <= 1:
-        return [t() for t in tasks]
-    with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 2)) as pool:
-        return list(pool.map(lambda t: t(), tasks))
+def _workers(tasks: int) -> int:
+    return max(1, min(tasks, os.cpu_count() or 2))
 
 
 class _Ctx:
@@ -114,19 +109,37 @@ class _Ctx:
                 data.decode("utf-8", errors="replace").split("\n")
         return self._lines[key]
 
-    def entries(self, groups: list[Group]) -> tuple[Entry, ...]:
+    def entries(self, groups: list[Group]) -> tuple[tuple[Entry, ...], UpstreamRange]:
+        """The entries and the upstream range. The slow git questions (blames, pickaxes, greps,
+        the range's size) run on threads while this thread replays the modified pairs and
+        runs the checks that only read files."""
         jobs = Jobs() if self.related else None
         plans = [self.plan(g, jobs) for g in groups]
-        found = [self.findings(g) for g in groups]
         late = _Late(self)
         for g in groups:
             late.ask(g)
-        answers = run_all((jobs.tasks(Culprits(self.rng)) if jobs else []) + late.tasks)
+        tasks = (jobs.tasks(Culprits(self.rng)) if jobs else []) + late.tasks + [self._range]
+        with ThreadPoolExecutor(max_workers=_workers(len(tasks))) as pool:
+            futures = [pool.submit(task) for task in tasks]
+            for g in groups:
+                if g.status == "modified" and len(g.old) == len(g.new) == 1:
+                    lineage.replay_into(self.git, self.old[g.old[0] - 1],
+                                        self.new[g.new[0] - 1], g.evidence)
+            found = [self.findings(g) for g in groups]
+            answers = [f.result() for f in futures]
+        asked = len(jobs.files) if jobs else 0
         if jobs is not None:
-            jobs.take(answers[:len(jobs.files)])
-        late.take(answers[len(jobs.files) if jobs else 0:])
-        return tuple(self.entry(g, p, f + late.found(g), jobs)
-                     for g, p, f in zip(groups, plans, found))
+            jobs.take(answers[:asked])
+        late.take(answers[asked:-1])
+        entries = tuple(self.entry(g, p, f + late.found(g), jobs)
+                        for g, p, f in zip(groups, plans, found))
+        return entries, answers[-1]
+
+    def _range(self) -> UpstreamRange:
+        """How far apart the bases are: commits between them and files that differ."""
+        up, old, new = self.up, self.old_base, self.new_base
+        return UpstreamRange(up.history.count(f"{old}..{new}") if self.related else 0,
+                             up.files_changed(old, new) if old != new else 0)
 
     def plan(self, g: Group, jobs: Jobs | None) -> list[FilePlan]:
         olds = [self.old[i - 1] for i in g.old]

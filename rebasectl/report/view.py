@@ -218,7 +218,11 @@ def _message(e: Entry) -> str:
 
 
 def _patch_line(side: str, p: PatchInfo) -> Text:
-    return (t(f"{side} [{p.index}] "), commit(p.commit or ""), t(f" {p.subject} ({p.date[:10]})"))
+    added, removed = sum(f.added for f in p.files), sum(f.removed for f in p.files)
+    size = f"{len(p.files)} file{'s' if len(p.files) != 1 else ''} +{added}/-{removed}" \
+        if p.files else "no diff"
+    return (t(f"{side} [{p.index}] "), commit(p.commit or ""),
+            t(f" {p.subject} ({p.date[:10]}; {size})"))
 
 
 def _patches(report: Report, e: Entry) -> list[Block]:
