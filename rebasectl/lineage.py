@@ -114,6 +114,8 @@ def significant(line: str) -> str | None:
 
 def load_changes(repo: Repo, side: str, commits: Sequence[str],
                  series: Series | None) -> list[Change]:
+    """The commits of one side as changes, with patch-ids and the line multisets every pairing
+    rule compares, computed once (pairing compares every old with every new patch)."""
     infos = repo.commits(list(commits))
     entries = _entries_for(infos, series)
     diffs = _diffs(repo, infos)
@@ -309,6 +311,8 @@ class _Pairing:
                                {"rule": "empty"}))
 
     def one_to_one(self) -> None:
+        """Pairs by similarity or lineage, best score first, so a strong pair is never taken by a
+        weaker candidate that happened to come first."""
         cands: list[tuple[float, int, int]] = []
         for (i, j), s in self.sims.items():
             if i in self.used_o or j in self.used_n or pair_rule(s) is None:
@@ -327,6 +331,7 @@ class _Pairing:
         return self.new[j - 1]
 
     def upstreamed(self) -> None:
+        """Unpaired old patches whose every added line the new base holds: upstream took them."""
         for o in self.old:
             if o.index in self.used_o or o.empty:
                 continue
@@ -367,6 +372,8 @@ class _Pairing:
             used_mine[c.index] = target
 
     def _fold_target(self, c: Change, part: str) -> tuple[int, str, Similarity] | None:
+        """The patch of the other side ``c`` joins: the strongest rule first (absorbs:, then
+        containment, then lineage), then the largest share, then the lowest index."""
         others = self.new if part == "old" else self.old
         found: list[tuple[int, float, int, str, Similarity]] = []
         for other in others:
@@ -381,6 +388,7 @@ class _Pairing:
         return k, rule, s
 
     def rest(self) -> None:
+        """What no rule took: empty commits alone, dropped old and new patches, each with why."""
         for n in self.new:
             if n.empty and n.index not in self.used_n:
                 self.add(Group([], [n.index], "empty", {"rule": "empty"}))

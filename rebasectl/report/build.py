@@ -63,6 +63,7 @@ def build_report(git: Repo, old: Side, new: Side, upstream_git: Repo | None = No
 
 
 def _side_info(up: Repo, side: Side, changes: list[Change]) -> SideInfo:
+    """One side as the report states it (author, ISO date, files, series.yaml intent)."""
     base_info = up.commit(side.base) if up.resolve(side.base) else None
     patches = tuple(
         PatchInfo(index=c.index, id=c.id, commit=c.sha, subject=c.subject,
@@ -101,6 +102,8 @@ class _Ctx:
         self._lines: dict[tuple[str, str], list[str] | None] = {}
 
     def lines(self, rev: str, path: str) -> list[str] | None:
+        """A file at a revision as lines, read once per report (several checks read the same
+        files)."""
         key = (rev, path)
         if key not in self._lines:
             repo = self.up if rev in (self.old_base, self.new_base) else self.git
@@ -142,6 +145,7 @@ class _Ctx:
                              up.files_changed(old, new) if old != new else 0)
 
     def plan(self, g: Group, jobs: Jobs | None) -> list[FilePlan]:
+        """The file comparisons of an entry with both sides; an identical entry asks no blame."""
         olds = [self.old[i - 1] for i in g.old]
         news = [self.new[j - 1] for j in g.new]
         if not (olds and news):
@@ -152,6 +156,8 @@ class _Ctx:
                           jobs if g.status != "identical" else None) for p in paths]
 
     def findings(self, g: Group) -> list[Finding]:
+        """The checks that only read files; an old side's finding the new side repeats is said
+        once, and lines lost are looked for only where the change differs."""
         olds = [self.old[i - 1] for i in g.old]
         news = [self.new[j - 1] for j in g.new]
         new_side = [x for c in news for x in checks.stale_message(c, self.lines)]
@@ -163,6 +169,7 @@ class _Ctx:
 
     def entry(self, g: Group, plans: list[FilePlan], found: list[Finding],
               jobs: Jobs | None) -> Entry:
+        """One mapping entry from its group, its file plans (answered) and its findings."""
         olds = [self.old[i - 1] for i in g.old]
         news = [self.new[j - 1] for j in g.new]
         files: list[FileCompare] = []
@@ -198,6 +205,8 @@ class _Late:
         self._done: dict[int, list[Finding]] = {}
 
     def ask(self, g: Group) -> None:
+        """Queue the slow checks of the group's new patches: partial reverts (a pickaxe) and
+        removed names (a ``git grep``)."""
         ctx = self.ctx
         for j in g.new:
             c = ctx.new[j - 1]
@@ -225,6 +234,8 @@ class _Late:
                                                for f in self._uses(c, item, files)]))
 
     def _uses(self, c: Change, item: checks.Removed, files: list[str]) -> list[Finding]:
+        """The finding for a removed name, if code of the tree after the patch still uses it,
+        with the upstream commit that wrote the first use (forward blame)."""
         found = checks.uses(item, [f for f in files if f.endswith(".py")], c.sha,
                             self.ctx.lines)
         if not found:

@@ -18,6 +18,7 @@ Findings that hold for both sides of an entry are stated once, for the new side.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -183,6 +184,8 @@ def _added_at(f: FileDiff) -> dict[int, str]:
 
 
 def redundant(c: Change, lines: Lines) -> list[Finding]:
+    """Added lines that their block already held before the patch (same text, same
+    indentation, a line the patch did not add)."""
     out: list[Finding] = []
     for f in c.files:
         post = lines(c.sha, f.path)
@@ -213,7 +216,8 @@ def _norm(text: str) -> str:
 
 def lost(olds: Sequence[Change], news: Sequence[Change], new_base: str,
          lines: Lines) -> list[Finding]:
-    """Lines the old patches added that are in neither the new patches nor the new base."""
+    """Lines the old patches added that are in neither the new patches nor the new base; one
+    the new patch has a close version of (a rewrite, not a loss) is quoted with it."""
     carried = {_norm(x.decode("utf-8", errors="replace")) for c in news for f in c.files
                for h in f.hunks for x in h.added}
     out: list[Finding] = []
@@ -223,13 +227,21 @@ def lost(olds: Sequence[Change], news: Sequence[Change], new_base: str,
                 for f in c.files if f.path == path for h in f.hunks for x in h.added]
         gone = [x for x in dict.fromkeys(gone) if significant("+" + x) and
                 not x.startswith("#") and x not in carried and x not in base]
-        if gone:
-            index = next(c.index for c in olds if c.file(path) is not None)
-            out.append(Finding("lost-in-resolution", "old", index, path,
-                               f"{len(gone)} line(s) the old patch added are in neither the new "
-                               f"patch nor this file at the new base: {_items(gone)}",
-                               items=tuple(gone)))
+        if not gone:
+            continue
+        index = next(c.index for c in olds if c.file(path) is not None)
+        quoted = [_with_counterpart(x, carried) for x in gone[:MAX_ITEMS]]
+        more = f" and {len(gone) - MAX_ITEMS} more" if len(gone) > MAX_ITEMS else ""
+        out.append(Finding("lost-in-resolution", "old", index, path,
+                           f"{len(gone)} line(s) the old patch added are in neither the new "
+                           f"patch nor this file at the new base: {', '.join(quoted)}{more}",
+                           items=tuple(gone)))
     return out
+
+
+def _with_counterpart(line: str, carried: set[str]) -> str:
+    close = difflib.get_close_matches(line, sorted(carried), n=1, cutoff=0.9)
+    return f"`{line}` (the new patch has `{close[0]}`)" if close else f"`{line}`"
 
 
 # -- partial revert --------------------------------------------------------------------------------
@@ -283,6 +295,7 @@ class Removed:
 
 
 def _removed_lines(f: FileDiff) -> Iterable[tuple[int, str]]:
+    """(preimage line, text) of every line the diff removes."""
     for h in f.hunks:
         n = h.old_start
         for raw in h.lines:
@@ -316,6 +329,7 @@ def _signature_params(pre: list[str], post: list[str] | None, line: str,
 
 
 def _removed_item(pre: list[str], n: int, line: str, path: str) -> Removed | None:
+    """The definition a removed line made, if it made one."""
     if (m := _DEF.match(line)) is not None:
         return Removed(m.group(1), "def", path)
     if (m := _ATTR.match(line)) is not None:
@@ -358,6 +372,7 @@ def uses(item: Removed, files: Sequence[str], rev: str, lines: Lines) -> list[tu
 
 def name_used(c: Change, item: Removed, found: list[tuple[str, int]],
               commit: str | None) -> Finding:
+    """The finding, naming up to three uses and the upstream commit of the first."""
     what = {"def": f"`{item.name}`", "attribute": f"attribute `{item.name}`",
             "parameter": f"parameter `{item.name}` of `{item.owner}`"}[item.kind]
     where = ", ".join(f"{p}:{n}" for p, n in found[:3]) + \

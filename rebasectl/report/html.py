@@ -32,6 +32,7 @@ details{margin:.3em 0}summary{cursor:pointer;color:#57606a}
 
 
 def span(s: Span) -> str:
+    """A span as HTML: statuses and review answers get a class for their colour."""
     text = escape(s.text)
     if s.kind == "code":
         return f"<code>{text}</code>"
@@ -53,6 +54,7 @@ def inline(text: Text) -> str:
 
 
 def block(b: Block) -> list[str]:
+    """A block as HTML lines; a fold is a ``<details>``, an interdiff a side-by-side table."""
     if isinstance(b, Para):
         return [f"<p>{inline(b.text)}</p>"]
     if isinstance(b, Bullets):
@@ -74,6 +76,7 @@ def block(b: Block) -> list[str]:
 
 
 def section(s: Section) -> list[str]:
+    """A section with an anchor, and a link back to the mapping where the view asks for one."""
     tag = f"h{s.level}"
     out = [f"<{tag} id=\"{escape(s.anchor)}\">{inline(s.title)}</{tag}>"]
     for b in s.blocks:

@@ -56,6 +56,7 @@ class Jobs:
     answers: list[dict[int, list[str]]] = field(default_factory=list)
 
     def ask(self, direction: str, f: FileDiff, line: int) -> int:
+        """Register one line of a blame question; returns the question's key."""
         key = next((k for k, (d, g) in enumerate(self.files) if d == direction and g is f), None)
         if key is None:
             self.files.append((direction, f))
@@ -104,6 +105,7 @@ class FilePlan:
     hunks: list[_HunkPlan]
 
     def result(self, jobs: Jobs) -> tuple[FileCompare, Counter[str]]:
+        """The file's comparison with each hunk's causes, and how many lines each commit forced."""
         hunks: list[InterHunk] = []
         total: Counter[str] = Counter()
         for h in self.hunks:
@@ -135,6 +137,8 @@ def effective(git: Repo, mine: Sequence[Change], series: Sequence[Change],
 
 
 def _side_lines(files: Sequence[FileDiff]) -> list[_Line]:
+    """One side's hunks of a file as lines, each with its preimage line number when it is a
+    context or removed line (upstream's code), so blame can be asked about it."""
     out: list[_Line] = []
     for k, f in enumerate(files):
         for h in f.hunks:
@@ -240,6 +244,8 @@ def _trim(seq: list[_Line], start: int, end: int) -> list[_Line]:
 
 def _interdiff(a: list[_Line], b: list[_Line], old: Sequence[FileDiff],
                new: Sequence[FileDiff], jobs: Jobs | None) -> list[_HunkPlan]:
+    """The interdiff hunks of two sides' lines, each with the blame questions for its differing
+    upstream lines (registered in ``jobs`` when given)."""
     matcher = difflib.SequenceMatcher(None, [x.text for x in a], [x.text for x in b],
                                       autojunk=False)
     out: list[_HunkPlan] = []

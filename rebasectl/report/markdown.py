@@ -32,6 +32,7 @@ def _code(text: str, cell: bool) -> str:
 
 
 def span(s: Span, cell: bool = False) -> str:
+    """A span as markdown: commits and code in backticks, the review answer in bold when yes."""
     if s.kind in ("code", "commit"):
         return _code(s.text, cell)
     if s.kind == "strong":
@@ -46,6 +47,7 @@ def inline(text: Text, cell: bool = False) -> str:
 
 
 def block(b: Block, verbose: bool) -> list[str]:
+    """A block as markdown lines; a fold only with ``verbose``, unfolded under a bold title."""
     if isinstance(b, Para):
         return [inline(b.text), ""]
     if isinstance(b, Bullets):

@@ -51,6 +51,8 @@ def rule_words(ev: dict[str, Any]) -> str:
 
 
 def _unpaired(ev: dict[str, Any], other: str) -> str:
+    """Why no rule took an unpaired patch: the numbers each rule saw at its nearest candidate
+    and what the rule needs (the thresholds of ``lineage`` itself)."""
     near = ev.get("nearest")
     if not near:
         return f"No {other} patch shares a file or a changed line with it."
@@ -69,6 +71,8 @@ def _unpaired(ev: dict[str, Any], other: str) -> str:
 
 
 def _merged(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[int]) -> str:
+    """Which patch of the entry was paired and by which rule, and by which rule each other one
+    joined it."""
     key = "folded" if status == "merged" else "split_off"
     word = "old" if status == "merged" else "new"
     folded = ev.get(key, {})
@@ -105,6 +109,7 @@ def describe(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[
 
 
 def _pair(status: str, ev: dict[str, Any]) -> str:
+    """A 1:1 entry: the rule that paired it and what the replay of the old patch gave."""
     head = ("The same +/- lines in another context" if status == "equivalent"
             else "The change differs")
     parts = [f"{head} (paired by {rule_words(ev)})."]
@@ -136,6 +141,7 @@ def _differs(files: Sequence[FileCompare]) -> str:
 
 
 def _codes(status: str, ev: dict[str, Any], moved: bool) -> list[str]:
+    """The review reason codes of a status (before findings add theirs)."""
     if status == "identical":
         return ["same-change"] + (["moved"] if moved else [])
     if status == "equivalent":

@@ -27,6 +27,7 @@ def _side(s: SideInfo) -> dict[str, Any]:
 
 
 def _entry(e: Entry) -> dict[str, Any]:
+    """An entry: the contract's keys first, then what the report adds."""
     return {"old": list(e.old), "new": list(e.new), "status": e.status,
             "renumbered": e.renumbered, "message_changed": e.message_changed,
             "evidence": e.evidence, "details": e.details, "moved": e.moved,

@@ -131,6 +131,7 @@ def document(report: Report) -> Document:
 
 
 def _verdict(report: Report) -> Text:
+    """The decision in one line: how many entries to review, which, and what they are."""
     todo = report.to_review
     counts = Counter(report.mapping[k - 1].status for k in todo)
     rest = Counter(e.status for e in report.mapping if not e.review.needed)
@@ -146,6 +147,8 @@ def _verdict(report: Report) -> Text:
 
 
 def _head(report: Report) -> Section:
+    """The title (with the verdict), the two bases and the upstream range, and where the
+    details are."""
     o, n, up = report.old, report.new, report.upstream
     sides = [(t(f"{word} "), commit(s.base), t(f" {s.base_date[:10]} + {len(s.patches)} "
                                                 f"patches ({s.label or word})"))
@@ -181,6 +184,8 @@ def _forced(e: Entry, most: int = 2) -> Text:
 
 
 def _mapping(report: Report) -> Section:
+    """The first screen: one row per entry with status, review yes/no, why in a few words and
+    the upstream commits that forced it."""
     rows = []
     for k, e in enumerate(report.mapping, start=1):
         rows.append(((Span(str(k), "link", f"e{k}"),), (t(_who(e, report).subject),),
@@ -199,6 +204,8 @@ def _entries_head() -> Section:
 
 # -- one entry -------------------------------------------------------------------------------------
 def _entry(report: Report, k: int, e: Entry) -> Section:
+    """One entry's section: the rule that mapped it, its patches, the files that differ, its
+    findings, the upstream commits, then the folded details."""
     title = (t(f"{k}. {_who(e, report).subject} — "), Span(e.status, "status"))
     blocks: list[Block] = [Para(prose(e.details))]
     blocks += _patches(report, e)
@@ -226,6 +233,8 @@ def _patch_line(side: str, p: PatchInfo) -> Text:
 
 
 def _patches(report: Report, e: Entry) -> list[Block]:
+    """The entry's patches (commit, subject, date, size), how the message changed, and the
+    series.yaml intent."""
     items = [_patch_line("old", report.old.patches[i - 1]) for i in e.old]
     items += [_patch_line("new", report.new.patches[j - 1]) for j in e.new]
     if _message(e):
@@ -238,6 +247,8 @@ def _patches(report: Report, e: Entry) -> list[Block]:
 
 
 def _files(e: Entry) -> list[Block]:
+    """Per file: +/- on each side, how the change compares, the commits that forced it (left
+    out when every file is the same change)."""
     if not e.files or all(f.status in ("identical", "moved") for f in e.files):
         return []
     rows = tuple(((code(f.path),), (t(f"+{f.old_added}/-{f.old_removed}"),),
@@ -261,6 +272,7 @@ def _findings(e: Entry) -> list[Block]:
 
 
 def _commits(e: Entry) -> list[Block]:
+    """The upstream commits that forced the entry's difference, with the lines each forced."""
     if not e.upstream_commits:
         return []
     items = tuple((commit(c.commit), t(f" {c.subject} — "),
@@ -271,6 +283,7 @@ def _commits(e: Entry) -> list[Block]:
 
 
 def _folds(e: Entry) -> list[Block]:
+    """The long details: interdiff hunks with their causes, replay conflicts, evidence."""
     out: list[Block] = []
     hunks: list[Block] = []
     for f in e.files:
@@ -292,6 +305,7 @@ def _folds(e: Entry) -> list[Block]:
 
 
 def _evidence(ev: dict[str, Any]) -> list[Text]:
+    """The evidence as key: value lines (nested values as compact JSON), not a dict dump."""
     out: list[Text] = []
     for key, value in ev.items():
         if key == "replay_conflicts":
@@ -304,6 +318,7 @@ def _evidence(ev: dict[str, Any]) -> list[Text]:
 
 # -- summary ---------------------------------------------------------------------------------------
 def _summary(report: Report) -> Section:
+    """Counts by status, and the entries of each kind of finding."""
     statuses = Counter(e.status for e in report.mapping)
     rows = tuple(((Span(s, "status"),), (t(str(n)),),
                   (t(str(sum(len(e.old) for e in report.mapping if e.status == s))),),
