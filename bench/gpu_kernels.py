@@ -6,7 +6,10 @@ Measures the device-to-device copy bandwidth once (bytes read + written, median 
 GB/s and the fraction of copy. Trees: ``REBASECTL_TEST_TREE`` (patched) and ``BENCH_BASE_TREE``
 (upstream, for the before/after RoPE rows). Writes the rows as JSON to ``--json FILE`` too.
 
-Usage: REBASECTL_TEST_TREE=... BENCH_BASE_TREE=... python bench/gpu_kernels.py [--json FILE]
+``--graph`` times the RoPE rows by CUDA graph replay (gpu_rope.GraphTimer) instead of do_bench.
+
+Usage: REBASECTL_TEST_TREE=... BENCH_BASE_TREE=... python bench/gpu_kernels.py [--graph]
+[--json FILE]
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ import gpu_rope  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--graph", action="store_true")
     args = parser.parse_args()
+    gpu_rope.GRAPH = args.graph
     copy = gpu_rope.measure_copy_gbps()
     rows: list[dict[str, Any]] = [{"name": "device copy (read+write)", "bytes": 1 << 30,
                                    "median_ms": None, "gbps": copy, "frac_of_copy": 1.0}]

@@ -60,7 +60,9 @@ def timed(cmds: Sequence[Sequence[str]], cwd: Path) -> tuple[float, float]:
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err}")
+            shown = " ".join(cmd)
+            shown = shown if len(shown) < 300 else shown[:300] + " ..."
+            raise SystemExit(f"benchmark command failed: {shown}\n{err[-2000:]}")
         peak = max(peak, usage.ru_maxrss / 1024)
     return time.perf_counter() - start, peak
 
@@ -265,6 +267,104 @@ def bench_bump_scaling(ours: Path, raw: Path, base: str, patch_files: list[Path]
 
 
 EXTRA_BENCHES.append(bench_bump_scaling)
+
+
+def linear_history(raw: Path, root: Path, count: int) -> tuple[Path, str, str]:
+    """A clone of the mirror with a straight line of ``count`` real upstream changes: commit k
+    has the tree of the k-th non-merge commit of 3714d81..3346fa8a2 in topological order (its
+    binary files kept as at the start: rebasectl carries text only), so its patch is what that
+    commit (or the branch switch before it) changed. Returns (clone, base, tip)."""
+    clone = root / "linear.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(raw), str(clone)], check=True)
+
+    def git(*args: str, stdin: bytes | None = None, **env: str) -> str:
+        return subprocess.run(["git", "-C", str(clone), *args], input=stdin, check=True,
+                              capture_output=True, env={**os.environ, **HERMETIC, **env}
+                              ).stdout.decode(errors="replace").strip()
+
+    shas = git("rev-list", "--no-merges", "--topo-order", "--reverse",
+               "3714d81..3346fa8a2").split()[: count + 1]
+    index = str(root / "linear-index")
+    binary: set[str] = set()
+    parent, prev_tree = shas[0], git("rev-parse", f"{shas[0]}^{{tree}}")
+    for sha in shas[1:]:
+        tree = _text_tree(git, index, sha, shas[0], binary)
+        found = {ln.split("\t", 2)[2] for ln in git("diff", "--numstat", "--no-renames",
+                                                     prev_tree, tree).splitlines()
+                 if ln.startswith("-\t-\t")}
+        if found:  # binary changes stay out of the line: pinned to the first tree's content
+            binary |= found
+            tree = _text_tree(git, index, sha, shas[0], binary)
+        msg = git("log", "-1", "--format=%B", sha).encode()
+        parent, prev_tree = git("commit-tree", tree, "-p", parent, stdin=msg), tree
+    return clone, shas[0], parent
+
+
+def _text_tree(git: Callable[..., str], index: str, sha: str, first: str,
+               binary: set[str]) -> str:
+    """``sha``'s tree with the ``binary`` paths as they are in ``first``."""
+    git("read-tree", sha, GIT_INDEX_FILE=index)
+    if binary:
+        pinned = "".join(f"{ln}\0" for ln in git("ls-tree", "-r", "-z", first, "--",
+                                                 *sorted(binary)).split("\0") if ln)
+        removals = "".join(f"0 {'0' * 40}\t{p}\0" for p in sorted(binary))
+        git("update-index", "-z", "--index-info", stdin=(removals + pinned).encode(),
+            GIT_INDEX_FILE=index)
+    return git("write-tree", GIT_INDEX_FILE=index)
+
+
+def bench_large_series(ours: Path, raw: Path, base: str, patch_files: list[Path],
+                       work: Path) -> None:
+    """A 500-patch series (500 real upstream changes in a line): import and export against
+    `git format-patch` of the same range (<= 2x), status (< 0.5 s), apply against `git worktree
+    add` + `git am` of the same patches (<= 1.2x), peak memory (< 200 MB)."""
+    root = work / "large"
+    root.mkdir()
+    clone, lbase, tip = linear_history(raw, root, 500)
+    series = root / "series"
+    series.mkdir()
+    out = root / "fp"
+
+    def import_cmd() -> list[list[str]]:
+        shutil.rmtree(series, ignore_errors=True)
+        series.mkdir()
+        return [rebasectl("-C", str(series), "import", f"{lbase}..{tip}", "--repo", str(clone))]
+
+    def format_patch() -> list[list[str]]:
+        shutil.rmtree(out, ignore_errors=True)
+        return [["git", "-C", str(clone), "format-patch", "-q", "-o", str(out),
+                 f"{lbase}..{tip}"]]
+
+    compare("large: import 500 vs format-patch", import_cmd, format_patch, work, "<= 2")
+    seconds, rss = timed([rebasectl("-C", str(series), "status")], work)
+    ROWS.append(["large: status (500 patches)", f"{seconds:.3f}", "", "", "< 0.5 s",
+                 f"{rss:.0f}", ""])
+    subprocess.run(rebasectl("-C", str(series), "fetch", "--upstream", str(clone)), check=True,
+                   capture_output=True, env={**os.environ, **HERMETIC})
+    tree = root / "raw-tree"
+    # git am stops at an empty patch (git < 2.43 has no --empty=keep): it gets the others
+    patches = [p for p in sorted((series / "patches").glob("*.patch"))
+               if not p.read_bytes().endswith(b"\n---\n")]
+
+    def apply_cmd() -> list[list[str]]:
+        shutil.rmtree(series / ".rebasectl" / "tree", ignore_errors=True)
+        (series / ".rebasectl" / "tree.json").unlink(missing_ok=True)
+        subprocess.run(["git", "-C", str(series / ".rebasectl" / "upstream.git"), "worktree",
+                        "prune"], check=True)
+        return [rebasectl("-C", str(series), "apply")]
+
+    def am_cmd() -> list[list[str]]:
+        shutil.rmtree(tree, ignore_errors=True)
+        subprocess.run(["git", "-C", str(clone), "worktree", "prune"], check=True)
+        return [["git", "-C", str(clone), "worktree", "add", "-q", "--detach", str(tree), lbase],
+                ["git", "-C", str(tree), "am", "-q", "-3", "-k", *map(str, patches)]]
+
+    compare("large: apply 500 vs worktree add + am -3", apply_cmd, am_cmd, work, "<= 1.2")
+    compare("large: export 500 (unchanged) vs format-patch",
+            lambda: [rebasectl("-C", str(series), "export")], format_patch, work, "<= 2")
+
+
+EXTRA_BENCHES.append(bench_large_series)
 
 
 if __name__ == "__main__":

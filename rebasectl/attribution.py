@@ -23,6 +23,7 @@ the file. Lines the old base never had come from an earlier patch: the patch is 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tempfile
@@ -32,8 +33,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .applier import Unsupported, apply_patch
 from .conflicts import ConflictKind, FileConflict, Region
-from .diffs import FileDiff, LineMap, spans, text_lines
+from .diffs import FileDiff, LineMap, merge_spans, spans, text_lines
 from .git import Entry, Index, Repo
 from .patches import Patch
 
@@ -157,7 +159,8 @@ class UpstreamRange:
 
     def removed_between(self, keeper: str, child: str, path: str) -> dict[str, set[bytes]]:
         """The lines (stripped) each non-merge commit of ``keeper..child`` removed from
-        ``path``: the child itself, or the side branch a merge child brought in."""
+        ``path``: the child itself, or the side branch a merge child brought in (a log of
+        those commits only, not of the whole range)."""
         key = (keeper, child, path)
         if key not in self._removed:
             self._removed[key] = {
@@ -194,6 +197,49 @@ def _applies(index: Index, patch: Patch, *, keep: bool = True) -> bool:
     return False
 
 
+class Contents:
+    """Blob contents and 3-way merges, each asked of git once per scan (states share most of
+    their blobs, and the same merge comes back at every state that did not change the file)."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+        self.blobs: dict[str, bytes | None] = {}
+        self.merges: dict[tuple[bytes, ...], bytes | None] = {}
+
+    def blob(self, sha: str) -> bytes | None:
+        if sha not in self.blobs:
+            self.blobs[sha] = self.repo.objects.blob(sha)
+        return self.blobs[sha]
+
+    def merge(self, ours: bytes, base: bytes, theirs: bytes) -> bytes | None:
+        key = tuple(hashlib.sha1(x).digest() for x in (ours, base, theirs))
+        if key not in self.merges:
+            text, conflicts = self.repo.merge_file(ours, base, theirs, ("a", "b", "c"))
+            self.merges[key] = None if conflicts else text
+        return self.merges[key]
+
+
+def python_decides(contents: Contents, entries: dict[str, Entry],
+                   patches: Sequence[Patch]) -> bool:
+    """``stack_applies`` without git processes (but for 3-way merges): each earlier patch
+    applied when it can, the last one asked. Raises ``Unsupported`` where git must decide."""
+    files: dict[str, bytes | None] = {}
+
+    def read(path: str) -> bytes | None:
+        if path in files:
+            return files[path]
+        entry = entries.get(path)
+        return contents.blob(entry.blob) if entry else None
+
+    for k, patch in enumerate(patches):
+        result = apply_patch(read, patch.files, contents.blob, contents.merge)
+        if k == len(patches) - 1:
+            return result is not None
+        if result is not None:
+            files.update(result)
+    return True
+
+
 def stack_applies(index: Index, entries: dict[str, Entry], patches: Sequence[Patch],
                   files: Sequence[Path]) -> bool:
     """Whether the last of ``patches`` applies on ``entries`` after the others (each applied
@@ -213,30 +259,87 @@ def stack_applies(index: Index, entries: dict[str, Entry], patches: Sequence[Pat
 State = frozenset[tuple[str, Entry]]
 
 
+class Scan:
+    """The states a patch meets along the range: at the old base and after each first-parent
+    commit that changes its files (or those of the earlier patches it sits on), each decided at
+    most once (reverts restore earlier states), in parallel batches, and only as far as a
+    question needs: ``breaks`` walks forward to the first break and back to the permanent one."""
+
+    def __init__(self, rng: UpstreamRange, stack: Sequence[tuple[str, Patch]],
+                 target: int) -> None:
+        self.repo = rng.repo
+        self.patches = [stack[p][1] for p in relevant_stack(stack, target)]
+        paths = sorted({path for p in self.patches for path in p.paths()})
+        self.states: list[tuple[str, State]] = []
+        self.verdicts: dict[State, bool] = {}
+        self.batch = max(1, os.cpu_count() or 2)
+        self.contents = Contents(rng.repo)
+        if not paths:
+            return
+        entries = rng.repo.entries_at(rng.old, paths)
+        self.states.append((rng.old, frozenset(entries.items())))
+        for raw in rng.repo.history.raw_changes(rng.spec, paths, first_parent=True):
+            for change in raw.changes:
+                if change.mode is None or change.blob is None:
+                    entries.pop(change.path, None)
+                else:
+                    entries[change.path] = Entry(change.mode, change.blob)
+            self.states.append((raw.commit, frozenset(entries.items())))
+
+    @property
+    def touching(self) -> list[str]:
+        return [c for c, _ in self.states[1:]]
+
+    def decide(self, positions: Iterable[int]) -> None:
+        keys = [k for k in dict.fromkeys(self.states[i][1] for i in positions)
+                if k not in self.verdicts]
+        if keys:
+            self.verdicts.update(zip(keys, _decide(self.contents, keys, self.patches)))
+
+    def applies(self, i: int) -> bool:
+        self.decide([i])
+        return self.verdicts[self.states[i][1]]
+
+    def statuses(self) -> list[tuple[str, bool]]:
+        """Every state decided (the whole walk; ``breaks`` needs less)."""
+        self.decide(range(len(self.states)))
+        return [(c, self.verdicts[k]) for c, k in self.states]
+
+    def breaks(self) -> tuple[str | None, str | None]:
+        """(first_break, permanent_break), as ``breaks(self.statuses())`` would give them."""
+        n = len(self.states)
+        if n < 2 or self.applies(n - 1):
+            return None, None
+        first: str | None = None
+        for i in range(1, n, self.batch):
+            self.decide(range(i - 1, min(n, i + self.batch)))
+            first = next((self.states[j][0] for j in range(i, min(n, i + self.batch))
+                          if self.applies(j - 1) and not self.applies(j)), None)
+            if first is not None:
+                break
+        last_good = None
+        for j in range(n - 1, -1, -self.batch):
+            self.decide(range(max(0, j - self.batch + 1), j + 1))
+            last_good = next((k for k in range(j, max(-1, j - self.batch), -1)
+                              if self.applies(k)), None)
+            if last_good is not None:
+                break
+        return first, self.states[last_good + 1][0] if last_good is not None else None
+
+
 def scan(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]],
          target: int) -> tuple[list[tuple[str, bool]], int]:
-    """Whether ``stack[target]`` applies at the old base and at every first-parent commit of the
-    range that changes its files or those of the patches below it; and how many distinct states
-    were tried."""
-    patches = [stack[p][1] for p in relevant_stack(stack, target)]
-    paths = sorted({path for p in patches for path in p.paths()})
-    if not paths:
+    """Whether ``stack[target]`` applies at each state of the range (all decided), and how many
+    distinct states were tried."""
+    walk = Scan(rng, stack, target)
+    if not walk.states:
         return [(rng.old, True)], 0
-    entries = rng.repo.entries_at(rng.old, paths)
-    states: list[tuple[str, State]] = [(rng.old, frozenset(entries.items()))]
-    for raw in rng.repo.history.raw_changes(rng.spec, paths, first_parent=True):
-        for change in raw.changes:
-            if change.mode is None or change.blob is None:
-                entries.pop(change.path, None)
-            else:
-                entries[change.path] = Entry(change.mode, change.blob)
-        states.append((raw.commit, frozenset(entries.items())))
-    distinct = list(dict.fromkeys(key for _, key in states))
-    decided = dict(zip(distinct, _decide(rng.repo, distinct, patches)))
-    return [(commit, decided[key]) for commit, key in states], len(distinct)
+    return walk.statuses(), len(walk.verdicts)
 
 
-def _decide(repo: Repo, distinct: list[State], patches: list[Patch]) -> list[bool]:
+def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> list[bool]:
+    """Each state decided in Python where it can be (``python_decides``), by git otherwise."""
+    repo = contents.repo
     with tempfile.TemporaryDirectory(prefix="rebasectl-scan-") as tmp:
         files: list[Path] = []
         for number, patch in enumerate(patches):
@@ -247,8 +350,11 @@ def _decide(repo: Repo, distinct: list[State], patches: list[Patch]) -> list[boo
 
         def decide(item: tuple[int, State]) -> bool:
             number, key = item
-            index = Index(repo.runner, Path(tmp) / f"index-{number}")
-            return stack_applies(index, dict(key), patches, whole)
+            try:
+                return python_decides(contents, dict(key), patches)
+            except Unsupported:
+                index = Index(repo.runner, Path(tmp) / f"index-{number}")
+                return stack_applies(index, dict(key), patches, whole)
 
         workers = min(len(distinct), max(1, os.cpu_count() or 2))
         if workers <= 1:
@@ -285,44 +391,44 @@ class Culprits:
         self.needs: dict[str, set[bytes]] = {}  # lines the old base lacks: from earlier patches
 
     def for_region(self, f: FileDiff, region: Region) -> list[str]:
-        found: list[str] = []
-        if region.base is not None:
-            needed = self.needed_lines(f, range(region.base[0], region.base[1] + 1))
-            found += [c for n in sorted(needed) for c in needed[n]]
-        if region.ours is not None:
-            found += self._written(f.path, [region.ours])
-        return list(dict.fromkeys(found))
+        return self.for_regions(f, [region])[0]
+
+    def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
+        """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
+        all the regions together (a blame over a thousand commits costs the same for one line
+        as for many)."""
+        wanted = [self._needed_lines(f, range(r.base[0], r.base[1] + 1)) if r.base else {}
+                  for r in regions]
+        back = self._reverse(f.old_path or f.path,
+                             {k: v[1] for w in wanted for k, v in w.items()})
+        ours = [r.ours for r in regions if r.ours is not None]
+        forward = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.path,
+                                              merge_spans(ours)) if ours else {}
+        out = []
+        for region, lines in zip(regions, wanted):
+            found = [c for line in sorted(lines) for c in back.get(line, [])]
+            if region.ours is not None:
+                a, b = region.ours
+                found += [c for n in range(a, b + 1) if (c := forward.get(n, "")) in
+                          self.rng.parents]
+            out.append(list(dict.fromkeys(found)))
+        return out
 
     def needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
-        """Per preimage line of ``f`` (the lines the patch needed), the commits that changed or
-        removed it: the line is mapped onto the old base and followed with reverse blame. Lines
-        that survived to the new base are left out."""
-        repo, path = self.rng.repo, f.old_path or f.path
-        old, pre, mapping = self._onto(f, self.rng.old)
-        wanted: dict[int, int] = {}  # line at the old base -> preimage line
-        for n in lines:
-            line = mapping.get(n)
-            if line is not None:
-                wanted[line] = n
-            elif 0 < n <= len(pre) and _meaningful(pre[n - 1]):
-                self.needs.setdefault(path, set()).add(pre[n - 1].strip())
-        last = repo.history.blame(self.rng.old, self.rng.new, path, spans(wanted), reverse=True)
-        gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
-        found: dict[int, list[str]] = {}
-        for keeper, group in _runs(gone):
-            texts = [t for t in (old[n - 1].strip() for n in group) if _meaningful(t)]
-            commits = self._successors(keeper, path, texts)
-            for n in group:
-                found[wanted[n]] = commits
-        return found
+        """Per preimage line of ``f`` (a line the patch needed), the commits that changed or
+        removed it (lines that survived to the new base are left out). The report asks this
+        of each line of an interdiff hunk; safe to call from several threads."""
+        wanted = self._needed_lines(f, lines)
+        back = self._reverse(f.old_path or f.path, {k: v[1] for k, v in wanted.items()})
+        return {wanted[k][0]: commits for k, commits in back.items()}
 
     def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
         """Per preimage line of ``f`` (a patch on the new base, or on patches on it), the commit
         of the range that wrote it: mapped onto the new base and blamed forward."""
-        repo, path = self.rng.repo, f.old_path or f.path
         _, _, mapping = self._onto(f, self.rng.new)
         at_base = {m: n for n in lines if (m := mapping.get(n)) is not None}
-        blamed = repo.history.blame(self.rng.old, self.rng.new, path, spans(at_base))
+        blamed = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.old_path or f.path,
+                                             spans(at_base))
         return {at_base[m]: [c] for m, c in blamed.items()
                 if m in at_base and c in self.rng.parents}
 
@@ -332,10 +438,34 @@ class Culprits:
         pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else there
         return there, pre, LineMap(pre, there)
 
-    def _written(self, path: str, spans_: Sequence[tuple[int, int]]) -> list[str]:
-        """Forward blame of upstream's lines at the new base: the range's writers."""
-        blamed = self.rng.repo.history.blame(self.rng.old, self.rng.new, path, spans_)
-        return [c for c in dict.fromkeys(blamed.values()) if c in self.rng.parents]
+    def _needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, tuple[int, bytes]]:
+        """Preimage lines mapped onto the old base: {old line: (preimage line, text)}. Lines
+        the old base never had are remembered in ``needs`` (an earlier patch wrote them)."""
+        old, pre, mapping = self._onto(f, self.rng.old)
+        wanted: dict[int, tuple[int, bytes]] = {}
+        for n in lines:
+            line = mapping.get(n)
+            if line is not None:
+                wanted[line] = (n, old[line - 1])
+            elif 0 < n <= len(pre) and _meaningful(pre[n - 1]):
+                self.needs.setdefault(f.old_path or f.path, set()).add(pre[n - 1].strip())
+        return wanted
+
+    def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[str]]:
+        """Old line -> the commits that changed it: right after the last commit that still had
+        it (``blame --reverse``), taken run by run of lines that went at the same commit."""
+        if not wanted:
+            return {}
+        last = self.rng.repo.history.blame(self.rng.old, self.rng.new, path, spans(wanted),
+                                           reverse=True)
+        gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
+        out: dict[int, list[str]] = {}
+        for keeper, group in _runs(gone):
+            texts = [t for t in (wanted[n].strip() for n in group) if _meaningful(t)]
+            commits = self._successors(keeper, path, texts)
+            for n in group:
+                out[n] = commits
+        return out
 
     def _successors(self, keeper: str, path: str, texts: list[bytes]) -> list[str]:
         """The commits right after ``keeper`` (the last that had the lines) that change
@@ -386,45 +516,44 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
               conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = ()) -> Attribution:
     """Breaks and culprits of ``stack[target]`` across ``rng``, region by region of
     ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch)."""
-    statuses, tried = scan(rng, stack, target)
-    first, permanent = breaks(statuses)
+    walk = Scan(rng, stack, target)
+    first, permanent = walk.breaks()
     patch = stack[target][1]
     finder = Culprits(rng)
-    regions = _regions(rng, finder, patch, conflicts)
+    regions = _regions(finder, patch, conflicts)
     paths: dict[str, str] = {}
     for rc in regions:
         for commit in rc.commits:
             paths.setdefault(commit, rc.path)
     att = Attribution(first_break=rng.ref(first) if first else None,
                       permanent_break=rng.ref(permanent) if permanent else None,
-                      regions=regions, touching=[c for c, _ in statuses[1:]], states=tried)
+                      regions=regions, touching=walk.touching, states=len(walk.verdicts))
     for commit in rng.order(paths):
-        by_break = first is not None and rng.repo.history.is_ancestor(commit, first)
-        att.culprits.append(Culprit(commit, rng.subject(commit), paths[commit],
-                                    by_break or first is None))
+        by_break = first is None or rng.repo.history.is_ancestor(commit, first)
+        att.culprits.append(Culprit(commit, rng.subject(commit), paths[commit], by_break))
     att.blocked_by = _blockers(stack, target, finder.needs, set(failed_ids))
     return att
 
 
-def _regions(rng: UpstreamRange, finder: Culprits, patch: Patch,
+def _regions(finder: Culprits, patch: Patch,
              conflicts: Sequence[FileConflict]) -> list[RegionCulprits]:
+    """Each region with its culprits (a clean patch: every hunk is a region of its
+    preimage); a modify/delete's culprit is the commit that deleted the file."""
+    if not conflicts:
+        conflicts = [FileConflict(f.path, ConflictKind.CONTENT,
+                                  tuple(Region(0, 0, None, h.old_span, (h.header,))
+                                        for h in f.hunks)) for f in patch.files]
     out: list[RegionCulprits] = []
-    if not conflicts:  # a clean patch: every hunk is a region of its preimage
-        for f in patch.files:
-            for h in f.hunks:
-                region = Region(0, 0, None, h.old_span, (h.header,))
-                out.append(RegionCulprits(f.path, region, finder.for_region(f, region)))
-        return out
     for c in conflicts:
-        found = patch.model.file(c.path)
-        if found is None:
+        f = patch.model.file(c.path)
+        if f is None:
             continue
-        f = found
         if c.kind is ConflictKind.MODIFY_DELETE:
             commits = [x for x in (c.deleted_by,) if x]
             out += [RegionCulprits(c.path, r, commits) for r in c.regions]
             continue
-        out += [RegionCulprits(c.path, r, finder.for_region(f, r)) for r in c.regions]
+        for region, commits in zip(c.regions, finder.for_regions(f, c.regions)):
+            out.append(RegionCulprits(c.path, region, commits))
     return out
 
 

@@ -14,9 +14,11 @@ patch, a README and bump.json, and the one command that reproduces the conflict 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -38,6 +40,8 @@ from .errors import ExitCode, RebasectlError
 from .exchange import LoadedPatch, export_tree, load_patches
 from .git import Index, Repo
 from .materialize import Materialised, Materializer, Step, StepStatus
+from .names import NameUse, uses_of_removed
+from .resolutions import Memory
 from .series import PATCH_DIR, Series, load
 from .session import check_room, checkout, clear
 from .state import TreeMap
@@ -66,6 +70,7 @@ class PatchOutcome:
     attribution: Attribution | None = None
     upstream_commit: str | None = None  # upstreamed: the commit holding the change
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
+    findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
@@ -82,6 +87,7 @@ class PatchOutcome:
             "culprits": [c.to_json() for c in att.culprits] if att else [],
             "blocked_by": att.blocked_by if att else [],
             "upstream_commit": self.upstream_commit,
+            "findings": [f.to_json() for f in self.findings],
         }
 
 
@@ -122,6 +128,8 @@ class BumpResult:
             for c in p.conflicts:
                 for r in c.regions or [None]:
                     out.append(annotation(p, c, r))
+            out += [f"{PATCH_DIR}/{p.file}:1: patch {p.index} {p.id}: warning: {f.text()}"
+                    for f in p.findings]
         return out
 
 
@@ -155,8 +163,10 @@ def _patch_line(p: PatchOutcome, region: Region | None) -> int:
 class Planner:
     """Materialise the series on the new base, classify every patch, attribute the failures."""
 
-    def __init__(self, repo: Repo, old: str, new: str, notify: Notify) -> None:
+    def __init__(self, repo: Repo, old: str, new: str, notify: Notify,
+                 memory: Memory | None = None) -> None:
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
+        self.memory = memory
         self.rng = UpstreamRange(repo, old, new)
         self.engine = engine_for(repo, old, new)
 
@@ -169,20 +179,37 @@ class Planner:
         self.notify(f"applying {len(stack)} patches on {self.new[:12]}")
         labels = Labels(f"upstream {self.new[:12]}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
-                           self.engine, self._replay).run(self.new, stack, keep_going=True,
-                                                          on_step=self._announce(len(stack)))
+                           self.engine, self._replay, self.memory).run(
+            self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
         failed = [s.id for s in mat.steps if s.status is StepStatus.CONFLICT]
         if failed:
             self.notify(f"attributing {len(failed)} failing patches over "
                         f"{self.rng.count()} upstream commits")
-        outcomes: list[PatchOutcome] = []
-        for pos, (lp, step) in enumerate(zip(loaded, mat.steps)):
-            out = self._classify(lp, step, stack, pos, failed)
-            outcomes.append(out)
-            if out.attribution is not None:
+        outcomes = [self._classify(lp, step) for lp, step in zip(loaded, mat.steps)]
+        self._attribute(outcomes, stack, failed)
+        for out, lp, step in zip(outcomes, loaded, mat.steps):
+            if step.commit and out.status is not BumpStatus.UPSTREAMED:
+                out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
+                                               self.new)
+        return outcomes, mat
+
+    def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any],
+                   failed: list[str]) -> None:
+        """The failing patches' attributions, side by side (each is git processes, mostly
+        waiting); then each inherits what broke the earlier patches it needs."""
+        todo = [(pos, o) for pos, o in enumerate(outcomes) if o.status is BumpStatus.CONFLICT]
+
+        def one(item: tuple[int, PatchOutcome]) -> Attribution:
+            pos, out = item
+            return attribute(self.rng, stack, pos, out.conflicts, failed)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 2))) as pool:
+            for (_, out), att in zip(todo, pool.map(one, todo)):
+                out.attribution = att
+        for out in outcomes:
+            if out.attribution is not None and out.status is BumpStatus.CONFLICT:
                 _inherit(out.attribution, [o for o in outcomes
                                            if o.id in out.attribution.blocked_by])
-        return outcomes, mat
 
     def _announce(self, total: int) -> Callable[[Step], None]:
         return lambda step: self.notify(f"Applying ({step.index}/{total}) {step.id}: "
@@ -197,8 +224,7 @@ class Planner:
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
 
-    def _classify(self, lp: LoadedPatch, step: Step, stack: list[Any], pos: int,
-                  failed: list[str]) -> PatchOutcome:
+    def _classify(self, lp: LoadedPatch, step: Step) -> PatchOutcome:
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
@@ -219,7 +245,6 @@ class Planner:
         elif step.status is StepStatus.CONFLICT:
             out.status = BumpStatus.CONFLICT
             out.conflicts = list(step.conflicts)
-            out.attribution = attribute(self.rng, stack, pos, step.conflicts, failed)
             out.hunk_lines = hunk_lines(lp)
         return out
 
@@ -261,7 +286,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     loaded = load_patches(ws, series)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
     out.check_writable()
-    outcomes, mat = Planner(repo, old, new, notify).run(loaded)
+    outcomes, mat = Planner(repo, old, new, notify, Memory(ws.resolutions)).run(loaded)
     result = BumpResult(old, new, UpstreamRange(repo, old, new).count(), outcomes, out.root,
                         reproduce_command(new, upstream))
     if not result.clean:
@@ -367,6 +392,11 @@ def conflict_readme(result: BumpResult) -> str:
         lines.append(f"| {p.index} | {p.id} | {p.status.value} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
+    warned = [(p, f) for p in result.patches for f in p.findings]
+    if warned:
+        lines += ["", "## Merged, but uses a name the patch removes", ""]
+        lines += [f"- {p.id}: `{f.path}:{f.line}` uses `{f.name}`" +
+                  (f" (upstream `{f.commit[:12]}`)" if f.commit else "") for p, f in warned]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .exchange import load_patches, patch_from_commit
+from .exchange import load_patches, patch_from_commit, patch_stats
 from .fsutil import recover
 from .git import Repo, Worktree
 from .lock import RepoLock
@@ -35,11 +35,10 @@ def status(ws: Workspace) -> dict[str, Any]:
     finish_interrupted_write(ws)
     series = load(ws.root)
     patches = []
-    for number, lp in enumerate(load_patches(ws, series), start=1):
-        patches.append({"index": number, "id": lp.entry.id, "file": lp.entry.file,
-                        "title": lp.entry.title, "kind": lp.entry.kind,
-                        "files": len(lp.patch.files), "added": lp.patch.model.added,
-                        "removed": lp.patch.model.removed, "empty": lp.patch.is_empty})
+    for number, (entry, st) in enumerate(zip(series.patches, patch_stats(ws, series)), start=1):
+        patches.append({"index": number, "id": entry.id, "file": entry.file,
+                        "title": entry.title, "kind": entry.kind, "files": st.files,
+                        "added": st.added, "removed": st.removed, "empty": st.files == 0})
     up = series.upstream
     return {"schema": "rebasectl.status/1",
             "upstream": {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base},

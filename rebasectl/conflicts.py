@@ -150,9 +150,13 @@ class Engine:
 
     # -- kinds ---------------------------------------------------------------------------------
     def _content(self, f: FileDiff, stages: Stages, labels: Labels) -> FileConflict:
-        base = self._blob(stages.base)
-        ours, theirs = self._blob(stages.ours), self._blob(stages.theirs)
-        text, _ = self.repo.merge_file(ours, base, theirs, labels.triple())
+        base, ours = self._blob(stages.base), self._blob(stages.ours)
+        assert stages.ours is not None
+        marked = self.repo.apply3(f.path, stages.ours, f.render())
+        if marked is None:  # cannot happen: the same merge conflicted a moment ago
+            marked, _ = self.repo.merge_file(ours, base, self._blob(stages.theirs),
+                                             ("ours", "base", "theirs"))
+        text = relabel(marked, labels)
         regions = find_regions(text, text_lines(ours), text_lines(base), f.hunks)
         return FileConflict(f.path, ConflictKind.CONTENT, tuple(regions), text,
                             dict(stages.entries))
@@ -224,8 +228,14 @@ def engine_for(repo: Repo, old: str, new: str) -> Engine:
     commit, the new path rename detection finds, else the files where the lines the patch needed
     are now (``git grep`` of its most telling context lines)."""
     spec = f"{old}..{new}"
-    return Engine(repo, deleted_by=lambda p: repo.history.deleted_by(spec, p),
-                  moved=lambda p: repo.history.renamed_to(old, new, [p]).get(p),
+    renames: list[dict[str, str]] = []  # found once, when a first file turns out deleted
+
+    def moved(path: str) -> str | None:
+        if not renames:
+            renames.append(repo.history.renames(old, new))
+        return renames[0].get(path)
+
+    return Engine(repo, deleted_by=lambda p: repo.history.deleted_by(spec, p), moved=moved,
                   code_in=lambda f: code_now_in(repo, new, f))
 
 
@@ -237,14 +247,27 @@ def code_now_in(repo: Repo, rev: str, f: FileDiff, *, needles: int = 6) -> list[
                    key=lambda x: (-len(x), x))[:needles]
     votes: dict[str, int] = {}
     telling: set[str] = set()
-    for ln in lines:
-        holders = repo.history.files_holding(rev, ln.decode("utf-8", errors="replace"))
+    found = repo.history.files_holding(rev, [ln.decode("utf-8", errors="replace")
+                                             for ln in lines])
+    for holders in found.values():
         for path in holders:
             votes[path] = votes.get(path, 0) + 1
             if len(holders) <= 3:
                 telling.add(path)
     best = max(votes.values(), default=0)
     return sorted(p for p, n in votes.items() if n == best and (n >= 2 or p in telling))[:3]
+
+
+def relabel(text: bytes, labels: Labels) -> bytes:
+    """git's marker labels (``ours``/``base``/``theirs``) replaced by ours, one set everywhere."""
+    names = {MARK_START: labels.upstream, MARK_BASE: labels.base, MARK_END: labels.patch}
+    out = []
+    for line in text.split(b"\n"):
+        for mark, name in names.items():
+            if line.startswith(mark) and line[len(mark):] in (b"ours", b"base", b"theirs"):
+                line = mark + name.encode("utf-8", errors="surrogateescape")
+        out.append(line)
+    return b"\n".join(out)
 
 
 # -- regions ---------------------------------------------------------------------------------------
@@ -259,9 +282,20 @@ def find_regions(text: bytes, ours: list[bytes], base: list[bytes],
         before = _lead(merged, start)
         ours_span, at_ours = _locate(ours, ours_part, at_ours, before)
         base_span, at_base = _locate(base, base_part, at_base, before)
-        touching = tuple(h.header for h in hunks if base_span and _overlaps(h.old_span, base_span))
-        regions.append(Region(start, end, ours_span, base_span, touching))
+        regions.append(Region(start, end, ours_span, base_span, _touching(hunks, base_span)))
     return regions
+
+
+def _touching(hunks: tuple[Hunk, ...], span: tuple[int, int] | None) -> tuple[str, ...]:
+    """The patch's hunks that meet a region's preimage lines (the nearest one when git's merge
+    widened the region past them)."""
+    if span is None or not hunks:
+        return ()
+    hit = tuple(h.header for h in hunks if _overlaps(h.old_span, span))
+    if hit:
+        return hit
+    near = min(hunks, key=lambda h: min(abs(h.old_span[0] - span[1]), abs(span[0] - h.old_span[1])))
+    return (near.header,)
 
 
 def _lead(merged: list[bytes], start: int, k: int = 3) -> list[bytes]:

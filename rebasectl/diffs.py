@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import difflib
 import re
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from itertools import accumulate
 
 NULL_BLOB = "0" * 40
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _QUOTE = {v: k for k, v in _ESCAPES.items() if k not in "av"} | {7: "a", 11: "v"}
+_NEXT = re.compile(rb"^(?:@@|diff --git )", re.M)  # where a hunk of a git diff ends at the latest
+_TAGS = {t: frozenset(t[i:i + 1] for i in range(len(t))) for t in (b" -", b" +", b"+", b"-")}
 
 
 class DiffError(ValueError):
@@ -137,26 +141,64 @@ def _name_line(value: str) -> str:
 
 
 # -- the model -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Hunk:
-    """One ``@@`` hunk: its header numbers and its body lines, each with its tag (`` ``, ``+``,
-    ``-`` or ``\\`` for "No newline at end of file"), without the line end."""
+    """One ``@@`` hunk: its header numbers, and its text as a view onto the diff's bytes (no
+    object per line is kept: a 500-patch series stays about the size of its files). ``lines``
+    are the body lines, each with its tag (`` ``, ``+``, ``-`` or ``\\`` for "No newline at
+    end of file"), without the line end."""
 
     old_start: int
     old_len: int
     new_start: int
     new_len: int
     section: str  # what follows the second @@ (the enclosing function, as git guessed it)
-    lines: tuple[bytes, ...]
-    raw: bytes  # the hunk as written, header included
+    source: bytes = field(repr=False, compare=False)  # the whole diff text
+    start: int = 0  # byte offsets of this hunk (header included) in ``source``
+    end: int = 0
     line: int = 0  # 1-based line of the @@ header in the diff text
+    counted: tuple[int, int] | None = None  # (added, removed), when the parser counted them
+
+    @property
+    def raw(self) -> bytes:
+        """The hunk as written, header included."""
+        return self.source[self.start:self.end]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hunk) and self.raw == other.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    @property
+    def lines(self) -> tuple[bytes, ...]:
+        body = self.raw.split(b"\n")[1:]
+        if body and body[-1] == b"":
+            body.pop()
+        return tuple(ln or b" " for ln in body)  # an empty context line: a stripped space
 
     @property
     def header(self) -> str:
-        return self.raw.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+        return self.source[self.start:self.source.find(b"\n", self.start)].decode(
+            "utf-8", errors="replace")
 
     def _body(self, tags: bytes) -> list[bytes]:
-        return [ln[1:] for ln in self.lines if ln[:1] in (tags[i:i + 1] for i in range(len(tags)))]
+        wanted = _TAGS[tags]
+        return [ln[1:] for ln in self.lines if ln[:1] in wanted]
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(added, removed) lines, counted without building them."""
+        if self.counted is not None:
+            return self.counted
+        plus = minus = 0
+        for ln in self.lines:
+            tag = ln[:1]
+            if tag == b"+":
+                plus += 1
+            elif tag == b"-":
+                minus += 1
+        return plus, minus
 
     @property
     def preimage(self) -> list[bytes]:
@@ -213,11 +255,11 @@ class FileDiff:
 
     @property
     def added(self) -> int:
-        return sum(len(h.added) for h in self.hunks)
+        return sum(h.counts[0] for h in self.hunks)
 
     @property
     def removed(self) -> int:
-        return sum(len(h.removed) for h in self.hunks)
+        return sum(h.counts[1] for h in self.hunks)
 
     def render(self, hunks: Sequence[Hunk] | None = None) -> bytes:
         """This file's diff as written, or with only ``hunks`` (a diff git still applies: each
@@ -272,7 +314,7 @@ def parse(data: bytes) -> Diff:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    ends = [len(ln) + 1 for ln in lines]
+    ends = list(map((1).__add__, map(len, lines)))  # each line and its newline (C speed)
     if data and not data.endswith(b"\n"):
         ends[-1] -= 1
     return _Parser(data, lines, ends).run()
@@ -285,10 +327,9 @@ class _Parser:
 
     def __init__(self, data: bytes, lines: list[bytes], ends: list[int]) -> None:
         self.data, self.lines = data, lines
-        self.offsets = [0]
-        for n in ends:
-            self.offsets.append(self.offsets[-1] + n)
+        self.offsets = list(accumulate(ends, initial=0))
         self.i = 0
+        self.counted: tuple[int, int] | None = None
 
     def raw(self, start: int, stop: int) -> bytes:
         return self.data[self.offsets[start]:self.offsets[stop]]
@@ -380,6 +421,23 @@ class _Parser:
         self.i = i + 2
         return True
 
+    def _fast_body(self, start: int, old_len: int, new_len: int) -> bool:
+        begin = self.offsets[start + 1] if start + 1 < len(self.offsets) else len(self.data)
+        m = _NEXT.search(self.data, begin)
+        stop = bisect_left(self.offsets, m.start()) if m else len(self.lines)
+        if stop <= start or self.offsets[stop] != (m.start() if m else self.offsets[-1]):
+            return False
+        block = b"\n" + self.data[begin:self.offsets[stop]]
+        plus, minus, marks = block.count(b"\n+"), block.count(b"\n-"), block.count(b"\n\\")
+        total = stop - start - 1
+        context = total - plus - minus - marks
+        if context + minus != old_len or context + plus != new_len or \
+                block.count(b"\n\n") or total == 0 and (old_len or new_len):
+            return False
+        self.i = stop
+        self.counted = (plus, minus)
+        return True
+
     def _hunks(self) -> list[Hunk]:
         hunks: list[Hunk] = []
         while self.i < len(self.lines) and self.lines[self.i].startswith(b"@@"):
@@ -393,14 +451,19 @@ class _Parser:
             raise DiffError(start + 1, f"malformed hunk header: {self.text(start)[:60]!r}")
         old_len = int(m.group(2)) if m.group(2) is not None else 1
         new_len = int(m.group(4)) if m.group(4) is not None else 1
-        body = self._body(start, old_len, new_len)
+        self.counted = None
+        self._body(start, old_len, new_len)
         section = m.group(5).decode("utf-8", errors="replace")
-        return Hunk(int(m.group(1)), old_len, int(m.group(3)), new_len, section, tuple(body),
-                    self.raw(start, self.i), start + 1)
+        return Hunk(int(m.group(1)), old_len, int(m.group(3)), new_len, section, self.data,
+                    self.offsets[start], self.offsets[self.i], start + 1, self.counted)
 
-    def _body(self, start: int, old_left: int, new_left: int) -> list[bytes]:
+    def _body(self, start: int, old_left: int, new_left: int) -> None:
+        """The hunk's lines. Most hunks end where the next ``@@`` or ``diff --git`` line starts
+        and their tags add up to the header's numbers: that is checked on the bytes (C speed);
+        any other hunk is walked line by line, which also says what is wrong with it."""
+        if self._fast_body(start, old_left, new_left):
+            return
         self.i = start + 1
-        body: list[bytes] = []
         while self.i < len(self.lines) and (old_left > 0 or new_left > 0 or
                                             self.lines[self.i][:1] == b"\\"):
             ln = self.lines[self.i]
@@ -416,7 +479,6 @@ class _Parser:
                 break
             if old_left < 0 or new_left < 0:
                 raise DiffError(start + 1, "hunk longer than its @@ header says")
-            body.append(ln)
             self.i += 1
         if old_left > 0 or new_left > 0:
             raise DiffError(start + 1, "truncated hunk",
@@ -424,7 +486,6 @@ class _Parser:
         nxt = self.lines[self.i] if self.i < len(self.lines) else b""
         if nxt[:1] in (b" ", b"+", b"-") and not self._plain_start(self.i):
             raise DiffError(start + 1, "hunk longer than its @@ header says")
-        return body
 
 
 class _Meta:

@@ -14,6 +14,8 @@ export leaves either the old series or the new one.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ExitCode, RebasectlError
-from .fsutil import FileTransaction
+from .fsutil import FileTransaction, atomic_write
 from .git import CommitInfo, Repo, Worktree
 from .patches import Patch, PatchError, parse, raw_to_rfc2822
 from .series import PATCH_DIR, SERIES_FILE, PatchEntry, Series, Upstream, dump, load, slugify
@@ -49,15 +51,77 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
     return loaded
 
 
+@dataclass(frozen=True)
+class Stats:
+    files: int
+    added: int
+    removed: int
+
+    @classmethod
+    def of(cls, patch: Patch) -> Stats:
+        return cls(len(patch.files), patch.model.added, patch.model.removed)
+
+
+def patch_stats(ws: Workspace, series: Series) -> list[Stats]:
+    """Files and +/- of every patch, for ``status``. A patch file is parsed (and so validated)
+    once per content: the numbers are kept under ``.rebasectl/`` by the sha1 of its bytes, and
+    import and export record the files they write, so ``status`` on a long series reads bytes
+    and hashes them, nothing more."""
+    cache = _read_stats(ws.stats_cache)
+    out: list[Stats] = []
+    fresh = False
+    for entry in series.patches:
+        where = f"{PATCH_DIR}/{entry.file}"
+        try:
+            data = (ws.patch_dir / entry.file).read_bytes()
+        except OSError as exc:
+            raise PatchError(f"{where}: cannot read: {exc.strerror}") from None
+        key = hashlib.sha1(data).hexdigest()
+        if key not in cache:
+            cache[key] = Stats.of(parse(data, where))
+            fresh = True
+        out.append(cache[key])
+    if fresh:
+        _write_stats(ws, cache)
+    return out
+
+
+def _read_stats(path: Path) -> dict[str, Stats]:
+    try:
+        raw = json.loads(path.read_text())
+        return {k: Stats(*v) for k, v in raw["stats"].items()
+                if isinstance(v, list) and len(v) == 3 and all(isinstance(n, int) for n in v)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _write_stats(ws: Workspace, cache: dict[str, Stats]) -> None:
+    try:
+        ws.ensure_state_dir()
+        atomic_write(ws.stats_cache, json.dumps(
+            {"stats": {k: [s.files, s.added, s.removed] for k, s in cache.items()}}).encode())
+    except RebasectlError:
+        pass  # a read-only checkout: status still works, it only parses again next time
+
+
+def remember_stats(ws: Workspace, files: dict[str, bytes], stats: dict[str, Stats]) -> None:
+    """What import/export just parsed, for the next ``status``."""
+    cache = _read_stats(ws.stats_cache)
+    for name, data in files.items():
+        if name in stats:
+            cache[hashlib.sha1(data).hexdigest()] = stats[name]
+    _write_stats(ws, cache)
+
+
 def load_series_dir(directory: Path) -> tuple[Series, list[LoadedPatch]]:
     ws = Workspace(directory)
     series = load(directory)
     return series, load_patches(ws, series)
 
 
-def patch_from_commit(repo: Repo, info: CommitInfo) -> Patch:
+def patch_from_commit(repo: Repo, info: CommitInfo, diff: bytes | None = None) -> Patch:
     return Patch(info.author.name, info.author.email, raw_to_rfc2822(info.author.date),
-                 info.message, repo.commit_diff(info))
+                 info.message, repo.commit_diff(info) if diff is None else diff)
 
 
 # -- commits -> entries ----------------------------------------------------------------------------
@@ -97,7 +161,9 @@ def _next_number(names: Sequence[str]) -> int:
 
 
 def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series | None,
-                         ids: dict[str, str]) -> tuple[list[PatchEntry], dict[str, bytes]]:
+                         ids: dict[str, str],
+                         stats: dict[str, Stats] | None = None) -> tuple[list[PatchEntry],
+                                                                         dict[str, bytes]]:
     """An entry and canonical file bytes per commit; metadata and file name carried from
     ``previous`` for the commits ``ids`` (sha -> id) names, else matched by subject."""
     old_by_id = {p.id: p for p in previous.patches} if previous else {}
@@ -106,8 +172,9 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
     names = [p.file for p in previous.patches] if previous else []
     entries: list[PatchEntry] = []
     files: dict[str, bytes] = {}
+    diffs = repo.history.commit_diffs([i.sha for i in infos])  # one git process for all
     for info in infos:
-        patch = patch_from_commit(repo, info)
+        patch = patch_from_commit(repo, info, diffs.pop(info.sha))
         old = old_by_id.get(ids.get(info.sha, "")) or old_by_title.get(patch.subject)
         if old is not None and old.id in used:
             old = None
@@ -123,7 +190,9 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
         entries.append(entry)
         files[entry.file] = patch.render()
         try:  # refuse now what the series could not load back
-            parse(files[entry.file], f"{PATCH_DIR}/{entry.file}")
+            back = parse(files[entry.file], f"{PATCH_DIR}/{entry.file}")
+            if stats is not None:
+                stats[entry.file] = Stats.of(back)
         except PatchError as exc:
             raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
     return entries, files
@@ -203,10 +272,13 @@ def import_range(ws: Workspace, repo_path: Path, spec: str,
         url = repo.remote_url() or str(repo.path)
         name = Path(url.rstrip("/")).name.removesuffix(".git").lower() or "upstream"
         upstream = Upstream(name, url, branch or "main", base)
-    entries, files = entries_from_commits(repo, infos, previous, {})
+    stats: dict[str, Stats] = {}
+    entries, files = entries_from_commits(repo, infos, previous, {}, stats)
     series = Series(upstream, tuple(entries))
     gone = [e.file for e in previous.patches if e.file not in files] if previous else []
-    return series, write_series(ws, series, files, gone)
+    changed = write_series(ws, series, files, gone)
+    remember_stats(ws, files, stats)
+    return series, changed
 
 
 # -- export ----------------------------------------------------------------------------------------
@@ -232,13 +304,15 @@ def export_tree(ws: Workspace, worktree: Path,
     present = {i.sha for i in infos}
     ids = {sha: pid for pid, sha in tmap.commits if sha in present}
     ids.update(_matched_by_diff(ws, repo, previous, [i for i in infos if i.sha not in ids], ids))
-    entries, files = entries_from_commits(repo, infos, previous, ids)
+    stats: dict[str, Stats] = {}
+    entries, files = entries_from_commits(repo, infos, previous, ids, stats)
     built = Built(list(entries), files)
     _account(ws, previous, built, set(tmap.skipped), set(drops))
     series = Series(Upstream(previous.upstream.name, previous.upstream.url,
                              previous.upstream.branch, tmap.base), tuple(built.entries))
     removed = [e.file for e in previous.patches if e.id in built.dropped or e.id in built.folded]
     changed = write_series(ws, series, built.files, removed)
+    remember_stats(ws, built.files, stats)
     TreeMap(tmap.base, worktree, [(e.id, i.sha) for e, i in zip(entries, infos)],
             [k for k in built.kept]).save(ws.tree_map)
     return series, built, changed
@@ -339,8 +413,9 @@ def _matched_by_diff(ws: Workspace, repo: Repo, previous: Series, infos: list[Co
         if patch.diff.strip():
             by_diff.setdefault(patch.diff, entry.id)
     found: dict[str, str] = {}
+    diffs = repo.history.commit_diffs([i.sha for i in infos]) if by_diff else {}
     for info in infos:
-        pid = by_diff.pop(repo.commit_diff(info), None) if info.parents else None
+        pid = by_diff.pop(diffs.get(info.sha, b""), None) if info.parents else None
         if pid is not None:
             found[info.sha] = pid
     return found

@@ -138,14 +138,9 @@ def load_changes(repo: Repo, side: str, commits: Sequence[str],
 
 
 def _diffs(repo: Repo, infos: list[CommitInfo]) -> list[tuple[str, bytes]]:
-    """Each commit's diff against its parent: one ``git log -p`` when the commits are a line
-    (a series is), else one ``git diff`` each."""
-    line = all(i.parents == (prev.sha,) for prev, i in zip(infos, infos[1:]))
-    if len(infos) > 1 and line and infos[0].parent:
-        found = dict(repo.history.patches(f"{infos[0].parent}..{infos[-1].sha}", []))
-        if set(found) == {i.sha for i in infos}:
-            return [(i.sha, found[i.sha] if found[i.sha].strip() else b"") for i in infos]
-    return [(i.sha, repo.commit_diff(i)) for i in infos]
+    """Each commit's diff against its parent, all in one ``git log`` process."""
+    found = repo.history.commit_diffs([i.sha for i in infos])
+    return [(i.sha, found.get(i.sha) or b"") for i in infos]
 
 
 def _entries_for(infos: list[CommitInfo], series: Series | None) -> list[PatchEntry | None]:

@@ -1,10 +1,14 @@
-"""Series -> one commit per patch on a base, without a work tree.
+"""Series -> one commit per patch on a base, without a work tree, in a constant number of git
+processes.
 
-All patches go through one scratch index: each is applied with ``git apply --cached`` (exactly
-first: no fuzz, the way ``check --apply`` proves a series; then, when allowed, by the conflict
-engine: 3-way from the blob ids in the patch, file by file), the index is written as a tree and
-committed with the patch's own author and date as both author and committer. So the same series
-on the same base always gives the same commit shas, and nothing touches a checkout.
+The base's tree is listed once (``ls-tree -r``) into a Python tree state; each patch is applied
+to it in Python the way ``git apply`` would (rebasectl/applier.py: exactly, with git's offsets and
+no fuzz; then, when allowed, 3-way per file with ``git merge-file``); every commit — the patch's
+own author and date as author *and* committer — goes into one ``git fast-import`` stream, so the
+same series on the same base always gives the same commit shas and N patches cost a handful of
+processes, not 3N. Where Python cannot answer as git would (a rename, a binary, a conflict to
+explain), that patch goes through git: a scratch index holding the state, ``git apply --cached``
+and the conflict engine, whose result is read back into the state.
 """
 
 from __future__ import annotations
@@ -13,10 +17,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from . import diffs
+from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
 from .faults import boundary
-from .git import Identity, Index, Repo
+from .git import Entry, Identity, Index, Repo
+from .git.fastimport import Change, FastImport
 from .patches import Patch, rfc2822_to_raw
+from .resolutions import Memory, blob_sha
 
 
 class StepStatus(str, Enum):
@@ -28,7 +36,7 @@ class StepStatus(str, Enum):
     CONFLICT = "conflict"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Step:
     """What became of one patch: its commit, or why there is none."""
 
@@ -38,7 +46,6 @@ class Step:
     status: StepStatus
     commit: str | None
     parent: str = ""  # the commit it was applied on
-    tree: str = ""  # the commit's tree
     conflicts: tuple[FileConflict, ...] = ()
 
     def to_json(self) -> dict[str, object]:
@@ -79,15 +86,76 @@ OnStep = Callable[[Step], None]
 Resolver = Callable[[Index, list[FileConflict]], bool]
 
 
+@dataclass
+class Item:
+    """One file of the tree state: its mode and its blob (sha), or its content not yet written."""
+
+    mode: str
+    blob: str | None = None
+    data: bytes | None = None
+
+
+class TreeState:
+    """The tree of the commit being built on, as path -> Item. Blobs are read when needed
+    through the repository's persistent reader and not kept: a long series touches thousands of
+    files, and holding each base version would hold the whole tree."""
+
+    def __init__(self, repo: Repo, base: str) -> None:
+        self.repo = repo
+        self.items = {p: Item(e.mode, e.blob) for p, e in repo.tree_entries(base).items()}
+
+    def read(self, path: str) -> bytes | None:
+        item = self.items.get(path)
+        if item is None:
+            return None
+        if item.data is not None:
+            return item.data
+        return self.blob(item.blob or "")
+
+    def blob(self, sha: str) -> bytes | None:
+        return self.repo.objects.blob(sha)
+
+    def blob_of(self, path: str) -> str | None:
+        """The blob id a path has in this state (computed for contents not yet written)."""
+        item = self.items.get(path)
+        if item is None:
+            return None
+        return item.blob if item.blob is not None else blob_sha(item.data or b"")
+
+    def entries(self) -> dict[str, Entry]:
+        """Every file with a blob sha (contents computed in Python are written first)."""
+        pending = [(p, i) for p, i in self.items.items() if i.blob is None]
+        shas = self.repo.hash_blobs([i.data or b"" for _, i in pending])
+        for (_, item), sha in zip(pending, shas):
+            item.blob = sha
+        return {p: Entry(i.mode, i.blob or "") for p, i in self.items.items()}
+
+    def take(self, index: Index, paths: Sequence[str]) -> list[Change]:
+        """The index's stage-0 entries of ``paths`` back into the state (a patch git applied)."""
+        found = index.entries(list(paths))
+        changes = []
+        for path in paths:
+            entry = found.get(path)
+            if entry is None:
+                if self.items.pop(path, None) is not None:
+                    changes.append(Change(path))
+            elif self.items.get(path) != Item(entry.mode, entry.blob):
+                self.items[path] = Item(entry.mode, entry.blob)
+                changes.append(Change(path, entry.mode, blob=entry.blob))
+        return changes
+
+
 class Materializer:
-    """Builds commits for patches on a base in ``repo``, through one scratch index."""
+    """Builds commits for patches on a base in ``repo``."""
 
     def __init__(self, repo: Repo, labels: Callable[[str], Labels] | None = None,
-                 engine: Engine | None = None, resolver: Resolver | None = None) -> None:
+                 engine: Engine | None = None, resolver: Resolver | None = None,
+                 memory: Memory | None = None) -> None:
         self.repo = repo
         self.engine = engine or Engine(repo)
         self.labels = labels or (lambda pid: Labels("upstream", f"patch {pid}"))
         self.resolver = resolver
+        self.memory = memory
 
     def run(self, base: str, patches: Sequence[tuple[str, Patch]], *, three_way: bool = True,
             keep_going: bool = False, start_index: int = 1,
@@ -95,51 +163,113 @@ class Materializer:
         """Apply ``patches`` in order on ``base``. Stops at the first conflict unless
         ``keep_going``: then a failing patch is left out and the next go on the last good one."""
         result = Materialised(base)
-        with self.repo.index() as index:
-            parent, tree = base, self.repo.tree_of(base)
-            index.read_tree(tree)
+        state = TreeState(self.repo, base)
+        stream = FastImport(self.repo.runner)
+        marks: list[int | None] = []
+        parent: str | int = base
+        try:
             for offset, (pid, patch) in enumerate(patches):
-                step = self._step(index, start_index + offset, pid, patch, parent, tree,
-                                  three_way)
+                step, changes = self._step(state, start_index + offset, pid, patch, three_way)
+                mark = None
+                if step.status is not StepStatus.CONFLICT:
+                    mark = stream.commit(parent, identity_of(patch), patch.message, changes)
+                    parent = mark
+                marks.append(mark)
                 result.steps.append(step)
                 if on_step is not None:
                     on_step(step)
-                if step.commit is not None:
-                    parent, tree = step.commit, step.tree
-                    boundary("commit")
-                elif not keep_going:
+                if mark is None and not keep_going:
                     break
+        finally:
+            shas = stream.close()
+        self._fill(result, marks, shas, base)
         return result
 
-    def _step(self, index: Index, number: int, pid: str, patch: Patch, parent: str, tree: str,
-              three_way: bool) -> Step:
-        if patch.is_empty:
-            commit = commit_patch(self.repo, tree, parent, patch)
-            return Step(number, pid, patch.subject, StepStatus.EMPTY, commit, parent, tree)
-        status = StepStatus.CLEAN
-        if not index.apply(patch.diff).ok:
-            if not three_way:
-                index.read_tree(tree)
-                return self._conflict(index, number, pid, patch, parent, tree)
-            merge = self.engine.merge(index, patch, self.labels(pid))
-            status = StepStatus.MERGED
-            if not merge.ok:
-                if self.resolver is None or not self.resolver(index, merge.conflicts):
-                    index.read_tree(tree)
-                    return Step(number, pid, patch.subject, StepStatus.CONFLICT, None, parent,
-                                conflicts=tuple(merge.conflicts))
-                status = StepStatus.RESOLVED
-        new_tree = index.write_tree()
-        commit = commit_patch(self.repo, new_tree, parent, patch)
-        return Step(number, pid, patch.subject,
-                    StepStatus.NOOP if new_tree == tree else status, commit, parent, new_tree)
+    @staticmethod
+    def _fill(result: Materialised, marks: list[int | None], shas: dict[int, str],
+              base: str) -> None:
+        parent = base
+        for step, mark in zip(result.steps, marks):
+            step.parent = parent
+            if mark is not None:
+                step.commit = shas[mark]
+                parent = step.commit
+                boundary("commit")
 
-    def _conflict(self, index: Index, number: int, pid: str, patch: Patch, parent: str,
-                  tree: str) -> Step:
-        """Exact mode (``check --apply``): where the 3-way merge would conflict, or name every
-        file that does not apply exactly."""
-        merge = self.engine.merge(index, patch, self.labels(pid))
-        index.read_tree(tree)
-        conflicts = tuple(merge.conflicts)
-        return Step(number, pid, patch.subject, StepStatus.CONFLICT, None, parent,
-                    conflicts=conflicts)
+    def _step(self, state: TreeState, number: int, pid: str, patch: Patch,
+              three_way: bool) -> tuple[Step, list[Change]]:
+        def step(status: StepStatus, conflicts: tuple[FileConflict, ...] = ()) -> Step:
+            return Step(number, pid, patch.subject, status, None, conflicts=conflicts)
+
+        if patch.is_empty:
+            return step(StepStatus.EMPTY), []
+        try:
+            changes, status = self._python(state, patch, three_way)
+        except (Unsupported, NotExact):
+            changes, status, conflicts = self._git(state, pid, patch, three_way)
+            if status is StepStatus.CONFLICT:
+                return step(status, conflicts), []
+        if not changes and status is not StepStatus.RESOLVED:
+            status = StepStatus.NOOP
+        return step(status), changes
+
+    def _python(self, state: TreeState, patch: Patch,
+                three_way: bool) -> tuple[list[Change], StepStatus]:
+        """Exactly, else (when allowed) 3-way per file; NotExact when it conflicts."""
+        def exact_only(ours: bytes, base: bytes, theirs: bytes) -> bytes | None:
+            return None
+
+        status = StepStatus.CLEAN
+        result = apply_patch(state.read, patch.files, state.blob, exact_only)
+        if result is None and three_way:
+            status = StepStatus.MERGED
+            result = apply_patch(state.read, patch.files, state.blob, self._merge)
+        if result is None:
+            raise NotExact(patch.subject)
+        return self._record(state, patch, result), status
+
+    def _merge(self, ours: bytes, base: bytes, theirs: bytes) -> bytes | None:
+        text, conflicts = self.repo.merge_file(ours, base, theirs, ("ours", "base", "theirs"))
+        return None if conflicts else text
+
+    @staticmethod
+    def _record(state: TreeState, patch: Patch, result: dict[str, bytes | None]) -> list[Change]:
+        changes = []
+        for f in patch.files:
+            path, data = f.path, result[f.path]
+            old = state.items.get(f.old_path or path)
+            if f.old_path and f.old_path != path:
+                state.items.pop(f.old_path, None)
+                changes.append(Change(f.old_path))
+            if data is None:
+                if state.items.pop(path, None) is not None:
+                    changes.append(Change(path))
+                continue
+            mode = f.new_mode or (old.mode if old else "100644")
+            if old is not None and old.mode == mode and state.read(path) == data:
+                continue
+            state.items[path] = Item(mode, None, data)
+            changes.append(Change(path, mode, data=data))
+        return changes
+
+    def _git(self, state: TreeState, pid: str, patch: Patch,
+             three_way: bool) -> tuple[list[Change], StepStatus, tuple[FileConflict, ...]]:
+        """The patch through git: exactly, else the conflict engine (and its resolver). In
+        exact mode a patch that only merges 3-way is a conflict with no region."""
+        with self.repo.index() as index:
+            index.set_entries(state.entries())
+            if index.apply(patch.diff).ok:
+                return state.take(index, patch.paths()), StepStatus.CLEAN, ()
+            recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
+                self.memory else None
+            if recorded is not None and index.apply(recorded).ok:
+                paths = dict.fromkeys([*patch.paths(), *diffs.parse(recorded).paths()])
+                return state.take(index, list(paths)), StepStatus.RESOLVED, ()
+            merge = self.engine.merge(index, patch, self.labels(pid))
+            if not three_way:
+                return [], StepStatus.CONFLICT, tuple(merge.conflicts)
+            if merge.ok:
+                return state.take(index, patch.paths()), StepStatus.MERGED, ()
+            if self.resolver is not None and self.resolver(index, merge.conflicts):
+                return state.take(index, patch.paths()), StepStatus.RESOLVED, ()
+            return [], StepStatus.CONFLICT, tuple(merge.conflicts)

@@ -262,7 +262,7 @@ def split_body(rest: bytes, source: str, first: int) -> tuple[bytes, bytes, Diff
     format-patch separates them with ``---``). Returns (message, diff bytes, parsed diff)."""
     error: tuple[int, str] | None = None
     for m in _DIFF_START.finditer(rest):
-        candidate = re.sub(rb"(?m)^-- \n[^\n]*\n*\Z", b"", rest[m.start():])  # signature
+        candidate = _unsigned(rest[m.start():])
         try:
             model = diffs.parse(candidate)
         except DiffError as exc:
@@ -277,6 +277,14 @@ def split_body(rest: bytes, source: str, first: int) -> tuple[bytes, bytes, Diff
         raise PatchError(f"{source}:{first}: hunks without a file header ('diff --git' or "
                          "'---'/'+++' lines)")
     return _message_part(rest), b"", None
+
+
+def _unsigned(diff: bytes) -> bytes:
+    """The diff without format-patch's signature (``-- `` and a version line at the very end)."""
+    at = diff.rfind(b"\n-- \n")
+    if at < 0 or b"\n" in diff[at + 5:].rstrip(b"\n"):
+        return diff
+    return diff[:at + 1]
 
 
 def _message_part(body: bytes) -> bytes:

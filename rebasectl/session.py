@@ -30,12 +30,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from . import diffs
 from .conflicts import Engine, FileConflict, Labels, engine_for
 from .errors import ConflictError, ExitCode, RebasectlError
 from .exchange import LoadedPatch, load_patches
 from .faults import boundary
 from .git import Repo, Worktree
 from .materialize import Materializer, Step, commit_patch, identity_of
+from .resolutions import Memory
 from .series import load
 from .state import ApplyState, TreeMap
 from .workspace import Workspace
@@ -187,6 +189,7 @@ class Session:
         self.ws = ws
         self.repo = repo
         self.notify = notify or (lambda text: None)
+        self.memory = Memory(ws.resolutions)
 
     def load(self) -> ApplyState | None:
         return ApplyState.load(self.ws.apply_state)
@@ -281,10 +284,13 @@ class Session:
         (after rerere had its say)."""
         while True:
             stopped = self._materialise(state, patches)
+            self._discard_leftovers(Path(state.worktree))
             tree = checkout(self.ws, self.repo, Path(state.worktree), state.tip)
             boundary("worktree")
             if stopped is None:
                 return self._finish(state, patches)
+            if self._replay(state, tree, patches[stopped.id]):
+                continue
             conflicts = self._write_conflict(state, tree, patches[stopped.id])
             if conflicts:
                 return self._outcome(state, patches, stopped, conflicts)
@@ -292,6 +298,15 @@ class Session:
                         "(rerere); committed")
             self.commit_resolution(state, tree, patches[stopped.id], allow_empty=False,
                                    how="rerere")
+
+    @staticmethod
+    def _discard_leftovers(worktree: Path) -> None:
+        """Tracked changes and unmerged entries of a patch this apply has moved past (a skip
+        or a redo that was interrupted): git reset --hard would leave them in the way. Untracked
+        files stay."""
+        tree = Worktree(worktree)
+        if tree.exists and tree.head() is not None and not tree.status().clean:
+            tree.discard_changes()
 
     def _materialise(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> Step | None:
         remaining = [i for i in state.remaining() if i != state.current]
@@ -312,6 +327,26 @@ class Session:
         state.in_tree = False
         self.save(state)
         return stopped
+
+    def _replay(self, state: ApplyState, tree: Worktree, lp: LoadedPatch) -> bool:
+        """A resolution recorded earlier for this patch on this very state: applied and
+        committed, and the apply goes on."""
+        seen: dict[str, str | None] = {}
+
+        def blob_of(path: str) -> str | None:
+            if path not in seen:
+                entry = self.repo.entries_at(state.tip, [path]).get(path)
+                seen[path] = entry.blob if entry else None
+            return seen[path]
+
+        recorded = self.memory.find(lp.patch.diff, blob_of)
+        if recorded is None or not tree.apply_index(recorded):
+            return False
+        state.in_tree = True
+        self.save(state)
+        self.notify(f"{lp.entry.id}: resolved as recorded at an earlier apply")
+        self.commit_resolution(state, tree, lp, allow_empty=False, how="recorded")
+        return True
 
     def _write_conflict(self, state: ApplyState, tree: Worktree,
                         lp: LoadedPatch) -> list[FileConflict]:
@@ -347,6 +382,7 @@ class Session:
                                  "or `rebasectl continue --allow-empty` keeps it empty")
         tree.rerere()  # records the resolution for the next time this conflict comes
         commit = commit_patch(self.repo, new_tree, state.tip, lp.patch)
+        self._remember(state.tip, commit, lp)
         tree.set_head(commit)
         boundary("resolved")
         state.record(state.current, commit, how)
@@ -354,6 +390,14 @@ class Session:
                     f"committed {commit[:12]} ({how})")
         state.current, state.conflicts, state.in_tree = None, [], False
         self.save(state)
+
+    def _remember(self, parent: str, commit: str, lp: LoadedPatch) -> None:
+        """The resolution, whole, for the next time this patch meets this state."""
+        resolved = self.repo.diff(parent, commit)
+        paths = list(dict.fromkeys([*lp.patch.paths(), *diffs.parse(resolved).paths()]))
+        found = self.repo.entries_at(parent, paths)
+        state = {p: (found[p].blob if p in found else None) for p in paths}
+        self.memory.record(lp.patch.diff, state, resolved)
 
     def _finish(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
         TreeMap(state.base, Path(state.worktree), [(i, c) for i, c in state.done],

@@ -66,6 +66,14 @@ class Workspace:
         return self.state_dir / "tree.json"
 
     @property
+    def resolutions(self) -> Path:
+        return self.state_dir / "resolutions"
+
+    @property
+    def stats_cache(self) -> Path:
+        return self.state_dir / "patch-stats.json"
+
+    @property
     def lock_file(self) -> Path:
         return self.state_dir / "lock"
 

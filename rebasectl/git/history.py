@@ -108,6 +108,21 @@ class History:
         return self.runner.out(["log", "--format=%H", "--reverse", "--no-renames", f"-S{needle}",
                                 spec, "--", path]).split()
 
+    def commit_diffs(self, shas: Sequence[str]) -> dict[str, bytes]:
+        """sha -> its canonical diff against its first parent (the empty tree for a root), for
+        many commits in one ``git log`` process."""
+        if not shas:
+            return {}
+        args = ["log", "--no-walk=unsorted", "--stdin", "-p", "--root", *CANONICAL_DIFF,
+                "--diff-merges=first-parent", "--format=%x00%x01%H"]
+        out = self.runner.run(args, input="\n".join(shas).encode() + b"\n").stdout
+        found: dict[str, bytes] = {}
+        for record in out.split(b"\0\x01")[1:]:
+            head, _, body = record.partition(b"\n")
+            body = body[1:] if body.startswith(b"\n") else body
+            found[head.decode().strip()] = body
+        return found
+
     def deleted_by(self, spec: str, path: str) -> str | None:
         """The commit of ``spec`` that deleted ``path`` (the newest such; on a merge's side
         branch when that is where it happened, else the merge that did it)."""
@@ -118,27 +133,35 @@ class History:
                 return out.split()[0]
         return None
 
-    def files_holding(self, rev: str, needle: str) -> list[str]:
-        """The files of ``rev`` that hold the fixed string ``needle``."""
-        proc = self.runner.run(["grep", "-F", "-l", "-z", "-e", needle, rev, "--"], check=False)
-        out = proc.stdout.decode("utf-8", errors="surrogateescape")
-        return [p.removeprefix(f"{rev}:") for p in out.split("\0") if p]
-
-    def renamed_to(self, old: str, new: str, paths: Sequence[str]) -> dict[str, str]:
-        """path -> its new path, for the ``paths`` of ``old`` that rename detection (git's
-        default 50% similarity) finds renamed in ``new``."""
-        if not paths:
+    def files_holding(self, rev: str, needles: Sequence[str]) -> dict[str, list[str]]:
+        """needle -> the files of ``rev`` that hold that fixed string (one ``git grep``)."""
+        if not needles:
             return {}
+        proc = self.runner.run(["grep", "-F", "-z", *[a for n in needles for a in ("-e", n)],
+                                rev, "--"], check=False)
+        found: dict[str, list[str]] = {n: [] for n in needles}
+        for line in proc.stdout.decode("utf-8", errors="surrogateescape").split("\n"):
+            path, sep, text = line.partition("\0")
+            if not sep:
+                continue
+            path = path.removeprefix(f"{rev}:")
+            for n in needles:
+                if n in text and path not in found[n]:
+                    found[n].append(path)
+        return found
+
+    def renames(self, old: str, new: str) -> dict[str, str]:
+        """old path -> new path for every file rename detection (git's default 50% similarity)
+        finds between two trees."""
         out = self.runner.run(["diff", "--name-status", "-z", "--find-renames", "-l0", old, new,
                                "--"]).stdout.decode("utf-8", errors="surrogateescape")
         fields = out.strip("\0").split("\0")
-        wanted, found, i = set(paths), {}, 0
+        found, i = {}, 0
         while i < len(fields):
             status = fields[i]
             if status.startswith(("R", "C")):
-                src, dst = fields[i + 1], fields[i + 2]
-                if status.startswith("R") and src in wanted:
-                    found[src] = dst
+                if status.startswith("R"):
+                    found[fields[i + 1]] = fields[i + 2]
                 i += 3
             else:
                 i += 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,7 @@ class Objects:
     def __init__(self, git_dir: Path) -> None:
         self.git_dir = git_dir
         self._repo: Any = None
+        self._lock = threading.Lock()  # one cat-file process: one question at a time
 
     def _git(self) -> Any:
         if self._repo is None:
@@ -115,7 +117,8 @@ class Objects:
         if "\n" in spec or not spec:
             return None
         try:
-            sha, kind, _, data = self._git().get_object_data(spec)
+            with self._lock:
+                sha, kind, _, data = self._git().get_object_data(spec)
         except ValueError:
             return None
         except Exception as exc:  # GitPython's own errors: the process died, git is missing

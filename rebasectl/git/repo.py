@@ -97,6 +97,31 @@ class Repo:
                     found[path] = Entry(mode, blob)
         return found
 
+    def tree_entries(self, rev: str) -> dict[str, Entry]:
+        """Every file of ``rev``'s tree (``ls-tree -r``): path -> (mode, blob)."""
+        out = self.runner.run(["ls-tree", "-r", "-z", "--full-tree", rev]).stdout
+        found: dict[str, Entry] = {}
+        for record in out.decode("utf-8", errors="surrogateescape").split("\0"):
+            if "\t" in record:
+                meta, path = record.split("\t", 1)
+                mode, kind, blob = meta.split()
+                if kind == "blob":
+                    found[path] = Entry(mode, blob)
+        return found
+
+    def hash_blobs(self, contents: Sequence[bytes]) -> list[str]:
+        """Write blobs; their shas (one process for all)."""
+        if not contents:
+            return []
+        with tempfile.TemporaryDirectory(prefix="rebasectl-blobs-") as tmp:
+            paths = []
+            for k, data in enumerate(contents):
+                paths.append(Path(tmp) / str(k))
+                paths[-1].write_bytes(data)
+            out = self.runner.out(["hash-object", "-w", "--stdin-paths", "--no-filters"],
+                                  input="\n".join(map(str, paths)).encode())
+        return out.split()
+
     def diff(self, old: str, new: str, paths: Sequence[str] = ()) -> bytes:
         """Canonical diff between two trees or commits (binary changes as 'Binary files')."""
         return self.runner.run(["diff", *CANONICAL_DIFF, old, new, "--", *paths]).stdout
@@ -136,6 +161,33 @@ class Repo:
         if not 0 <= proc.returncode <= 127:
             raise GitError(f"git merge-file failed: {proc.stderr.decode(errors='replace')}")
         return proc.stdout, proc.returncode
+
+    def apply3(self, path: str, ours: Entry, diff: bytes) -> bytes | None:
+        """The file ``git apply --3way`` leaves when ``diff`` (one file's diff) meets ``ours``:
+        conflict markers (diff3 style, git's labels ``ours``/``base``/``theirs``) exactly where
+        git's own 3-way merge puts them; None when it does not conflict."""
+        with tempfile.TemporaryDirectory(prefix="rebasectl-apply3-") as tmp:
+            work = Path(tmp) / "work"
+            work.mkdir()
+            index = Path(tmp) / "index"
+            env = {"GIT_DIR": str(self.git_dir()), "GIT_WORK_TREE": str(work)}
+            runner = Runner(work)
+            runner.run(["update-index", "-z", "--index-info"], env=env, index=index,
+                       input=f"{ours.mode} {ours.blob}\t{path}\0".encode(
+                           "utf-8", errors="surrogateescape"))
+            runner.run(["checkout-index", "-u", "-f", "--", path], env=env, index=index)
+            proc = runner.run(["-c", "merge.conflictStyle=diff3", "apply", "--3way",
+                               "--whitespace=nowarn"], input=diff, env=env, index=index,
+                              check=False)
+            if proc.returncode == 0:
+                return None
+            target = work / path
+            return target.read_bytes() if target.is_file() else None
+
+    def git_dir(self) -> Path:
+        if not hasattr(self, "_git_dir"):
+            self._git_dir = Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
+        return self._git_dir
 
     def rerere_replay(self, index: Index, files: dict[str, bytes]) -> dict[str, bytes]:
         """Recorded resolutions (``rr-cache``) for the conflicted ``files`` (path -> content with

@@ -90,6 +90,17 @@ class Runner:
             raise GitError(describe_failure(args, proc.returncode, proc.stderr))
         return proc
 
+    def popen(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """A long-running git fed through its stdin (fast-import), in the hermetic
+        environment."""
+        try:
+            return subprocess.Popen(["git", *args], cwd=str(self.cwd), env=hermetic_env(),
+                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise GitError("git is not installed or not on PATH: install git (2.30 or newer)"
+                           ) from None
+
     def out(self, args: Sequence[str], *, input: bytes | None = None,
             env: Mapping[str, str] | None = None, index: Path | None = None) -> str:
         proc = self.run(args, input=input, env=env, index=index)

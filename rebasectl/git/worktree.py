@@ -113,6 +113,11 @@ class Worktree:
         untracked files stay."""
         self.runner.run([*CHECKOUT, "reset", "--hard", "--quiet", "HEAD"])
 
+    def apply_index(self, diff: bytes) -> bool:
+        """``git apply --index`` (exactly): files and index; False, and nothing changed, when it
+        does not apply."""
+        return self.runner.ok(["apply", "--index", "--whitespace=nowarn"], input=diff)
+
     def write_from_index(self, paths: list[str]) -> None:
         """The index's (stage 0) content of ``paths`` written to the files."""
         if paths:

@@ -22,11 +22,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import lineage
+from .. import lineage, names
 from ..attribution import Culprits
 from ..attribution import UpstreamRange as Range
 from ..git import Repo
 from ..lineage import Change, Group, iso_date
+from ..patches import Patch
 from . import findings as checks
 from .interdiff import FilePlan, Jobs, effective, plan_file
 from .model import (
@@ -162,10 +163,24 @@ class _Ctx:
         news = [self.new[j - 1] for j in g.new]
         new_side = [x for c in news for x in checks.stale_message(c, self.lines)]
         new_side += [x for c in news for x in checks.redundant(c, self.lines)]
+        new_side += [x for c in news for x in checks.in_file_uses(c, self.name_uses(c))]
         old_side = [x for c in olds for x in checks.stale_message(c, self.lines)]
         if olds and news and g.status not in ("identical", "equivalent"):
             old_side += checks.lost(olds, news, self.new_base, self.lines)
         return checks.once(old_side, new_side)
+
+    def name_uses(self, c: Change) -> list[names.NameUse]:
+        """Uses left in the patched files of names the patch unbinds (the bump's check), not
+        counting names the file binds again; blamed only when there are any (blame is slow)."""
+        if c.empty:
+            return []
+        patch = Patch("", "", "", "", c.diff)
+        left = {(u.path, u.line, u.name) for u in names.uses_of_removed(self.git, patch, c.sha)
+                if not checks.rebound(u.name, self.lines(c.sha, u.path) or [])}
+        if not left or not self.related:
+            return [names.NameUse(p, n, name, None) for p, n, name in sorted(left)]
+        blamed = names.uses_of_removed(self.git, patch, c.sha, self.old_base, self.new_base)
+        return [u for u in blamed if (u.path, u.line, u.name) in left]
 
     def entry(self, g: Group, plans: list[FilePlan], found: list[Finding],
               jobs: Jobs | None) -> Entry:
@@ -206,7 +221,7 @@ class _Late:
 
     def ask(self, g: Group) -> None:
         """Queue the slow checks of the group's new patches: partial reverts (a pickaxe) and
-        removed names (a ``git grep``)."""
+        removed names (one ``git grep`` per patch for all the names it removes)."""
         ctx = self.ctx
         for j in g.new:
             c = ctx.new[j - 1]
@@ -215,8 +230,8 @@ class _Late:
                                                             ctx.lines):
                     self._revert(id(g), c, path, lines)
             removed = checks.removed_names(c, ctx.lines)
-            for name in dict.fromkeys(item.name for item in removed):
-                self._removed(id(g), c, [x for x in removed if x.name == name])
+            if removed:
+                self._removed(id(g), c, removed)
 
     def _revert(self, key: int, c: Change, path: str, lines: list[str]) -> None:
         """One pickaxe, for the longest of the lines: the commit that removed it."""
@@ -227,11 +242,11 @@ class _Late:
         self._asks.append((key, lambda sha: [checks.partial_revert(c, path, lines, sha)]))
 
     def _removed(self, key: int, c: Change, items: list[checks.Removed]) -> None:
-        """One ``git grep`` per name, for every definition of it the patch removes."""
         history = self.ctx.git.history
-        self.tasks.append(lambda: history.files_holding(c.sha, items[0].name))
+        names = list(dict.fromkeys(item.name for item in items))
+        self.tasks.append(lambda: history.files_holding(c.sha, names))
         self._asks.append((key, lambda files: [f for item in items
-                                               for f in self._uses(c, item, files)]))
+                                               for f in self._uses(c, item, files[item.name])]))
 
     def _uses(self, c: Change, item: checks.Removed, files: list[str]) -> list[Finding]:
         """The finding for a removed name, if code of the tree after the patch still uses it,

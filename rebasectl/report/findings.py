@@ -10,8 +10,10 @@ it holds.
 - lost-in-resolution: lines the old patches added that are in neither the new patches nor the
   file at the new base.
 - partial-revert: a line upstream removed between the bases that the new patch adds back.
-- removed-name-used: a function, class, parameter or attribute the patch removes that code of
-  the tree after the patch still uses (the bump sees the same break as a failing upstream test).
+- removed-name-used: a name the patch unbinds that the patched file still uses (bump's own check,
+  ``names.uses_of_removed``), and a function, class, parameter or attribute the patch removes
+  that other files of the tree after the patch still use (upstream's test passing a parameter
+  the patch took away).
 
 Findings that hold for both sides of an entry are stated once, for the new side.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 
 from ..diffs import FileDiff, Hunk
 from ..lineage import Change, significant
+from ..names import NameUse
 from . import pycode
 from .model import Finding
 
@@ -380,6 +383,33 @@ def name_used(c: Change, item: Removed, found: list[tuple[str, int]],
     return Finding("removed-name-used", c.side, c.index, item.path,
                    f"removes {what}, which upstream code still uses: {where}", commit,
                    (item.name,) + tuple(f"{p}:{n}" for p, n in found))
+
+
+def rebound(name: str, text: list[str]) -> bool:
+    """Whether the file binds ``name`` other than by import, def or class (an assignment,
+    ``for name in``, ``as name``): then its uses are not left dangling."""
+    word = re.escape(name)
+    pattern = re.compile(rf"^\s*{word}\s*(?::[^=]*)?=(?!=)|\bfor\s+{word}\s+in\b|\bas\s+{word}\b")
+    return any(pattern.search(line) for line in text)
+
+
+def in_file_uses(c: Change, uses: Sequence[NameUse]) -> list[Finding]:
+    """Bump's check (``names.uses_of_removed``), as findings: the patched file itself still
+    uses a name the patch unbinds (an import, ``def`` or ``class`` it removes). The caller
+    leaves out names the file binds again another way (``rebound``: the example's [6/8]
+    replaces ``def compute_topk`` by ``compute_topk = ...``, no dangling use)."""
+    by_name: dict[tuple[str, str], list[NameUse]] = {}
+    for use in uses:
+        by_name.setdefault((use.path, use.name), []).append(use)
+    out: list[Finding] = []
+    for (path, name), found in sorted(by_name.items()):
+        where = ", ".join(f"{u.path}:{u.line}" for u in found[:3]) + \
+            (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        commit = next((u.commit for u in found if u.commit), None)
+        out.append(Finding("removed-name-used", c.side, c.index, path,
+                           f"removes `{name}`, which the patched file still uses: {where}",
+                           commit, (name,) + tuple(f"{u.path}:{u.line}" for u in found)))
+    return out
 
 
 def once(old: Sequence[Finding], new: Sequence[Finding]) -> list[Finding]:

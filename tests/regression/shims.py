@@ -359,3 +359,68 @@ def replay_manager_installed() -> Iterator[Any]:
     finally:
         sys.path.remove(str(REPLAY_PKG))
         drop_miles_modules()
+
+
+# ------------------------------------------------------------------------------------------------
+# The MoE all-to-all overlap schedule (EP-overlap, ``build_schedule_plan``) on a CPU
+# (written for patch mtp-rl; reusable by any test)
+#
+# The schedule runs every node on a CUDA stream and synchronises with CUDA events; on a CPU, with
+# no streams, those become inert stand-ins (``torch.cuda.Stream``/``Event``/``stream``/
+# ``current_stream``, ``Tensor.record_stream``, NVTX ranges). The schedule also frees some node
+# inputs right after use (``should_free_input``): correct on a GPU, where the all-to-all returns
+# new buffers, but on one rank (EP=1) the all-to-all dispatch is an identity, so the freed input
+# would be the next node's input: the shim keeps every input. Use inside ``single_rank_moe``; the
+# config must have ``moe_token_dispatcher_type="alltoall"`` (the overlap flag itself is set on
+# the built model's config, since its validation asks for EP > 1, bf16 and PP > 1 with MTP).
+# ------------------------------------------------------------------------------------------------
+
+
+class _InertEvent:
+    def record(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def wait(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+
+class _InertStream:
+    def wait_event(self, *args: Any) -> None:
+        pass
+
+    def wait_stream(self, *args: Any) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def record_event(self, *args: Any, **kwargs: Any) -> _InertEvent:
+        return _InertEvent()
+
+
+@contextlib.contextmanager
+def cpu_a2a_schedule_shims() -> Iterator[None]:
+    """Inert CUDA streams/events for the a2a overlap schedule; node inputs are never freed."""
+    import megatron.core.models.gpt.fine_grained_callables as fgc
+    import torch
+    from megatron.core.pipeline_parallel import utils as pp_utils
+
+    patches = Patches()
+    patches.set(torch.cuda, "Event", lambda *args, **kwargs: _InertEvent())
+    patches.set(torch.cuda, "Stream", lambda *args, **kwargs: _InertStream())
+    patches.set(torch.cuda, "current_stream", lambda *args, **kwargs: _InertStream())
+    patches.set(torch.cuda, "stream", lambda stream: contextlib.nullcontext())
+    patches.set(torch.cuda.nvtx, "range_push", lambda *args, **kwargs: None)
+    patches.set(torch.cuda.nvtx, "range_pop", lambda *args, **kwargs: None)
+    patches.set(torch.Tensor, "record_stream", lambda self, stream: None)
+    patches.set(fgc, "should_free_input", lambda *args, **kwargs: False)
+    patches.set(pp_utils, "_COMP_STREAM", _InertStream())
+    patches.set(pp_utils, "_COMM_STREAM", _InertStream())
+    with patches:
+        yield

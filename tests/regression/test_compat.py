@@ -12,8 +12,12 @@ What they prove, and why each matters to miles:
   ``trust_remote_code=True``, even when ``--trust-remote-code`` was not given; upstream forwards
   the (default False) flag. ``transformers`` itself is replaced by a spy module: what is under
   test is Megatron's call, not the HF library.
-- ``TELinear`` tags every parameter with its Megatron ``parallel_mode`` (needs Transformer
-  Engine and a GPU, so it is marked ``gpu`` + ``needs_te``).
+- ``TELinear`` tags every parameter with its Megatron ``parallel_mode``: on a CPU against the
+  Transformer Engine stand-in (``te_standin/``; Megatron's real TELinear, TEColumnParallelLinear
+  and TERowParallelLinear, CPU and device initialisation, dense and expert layers, where TE itself
+  is told ``parallel_mode=None``), and with real TE on a GPU (``gpu`` + ``needs_te``). Under CPU
+  initialisation the column/row subclasses re-create the bias after TELinear tagged it; the
+  previous version of the patch left that bias untagged.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ def test_batched_p2p_ops_builds_p2pops_without_group(
 def test_batched_p2p_ops_without_tensors_sends_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Non-regression (passes on the base too): with nothing to send, no P2POp is built."""
     from megatron.core.pipeline_parallel import p2p_communication
 
     def fail(*args: Any, **kwargs: Any) -> None:
@@ -139,6 +144,8 @@ def from_pretrained_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any
 def test_build_hf_tokenizer_trusts_remote_code(
     from_pretrained_calls: list[dict[str, Any]], flag: bool
 ) -> None:
+    """With ``--trust-remote-code`` the base passes too (that case pins a non-regression);
+    without it only the patched tree asks for remote code."""
     from megatron.training.tokenizer.tokenizer import build_tokenizer
 
     args = types.SimpleNamespace(
@@ -165,6 +172,26 @@ def test_hf_tokenizer_class_trusts_remote_code(
 
     _HuggingFaceTokenizer("some/hf-model")
     assert [c.get("trust_remote_code") for c in from_pretrained_calls] == [True]
+
+
+@pytest.mark.cpu
+def test_te_linear_tags_every_parameter_against_te_standin() -> None:
+    from te_scenarios import run_scenarios
+
+    tree = Path(__import__("os").environ["REBASECTL_TEST_TREE"])
+    result = run_scenarios(tree, ["te_linear_parallel_mode_tags"])["te_linear_parallel_mode_tags"]
+    assert "error" not in result, result.get("error")
+    assert len(result) == 10  # {column, row} x {dense, expert} + duplicated, x {cpu, device} init
+    untagged = {
+        f"{layer}.{name}": tag
+        for layer, info in result.items()
+        for name, tag in info["tags"].items()
+        if tag != info["mode"]
+    }
+    assert not untagged, f"parameters without their Megatron parallel_mode: {untagged}"
+    # Why the tag is needed: for expert layers (and duplicated ones) TE's own mode is None.
+    assert result["column-expert-cpu-init"]["te_parallel_mode"] is None
+    assert result["duplicated-device-init"]["te_parallel_mode"] is None
 
 
 @pytest.mark.gpu

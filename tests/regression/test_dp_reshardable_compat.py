@@ -4,10 +4,12 @@ compat).
 miles resumes from ``dp_reshardable`` distributed-optimizer checkpoints written by older Megatron
 versions and with a different data-parallel size. What these tests prove:
 
-- ``dict_utils.merge`` truncates a longer first list to the second's length only on a key path
-  that goes through ``optimizer`` and then ``param_state`` (bucket entry lists, whose trailing
-  padding entries depend on the DP size the checkpoint was written with); everywhere else, and
-  when the first list is the shorter one, a length mismatch still raises (upstream always raises);
+- ``dict_utils.merge``, on a key path through ``optimizer`` and then ``param_state``, merges the
+  bucket entries an older checkpoint's common state kept (the saving rank's layout: padding
+  placeholders anywhere in the list, 0-dim steps of its parameters) into the entries being loaded
+  (another DP size or rank) by what each entry is: the result has exactly the loaded layout, every
+  parameter a 0-dim step of the saved value, padding none, whatever the two lengths; disagreeing
+  saved steps, and length mismatches anywhere else, still raise (upstream always raises);
 - a ``ShardedTensor`` with ``flattened_range`` (older checkpoint formats) constructs and logs a
   deprecation warning once per process, instead of raising ``CheckpointingException``;
 - ``DistributedOptimizer.load_parameter_state_from_dp_reshardable`` treats bucket entries without
@@ -32,39 +34,103 @@ def _bucket_entries(n: int, tag: str) -> list[dict[str, Any]]:
     return [{tag: torch.full((2,), float(i))} for i in range(n)]
 
 
+def _saved(layout: str, step: float = 5.0) -> list[dict[str, Any]]:
+    """What an older checkpoint's common state kept of one bucket (the saving rank's entries):
+    a parameter leaves its 0-dim ``step``, a padding entry an uninitialised placeholder of the
+    gap's length (``P`` / ``.`` per entry)."""
+    return [
+        {"step": torch.tensor(step)} if c == "P" else {"step": torch.full((24,), float("nan"))}
+        for c in layout
+    ]
+
+
+def _loading(layout: str, own_step: dict[int, float] | None = None) -> list[dict[str, Any]]:
+    """This rank's entries as ``load`` sees them when merging the common state: the unwrapped
+    non-persistent ``padding`` flags, plus (optionally) a step the optimizer already holds."""
+    entries: list[dict[str, Any]] = [{"padding": c == "."} for c in layout]
+    for i, step in (own_step or {}).items():
+        entries[i]["step"] = torch.tensor(step)
+    return entries
+
+
+def _nest(prefix: tuple[Any, ...], leaf: Any) -> Any:
+    for key in reversed(prefix):
+        leaf = {key: leaf}
+    return leaf
+
+
+def _get(tree: Any, prefix: tuple[Any, ...]) -> Any:
+    for key in prefix:
+        tree = tree[key]
+    return tree
+
+
+OPTIMIZER_PREFIXES = [
+    ("optimizer", "param_state", 0, torch.float32),
+    ("optimizer", 0, "param_state", 0, torch.float32),  # ChainedOptimizer: one per sub-optimizer
+    ("checkpoint", "optimizer", "param_state", 1, torch.float32),
+]
+
+# (saved layout of the saving rank, layout being loaded): DP=2 -> DP=2 on rank 1 (fewer entries,
+# padding in the middle of the saved list), DP=2 -> DP=1 with a param wholly in rank 1's half
+# (the saved list is SHORTER), a front padding, and the same layout.
+LAYOUTS = [
+    pytest.param("P.P", "PP", id="dp2-to-dp2-rank1"),
+    pytest.param("P.P", "P", id="dp2-to-dp2-rank1-one-param"),
+    pytest.param("P.P", "P.PP", id="dp2-to-dp1-param-on-rank1"),
+    pytest.param(".PP.", "P.P", id="front-padding"),
+    pytest.param("P.P", "P.P", id="same-layout"),
+]
+
+
 @pytest.mark.cpu
-@pytest.mark.parametrize(
-    "prefix",
-    [
-        ("optimizer", "param_state"),
-        ("optimizer", 0, "param_state"),  # ChainedOptimizer: one state dict per sub-optimizer
-        ("checkpoint", "optimizer", "param_state", 1),
-    ],
-)
-def test_merge_truncates_longer_first_list_below_optimizer_param_state(
-    prefix: tuple[Any, ...],
+@pytest.mark.parametrize("prefix", OPTIMIZER_PREFIXES, ids=lambda p: "/".join(map(str, p)))
+@pytest.mark.parametrize(("saved", "loading"), LAYOUTS)
+def test_merge_saved_bucket_entries_by_what_they_are(
+    prefix: tuple[Any, ...], saved: str, loading: str
 ) -> None:
+    """Issue 16, defect 5: the previous patch merged the saved entries by position (truncating a
+    longer saved list, raising on a shorter one), so a parameter got a padding entry's 24-element
+    uninitialised step or another's, and DP=2 -> DP=1 with a param in rank 1's half raised. Now
+    the result has exactly the entries being loaded; every parameter gets a 0-dim step of the
+    saved value (a copy), and padding entries none."""
     from megatron.core.dist_checkpointing.dict_utils import merge
 
-    def nest(leaf: Any) -> Any:
-        for key in reversed(prefix):
-            leaf = {key: leaf}
-        return leaf
+    x1, x2 = _nest(prefix, [_saved(saved)]), _nest(prefix, [_loading(loading)])
+    saved_steps = [e["step"] for e in _get(x1, prefix)[0]]
+    bucket = _get(merge(x1, x2), prefix)[0]
+    assert [("." if e["padding"] else "P") for e in bucket] == list(loading)
+    for entry in bucket:
+        if entry["padding"]:
+            assert "step" not in entry, "a padding entry got a step"
+        else:
+            assert entry["step"].dim() == 0 and entry["step"].item() == 5.0
+            assert all(entry["step"] is not s for s in saved_steps)
 
-    # Saved with another DP size: 3 params + 2 trailing padding entries; now: 3 params.
-    x1 = nest({torch.float32: [_bucket_entries(5, "step")]})
-    x2 = nest({torch.float32: [_bucket_entries(3, "exp_avg")]})
-    merged = merge(x1, x2)
 
-    node = merged
-    for key in prefix:
-        node = node[key]
-    bucket = node[torch.float32][0]
-    assert len(bucket) == 3
-    for i, entry in enumerate(bucket):
-        assert set(entry) == {"step", "exp_avg"}
-        assert torch.equal(entry["step"], torch.full((2,), float(i)))
-        assert torch.equal(entry["exp_avg"], torch.full((2,), float(i)))
+@pytest.mark.cpu
+def test_merge_keeps_a_step_the_entry_already_has() -> None:
+    from megatron.core.dist_checkpointing.dict_utils import merge
+
+    prefix = OPTIMIZER_PREFIXES[0]
+    x2 = _nest(prefix, [_loading("P.P", own_step={0: 7.0})])
+    own = _get(x2, prefix)[0][0]["step"]
+    bucket = _get(merge(_nest(prefix, [_saved("P.PP")]), x2), prefix)[0]
+    assert bucket[0]["step"] is own
+    assert bucket[2]["step"].item() == 5.0
+
+
+@pytest.mark.cpu
+def test_merge_raises_when_saved_params_disagree() -> None:
+    """Parameters of one optimizer share their step; saved entries that disagree cannot be told
+    apart by position, so that is a genuine mismatch."""
+    from megatron.core.dist_checkpointing.dict_utils import merge
+
+    prefix = OPTIMIZER_PREFIXES[0]
+    saved = _saved("P.P")
+    saved[2]["step"] = torch.tensor(6.0)
+    with pytest.raises(ValueError, match="parameters differ"):
+        merge(_nest(prefix, [saved]), _nest(prefix, [_loading("PP")]))
 
 
 @pytest.mark.cpu
@@ -78,23 +144,27 @@ def test_merge_truncates_longer_first_list_below_optimizer_param_state(
     ],
 )
 def test_merge_still_raises_elsewhere(prefix: tuple[Any, ...]) -> None:
+    """Non-regression (passes on the base too): a length mismatch anywhere else still raises,
+    also for lists shaped like bucket entries."""
     from megatron.core.dist_checkpointing.dict_utils import merge
 
-    def nest(leaf: Any) -> Any:
-        for key in reversed(prefix):
-            leaf = {key: leaf}
-        return leaf
-
     with pytest.raises(ValueError, match="different lengths"):
-        merge(nest(_bucket_entries(5, "step")), nest(_bucket_entries(3, "exp_avg")))
+        merge(
+            _nest(prefix, _bucket_entries(5, "step")), _nest(prefix, _bucket_entries(3, "exp_avg"))
+        )
+    with pytest.raises(ValueError, match="different lengths"):
+        merge(_nest(prefix, _saved("P.P")), _nest(prefix, _loading("PP")))
 
 
 @pytest.mark.cpu
-def test_merge_still_raises_when_first_list_is_shorter() -> None:
+def test_merge_still_raises_for_loaded_entries_of_another_length() -> None:
+    """Below optimizer -> param_state, lists that are not a common state's saved entries merged
+    into flagged entries (e.g. the loaded tensors) still merge by position and raise on a length
+    mismatch. Passes on the base too (which always raises); the previous patch truncated here."""
     from megatron.core.dist_checkpointing.dict_utils import merge
 
-    x1 = {"optimizer": {"param_state": [_bucket_entries(2, "step")]}}
-    x2 = {"optimizer": {"param_state": [_bucket_entries(3, "exp_avg")]}}
+    x1 = {"optimizer": {"param_state": [_loading("P.P")]}}
+    x2 = {"optimizer": {"param_state": [_bucket_entries(2, "exp_avg")]}}
     with pytest.raises(ValueError, match="different lengths"):
         merge(x1, x2)
 
@@ -143,6 +213,7 @@ def test_sharded_tensor_with_flattened_range_constructs_and_warns_once(
 def test_sharded_tensor_without_flattened_range_does_not_warn(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Non-regression (passes on the base too): only flattened_range warns."""
     from megatron.core.dist_checkpointing import mapping
 
     monkeypatch.setattr(mapping, "_flattened_range_deprecation_logged", False, raising=False)

@@ -16,8 +16,15 @@ What they prove, and why it matters:
 - The fused Triton kernel is bit-identical to the pure-torch reference: on CPU through Triton's
   interpreter (a subprocess, since ``TRITON_INTERPRET`` must be set before Triton is imported), and
   on a GPU (``gpu`` tests) in fp32 and bf16 with odd shapes.
-- ``TEGroupedLinear`` is wired to the quantiser: statically on CPU, and end to end with TE
-  (``needs_te``).
+- ``TEGroupedLinear`` is wired to the quantiser: statically on CPU, end to end with TE
+  (``needs_te``), and on a CPU against the Transformer Engine stand-in (``te_standin/``, see its
+  README) under Megatron's real ``DistributedDataParallel`` with fused wgrad accumulation, in TE's
+  two reference patterns of keeping the weight for backward: TE 2.1-2.5 keep only saved tensors
+  (the stand-in's Python object, and any weak reference to it, is gone by the time the
+  straight-through backward runs), TE >= 2.6 also keep a closure over it. In both, TE's
+  ``grad_added_to_main_grad`` mark must reach the parameter, so DDP never adds TE's dummy wgrad
+  (NaN in the stand-in) into ``main_grad``; and QAT refuses, instead of silently skipping, a
+  GroupedLinear that stores its experts as one grouped ``weight``.
 
 On the unpatched base the quantiser module does not exist, so these tests fail there.
 """
@@ -34,6 +41,7 @@ import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -301,6 +309,27 @@ def test_main_grad_is_carried_and_marked() -> None:
     torch.testing.assert_close(param.main_grad, torch.ones(5, 8).t() @ x)
 
 
+def _marked_through_saved_tensors_only(param: torch.nn.Parameter, x: torch.Tensor) -> None:
+    """Forward and backward where only the consumer's saved tensors hold the stand-in (as in
+    TEGroupedLinear.forward with TE 2.1-2.5: the stand-in is swapped back out before backward)."""
+    out = _FusedWgradConsumer.apply(x, _qat().int4_fake_quantize_ste(param, 128))
+    out.sum().backward()
+
+
+@pytest.mark.cpu
+def test_mark_reaches_param_when_consumer_keeps_only_saved_tensors() -> None:
+    """Defect 1 of issue 16: the previous patch held the stand-in by a weak reference, dead by
+    backward time when nothing but the consumer's saved tensors keeps it; the mark was lost and
+    the NaN dummy wgrad reached the parameter's ``grad`` (DDP would add it to main_grad)."""
+    param = torch.nn.Parameter(_weights((8, 128), torch.float32, seed=31))
+    param.main_grad = torch.zeros(8, 128)
+    param.grad_added_to_main_grad = False
+    x = torch.randn(5, 128)
+    _marked_through_saved_tensors_only(param, x)
+    assert param.grad_added_to_main_grad is True
+    torch.testing.assert_close(param.main_grad, torch.ones(5, 8).t() @ x)
+
+
 # ------------------------------------------------------------- Triton kernel vs reference
 
 _INTERPRETER_SCRIPT = textwrap.dedent(
@@ -421,6 +450,75 @@ def test_te_grouped_linear_forward_uses_fake_qat() -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
     }
     assert "int4_fake_qat_weights" in calls
+
+
+# ------------------------------------------- TEGroupedLinear against the TE stand-in (CPU)
+
+
+@pytest.fixture(scope="module", params=["saved", "closure"], ids=["te2.1-2.5", "te2.6+"])
+def te_standin(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Scenario results of te_scenarios.py in a fresh interpreter, per TE reference pattern."""
+    from te_scenarios import run_scenarios
+
+    names = [
+        "int4_qat_ddp",
+        "int4_qat_ddp_zero_out_wgrad",
+        "int4_qat_stand_in_is_freed",
+        "int4_qat_single_grouped_weight",
+    ]
+    return {"pattern": request.param, **run_scenarios(_tree(), names, pattern=request.param)}
+
+
+def _scenario(results: dict[str, Any], name: str) -> dict[str, Any]:
+    result = results[name]
+    assert "error" not in result, result.get("error")
+    return result
+
+
+@pytest.mark.cpu
+def test_te_grouped_linear_qat_mark_reaches_param_under_ddp(te_standin: dict[str, Any]) -> None:
+    """Defect 1 of issue 16: with TE 2.1-2.5's reference pattern the previous patch lost the
+    mark (its weak reference to the stand-in was dead by backward time) and DDP added TE's
+    dummy wgrad: main_grad NaN. With TE >= 2.6's pattern it passed (the closure kept the
+    stand-in alive); that parametrisation pins a non-regression."""
+    r = _scenario(te_standin, "int4_qat_ddp")
+    assert r["marks"] == [True, True], "TE's grad_added_to_main_grad did not reach the params"
+    assert r["main_grad_nan"] == [False, False], "DDP added TE's dummy wgrad to main_grad"
+    assert r["main_grad_matches"] == [True, True], "main_grad is not the straight-through wgrad"
+    assert r["param_grads_none"] == [True, True]
+    assert r["out_matches_quantised"] and r["dgrad_matches_quantised"]
+    assert r["params_unchanged"] == [True, True] and r["params_are_parameters"] == [True, True]
+
+
+@pytest.mark.cpu
+def test_te_grouped_linear_qat_mark_with_zero_out_wgrad(te_standin: dict[str, Any]) -> None:
+    """With ``zero_out_wgrad`` TE returns zeros, so main_grad stays right either way; the mark
+    must still reach the parameter (previous patch, TE 2.1-2.5 pattern: it did not)."""
+    r = _scenario(te_standin, "int4_qat_ddp_zero_out_wgrad")
+    assert r["marks"] == [True, True]
+    assert r["main_grad_matches"] == [True, True] and r["main_grad_nan"] == [False, False]
+
+
+@pytest.mark.cpu
+def test_te_grouped_linear_qat_stand_in_does_not_outlive_its_graph(
+    te_standin: dict[str, Any],
+) -> None:
+    """Non-regression (also passes on the previous patch, which held the stand-in weakly): the
+    stand-in that is now held strongly until the backward is freed with its graph."""
+    r = _scenario(te_standin, "int4_qat_stand_in_is_freed")
+    assert r["alive_before_backward"] == 2
+    assert r["alive_after_backward"] == 0, "stand-ins kept alive after backward"
+    assert r["alive_after_dropped_graph"] == 0, "a graph dropped without backward leaks"
+
+
+@pytest.mark.cpu
+def test_te_grouped_linear_qat_refuses_single_grouped_weight(te_standin: dict[str, Any]) -> None:
+    """TE can store all experts as one grouped ``weight``; the previous patch then trained the
+    un-quantised weights silently. QAT must say so instead."""
+    r = _scenario(te_standin, "int4_qat_single_grouped_weight")
+    assert r["params"] == ["weight"]
+    assert r["raised"] is not None, "QAT on a single grouped weight silently did nothing"
+    assert r["raised"].startswith("RuntimeError") and "grouped" in r["raised"]
 
 
 @pytest.mark.gpu

@@ -11,16 +11,24 @@ stand-in for its bucket layout: one fp32 bucket whose params sit at 64-element a
 by the real ``dist_checkpointing.save``/``load`` (torch_dist) across both ranks.
 
 The DP=2 save gives the ranks bucket lists of different lengths (rank 0: params and the padding
-between them; rank 1: fewer entries). The common state (written by rank 0) keeps rank 0's list
-(the 0-dim ``step`` stays a common entry), so on load the shorter list of another rank / another
-DP layout must be merged with it: patch 9 truncates the longer saved list (upstream raises
-"Cannot merge two lists with different lengths"). What this proves:
+between them; rank 1: fewer entries). Checkpoints in two formats are loaded:
 
-- DP=2 save, DP=2 load: every rank gets exactly its own shard of the state back;
-- DP=2 save, DP=1 load (every rank loads the whole bucket): every param's full state comes back,
-  for a layout where a param straddles the DP boundary. When a whole param lies in rank 1's half,
-  the DP=1 layout has MORE entries than rank 0's saved list and the patched merge still raises:
-  that case is a strict xfail naming the gap (it XPASSes, and so fails, once it is fixed).
+- ``current``: patch 2 keeps the 0-dim ``step`` out of the checkpoint (non-persistent: each rank
+  keeps its own, the optimizer restores it from ``param_groups``), so the common state holds no
+  bucket entries and nothing is merged by position;
+- ``previous``: as the previous version of the series wrote it, with every entry's ``step`` in the
+  common state, which rank 0 alone writes (padding entries: an uninitialised placeholder of the
+  gap's length); patch 9 merges those saved entries into each rank's layout by what they are.
+
+The loading optimizer is fresh, as on a resume (no ``step`` yet). What this proves, in both
+formats: DP=2 save -> DP=2 load gives every rank exactly its own shard back, and DP=2 -> DP=1
+(every rank loads the whole bucket) gives every param its full state, both for a layout where a
+param straddles the DP boundary and for one where a whole param lies in rank 1's half (the DP=1
+list is then longer than rank 0's saved list: the previous patch raised there, a strict xfail).
+No param gets a padding entry's or another entry's ``step``: none (current format; it comes from
+``param_groups``) or a 0-dim copy of the saved optimizer step (previous format); with the
+previous patch, rank 1 got rank 0's 24-element padding placeholder. (The straddling layout in the
+previous format loaded with the previous patch too: those two cases pin a non-regression.)
 
 On the unpatched base these fail (the 0-dim ``step`` trips upstream's shape assert on save, and
 the list merge raises on load).
@@ -40,6 +48,8 @@ pytestmark = [pytest.mark.multi_gpu]
 
 DTYPE = torch.float32
 KEYS = ("param", "exp_avg", "exp_avg_sq")
+SAVED_STEP = 5.0
+FORMATS = ["current", "previous"]
 
 
 def _truth(numel: int) -> dict[str, torch.Tensor]:
@@ -75,7 +85,8 @@ def _stand_in(
         states[model_param] = {
             k: (truth[k][a:b].clone() if truth else torch.zeros(b - a)) for k in KEYS
         }
-        states[model_param]["step"] = torch.tensor(5.0 if truth else 0.0)
+        if truth:  # a fresh optimizer (the one loading) has no step yet
+            states[model_param]["step"] = torch.tensor(SAVED_STEP)
     loaded: dict[Any, dict[str, torch.Tensor]] = {}
     stand_in = types.SimpleNamespace(
         per_bucket_numel=[{DTYPE: [padded]}],
@@ -100,12 +111,19 @@ def _stand_in(
     return stand_in, loaded
 
 
-def _sharded(stand_in: Any, is_loading: bool) -> dict[str, Any]:
+def _sharded(stand_in: Any, is_loading: bool, fmt: str = "current") -> dict[str, Any]:
+    from megatron.core.dist_checkpointing.mapping import LocalNonpersistentObject
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     state = DistributedOptimizer.sharded_param_state_dp_reshardable(
         stand_in, {}, is_loading=is_loading
     )
+    if fmt == "previous":  # the previous series saved every entry's step as common state
+        for dtype_state in state[0].values():
+            for bucket in dtype_state:
+                for entry in bucket:
+                    if isinstance(entry.get("step"), LocalNonpersistentObject):
+                        entry["step"] = entry["step"].unwrap()
     return {"optimizer": {"param_state": state}}
 
 
@@ -119,14 +137,16 @@ def _try(fn: Any) -> tuple[Any, str | None]:
         return None, f"{type(exc).__name__}: {str(exc)[:800]}"
 
 
-def _save_dp2(tmp: Path, params: list[tuple[int, int]], unpadded: int, padded: int) -> str:
+def _save_dp2(
+    tmp: Path, params: list[tuple[int, int]], unpadded: int, padded: int, fmt: str = "current"
+) -> str:
     """Save the DP=2 state on both ranks into a directory shared by the ranks; returns it."""
     import torch.distributed as dist
     from megatron.core import dist_checkpointing
 
     path = mgpu.all_gather_object(str(tmp))[0]  # rank 0's tmp dir (same host)
     stand_in, _ = _stand_in(params, unpadded, padded, dist.group.WORLD, _truth(unpadded))
-    _, error = _try(lambda: dist_checkpointing.save(_sharded(stand_in, False), path))
+    _, error = _try(lambda: dist_checkpointing.save(_sharded(stand_in, False, fmt), path))
     ok = mgpu.all_ranks(error is None)
     assert ok, f"DP=2 save failed (rank {mgpu.rank()}: {error})"
     return path
@@ -148,7 +168,9 @@ def _load(path: str, stand_in: Any, **kwargs: Any) -> str | None:
     return "; ".join(f"rank {r}: {e}" for r, e in enumerate(errors) if e) or None
 
 
-def _check_loaded(loaded: dict[Any, dict[str, torch.Tensor]], stand_in: Any, numel: int) -> None:
+def _check_loaded(
+    loaded: dict[Any, dict[str, torch.Tensor]], stand_in: Any, numel: int, fmt: str
+) -> None:
     truth = _truth(numel)
     param_map = stand_in.gbuf_ranges[0][DTYPE][0]["param_map"]
     assert set(loaded) == set(param_map), "not every param of this layout got its state"
@@ -156,6 +178,12 @@ def _check_loaded(loaded: dict[Any, dict[str, torch.Tensor]], stand_in: Any, num
         a, b = ranges["gbuf_world"]
         for k in KEYS:
             assert torch.equal(loaded[param][k], truth[k][a:b]), (k, a, b)
+        step = loaded[param].get("step")
+        if fmt == "current":
+            assert step is None, f"a saved entry's step reached param [{a}, {b}): {step}"
+        else:
+            assert step is not None and step.dim() == 0, f"param [{a}, {b}) got step {step}"
+            assert step.item() == SAVED_STEP
 
 
 # Params at 64-aligned offsets; the second straddles the DP=2 boundary (128 of 256).
@@ -164,12 +192,10 @@ UNPADDED, PADDED = 200, 256
 # As LAYOUT plus a third param that lies wholly in DP=2 rank 1's half.
 LAYOUT_3 = [(0, 40), (64, 200), (200, 230)]
 UNPADDED_3 = 230
-
-GAP = (
-    "known gap (reported): patch 9 truncates only a LONGER saved list; with torch-Adam state the "
-    "common state keeps DP=2 rank 0's per-entry list (0-dim `step`), which is SHORTER than a DP=1 "
-    "layout's when a whole param lives on rank 1, so merge still raises"
-)
+LAYOUTS = [
+    pytest.param(LAYOUT, UNPADDED, id="straddling-param"),
+    pytest.param(LAYOUT_3, UNPADDED_3, id="whole-param-on-rank1"),
+]
 
 
 @pytest.fixture
@@ -178,45 +204,39 @@ def dp_env() -> Any:
         yield
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("layout", "unpadded"), LAYOUTS)
 @pytest.mark.usefixtures("dp_env")
-def test_dp2_save_dp2_load_each_rank_gets_its_shard(tmp_path: Path) -> None:
-    import torch.distributed as dist
-
-    path = _save_dp2(tmp_path, LAYOUT, UNPADDED, PADDED)
-    stand_in, loaded = _stand_in(LAYOUT, UNPADDED, PADDED, dist.group.WORLD, None)
-    lengths = mgpu.all_gather_object(
-        len(_sharded(stand_in, True)["optimizer"]["param_state"][0][DTYPE][0])
-    )
-    stand_in, loaded = _stand_in(LAYOUT, UNPADDED, PADDED, dist.group.WORLD, None)
-    error = _load(path, stand_in)
-    assert lengths[0] != lengths[1], f"ranks' bucket lists should differ in length: {lengths}"
-    assert error is None, f"DP=2 -> DP=2 load failed: {error}"
-    _check_loaded(loaded, stand_in, UNPADDED)
-
-
-@pytest.mark.parametrize(
-    ("layout", "unpadded"),
-    [
-        pytest.param(LAYOUT, UNPADDED, id="straddling-param"),
-        pytest.param(
-            LAYOUT_3,
-            UNPADDED_3,
-            id="whole-param-on-rank1",
-            marks=pytest.mark.xfail(strict=True, reason=GAP),
-        ),
-    ],
-)
-@pytest.mark.usefixtures("dp_env")
-def test_dp2_save_dp1_load_restores_every_param(
-    tmp_path: Path, layout: list[tuple[int, int]], unpadded: int
+def test_dp2_save_dp2_load_each_rank_gets_its_shard(
+    tmp_path: Path, layout: list[tuple[int, int]], unpadded: int, fmt: str
 ) -> None:
     import torch.distributed as dist
 
-    path = _save_dp2(tmp_path, layout, unpadded, PADDED)
+    path = _save_dp2(tmp_path, layout, unpadded, PADDED, fmt)
+    stand_in, loaded = _stand_in(layout, unpadded, PADDED, dist.group.WORLD, None)
+    lengths = mgpu.all_gather_object(
+        len(_sharded(stand_in, True)["optimizer"]["param_state"][0][DTYPE][0])
+    )
+    stand_in, loaded = _stand_in(layout, unpadded, PADDED, dist.group.WORLD, None)
+    error = _load(path, stand_in)
+    assert lengths[0] != lengths[1], f"ranks' bucket lists should differ in length: {lengths}"
+    assert error is None, f"DP=2 -> DP=2 load failed: {error}"
+    _check_loaded(loaded, stand_in, unpadded, fmt)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("layout", "unpadded"), LAYOUTS)
+@pytest.mark.usefixtures("dp_env")
+def test_dp2_save_dp1_load_restores_every_param(
+    tmp_path: Path, layout: list[tuple[int, int]], unpadded: int, fmt: str
+) -> None:
+    import torch.distributed as dist
+
+    path = _save_dp2(tmp_path, layout, unpadded, PADDED, fmt)
     singletons = [dist.new_group([r]) for r in range(dist.get_world_size())]
     group = singletons[mgpu.rank()]
     stand_in, loaded = _stand_in(layout, unpadded, PADDED, group, None)
     # Every rank is a whole DP=1 replica here, so shards are read by both ranks on purpose.
     error = _load(path, stand_in, validate_access_integrity=False)
     assert error is None, f"DP=2 -> DP=1 load failed: {error}"
-    _check_loaded(loaded, stand_in, unpadded)
+    _check_loaded(loaded, stand_in, unpadded, fmt)

@@ -65,10 +65,21 @@ def rope_ref(pe: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
 
 
 def _positions(spec: Spec, device: str) -> torch.Tensor:
-    """Position of every token (sbhd: the s index; thd: offset inside its sequence)."""
+    """Position of every token (sbhd: the s index; thd: offset inside its sequence).
+
+    thd with context parallelism (``cp = [rank, size]``): ``cu`` holds the global sequence
+    lengths and this rank holds chunks ``rank`` and ``2*size - 1 - rank`` of each sequence cut
+    into ``2*size`` equal chunks, so its tokens' positions are those chunks' positions.
+    """
     if spec["fmt"] == "sbhd":
         return torch.arange(spec["S"], device=device)
-    pos = [t - a for a, b in zip(spec["cu"][:-1], spec["cu"][1:], strict=True) for t in range(a, b)]
+    rank, size = spec.get("cp", (0, 1))
+    pos = []
+    for a, b in zip(spec["cu"][:-1], spec["cu"][1:], strict=True):
+        chunk = (b - a) // (2 * size)
+        for j in range((b - a) // size):
+            first = j < chunk or size == 1
+            pos.append(rank * chunk + j if first else (2 * size - 1 - rank) * chunk + j - chunk)
     return torch.tensor(pos, device=device)
 
 
@@ -104,13 +115,29 @@ def _close(name: str, got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype)
     )
 
 
+def _forced_config(kernel: Any, block_h: int, tiling: dict[str, int] | None) -> Any:
+    """One config for ``kernel``: BLOCK_H, plus the q tiling (BLOCK_T tokens per tile) where the
+    kernel has that meta-parameter (the q kernels of the patched tree; upstream's kernels have
+    BLOCK_H alone). Other meta-parameters as in the kernel's first config."""
+    import triton
+
+    kwargs = {"BLOCK_H": block_h}
+    for name, value in (tiling or {}).items():
+        if name in kernel.configs[0].kwargs:
+            kwargs[name] = value
+    for name, value in kernel.configs[0].kwargs.items():
+        kwargs.setdefault(name, value)
+    return triton.Config(kwargs)
+
+
 @contextlib.contextmanager
-def forced_block_h(mod: Any, block_h: int | None) -> Iterator[None]:
-    """Force one autotune config (BLOCK_H) on all four kernels of the module."""
+def forced_block_h(
+    mod: Any, block_h: int | None, tiling: dict[str, int] | None = None
+) -> Iterator[None]:
+    """Force one autotune config (BLOCK_H, and the q tiling if given) on all four kernels."""
     if block_h is None:
         yield
         return
-    import triton
 
     kernels = [
         mod.rotary_fwd_q_kernel,
@@ -121,7 +148,7 @@ def forced_block_h(mod: Any, block_h: int | None) -> Iterator[None]:
     saved = [(k.configs, k.cache) for k in kernels]
     try:
         for k in kernels:
-            k.configs = [triton.Config({"BLOCK_H": block_h})]
+            k.configs = [_forced_config(k, block_h, tiling)]
             k.cache = {}
         yield
     finally:
@@ -133,7 +160,9 @@ def forced_block_h(mod: Any, block_h: int | None) -> Iterator[None]:
 
 
 def _tokens(spec: Spec) -> tuple[int, ...]:
-    return (spec["S"], spec["B"]) if spec["fmt"] == "sbhd" else (spec["cu"][-1],)
+    if spec["fmt"] == "sbhd":
+        return (spec["S"], spec["B"])
+    return (spec["cu"][-1] // spec.get("cp", (0, 1))[1],)
 
 
 def _tables(spec: Spec, dtype: torch.dtype, device: str, gen: torch.Generator):
@@ -179,8 +208,11 @@ def run_q_case(spec: Spec, device: str) -> None:
     q.requires_grad_(True)
     gbuf, gq = _guarded(shape, dtype, device)
     gq.copy_(g)
-    with forced_block_h(mod, spec.get("block_h")):
-        out = mod.fused_apply_mla_rope_for_q(q, cos, sin, qk, EMB, cu_seqlens_q=cu)
+    rank, size = spec.get("cp", (0, 1))
+    with forced_block_h(mod, spec.get("block_h"), spec.get("tiling")):
+        out = mod.fused_apply_mla_rope_for_q(
+            q, cos, sin, qk, EMB, cu_seqlens_q=cu, cp_rank=rank, cp_size=size
+        )
         _close("q fwd", out.detach(), out_ref.detach(), dtype)
         out.backward(gq)
     if device == "cuda":
@@ -224,9 +256,10 @@ def run_kv_case(spec: Spec, device: str) -> None:
         bufs[name], tensors[name] = _guarded(tuple(t.shape), dtype, device)
         tensors[name].copy_(t)
     kv, pe = tensors["kv"].requires_grad_(True), tensors["pe"].requires_grad_(True)
-    with forced_block_h(mod, spec.get("block_h")):
+    rank, size = spec.get("cp", (0, 1))
+    with forced_block_h(mod, spec.get("block_h"), spec.get("tiling")):
         key, value = mod.fused_apply_mla_rope_for_kv(
-            kv, pe, cos, sin, EMB, kd, vd, cu_seqlens_kv=cu
+            kv, pe, cos, sin, EMB, kd, vd, cu_seqlens_kv=cu, cp_rank=rank, cp_size=size
         )
         assert key.shape == key_ref.shape and value.shape == value_ref.shape
         _close("key fwd", key.detach(), key_ref.detach(), dtype)
@@ -297,17 +330,32 @@ CPU_THD: Spec = {"fmt": "thd", "cu": THD_CU_CPU}
 CPU_SBHD: Spec = {"fmt": "sbhd", "S": 10, "B": 3}
 
 
+CPU_THD_CP: Spec = {"fmt": "thd", "cu": [0, 8, 24, 28, 44], "cp": [1, 2]}
+
+
 def _cpu_case(
-    kind: str, fmt: Spec, heads: int, k_dim: int, v_dim: int = 0, block_h: int = 8
+    kind: str,
+    fmt: Spec,
+    heads: int,
+    k_dim: int,
+    v_dim: int = 0,
+    block_h: int = 8,
+    tiling: dict[str, int] | None = None,
 ) -> Spec:
     return {"kind": kind, **fmt, "H": heads, "k_dim": k_dim, "v_dim": v_dim, "block_h": block_h,
-            "dtype": "float32"}  # fmt: skip
+            "dtype": "float32", **({"tiling": tiling} if tiling else {})}  # fmt: skip
 
 
 CPU_CASES: dict[str, Spec] = {
     # partial last head block (20 = 8 + 8 + 4; 5 = 4 + 1), q kernel fwd + bwd
     "q_thd_H20": _cpu_case("q", CPU_THD, 20, 128),
     "q_sbhd_H5": _cpu_case("q", CPU_SBHD, 5, 192, block_h=4),
+    # the same with tiles of several tokens: partial last token blocks (30 = 7*4 + 2 tokens in
+    # sbhd, 36 = 4*8 + 4 in thd, whose tiles also span sequence boundaries)
+    "q_sbhd_H5_tiles": _cpu_case("q", CPU_SBHD, 5, 192, block_h=4, tiling={"BLOCK_T": 4}),
+    "q_thd_H20_tiles": _cpu_case("q", CPU_THD, 20, 128, tiling={"BLOCK_T": 8}),
+    # thd with context parallelism (rank 1 of 2): per-token positions inside a token tile
+    "q_thd_cp": _cpu_case("q", CPU_THD_CP, 20, 128, tiling={"BLOCK_T": 4}),
     # partial last head block, kv kernels fwd + bwd
     "kv_thd_H20": _cpu_case("kv", CPU_THD, 20, 128, 128),
     "kv_sbhd_H5": _cpu_case("kv", CPU_SBHD, 5, 128, 128, block_h=4),
@@ -355,15 +403,21 @@ FMTS = {"sbhd": {"fmt": "sbhd", "S": 48, "B": 3}, "thd": {"fmt": "thd", "cu": TH
 DTYPES = ["float32", "bfloat16"]
 HEADS = [32, 20, 5]
 BLOCKS = [8, 4]
+# q kernel tilings (tokens per tile): one token; 8 tokens (thd's 137 tokens end in a partial
+# token block, and tiles span sequence boundaries); 32 tokens (sbhd's 144 = 4*32 + 16 too)
+Q_TILINGS = {"t1": {"BLOCK_T": 1}, "t8": {"BLOCK_T": 8}, "t32": {"BLOCK_T": 32}}
+# context parallelism: global sequence lengths divisible by 2 * cp_size (138 tokens at cp=2)
+THD_CU_CP = [0, 64, 104, 200, 208, 280]
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tiling", list(Q_TILINGS))
 @pytest.mark.parametrize("block_h", BLOCKS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("qk_dim", [128, 192])
 @pytest.mark.parametrize("heads", HEADS)
 @pytest.mark.parametrize("fmt", list(FMTS))
-def test_q_gpu(fmt: str, heads: int, qk_dim: int, dtype: str, block_h: int) -> None:
+def test_q_gpu(fmt: str, heads: int, qk_dim: int, dtype: str, block_h: int, tiling: str) -> None:
     spec = {
         "kind": "q",
         **FMTS[fmt],
@@ -371,7 +425,21 @@ def test_q_gpu(fmt: str, heads: int, qk_dim: int, dtype: str, block_h: int) -> N
         "k_dim": qk_dim,
         "dtype": dtype,
         "block_h": block_h,
+        "tiling": Q_TILINGS[tiling],
     }
+    run_case(spec, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cp", [(0, 2), (1, 2), (3, 4)])
+@pytest.mark.parametrize(("kind", "tiling"), [*(("q", t) for t in Q_TILINGS), ("kv", "t1")])
+def test_thd_cp_gpu(kind: str, tiling: str, cp: tuple[int, int]) -> None:
+    """Context parallelism in thd: each token's cos/sin row is its position in the global
+    sequence (the kv kernels' scalar token lookup and the q kernels' vector one agree)."""
+    spec = {
+        "kind": kind, "fmt": "thd", "cu": THD_CU_CP, "cp": list(cp), "H": 20, "k_dim": 192,
+        "v_dim": 128, "dtype": "bfloat16", "block_h": 8, "tiling": Q_TILINGS[tiling],
+    }  # fmt: skip
     run_case(spec, "cuda")
 
 

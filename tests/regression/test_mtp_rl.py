@@ -16,7 +16,14 @@ What this proves, on a tiny local-spec GPT on the CPU (gloo, world size 1):
   identical with and without MTP running;
 - the MTP block accepts ``position_ids=None`` (RoPE-style models pass none);
 - under full activation recompute MTP still trains (its cut-off input stays a grad leaf) with the
-  same gradients; with a deferred LM-head wgrad the frozen MTP head pass stashes nothing.
+  same gradients; with a deferred LM-head wgrad the frozen MTP head pass stashes nothing;
+- (issue 16) the cut is only between the main model and the MTP block: with two MTP layers,
+  layer 1's loss trains layer 0 (as upstream), and neither reaches decoder, embedding or head;
+- (issue 16) pretrain_gpt's call (next-token ``labels`` and a mask aligned with them) keeps
+  upstream's MTP targets and mask alignment: no valid target is dropped;
+- (issue 16) the EP-overlap (all-to-all) schedule, run on the CPU with inert streams
+  (``shims.cpu_a2a_schedule_shims``), gives MTP the same targets, loss and gradients as
+  ``model.forward``: its post-process reads the input ids from before the MTP nodes rolled them.
 
 On the unpatched base ``mtp_kwargs`` does not exist, MTP runs on ``labels`` and leaks gradient
 into the output layer, embedding and decoder, so these fail.
@@ -24,6 +31,7 @@ into the output layer, embedding and decoder, so these fail.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +40,22 @@ import torch
 import torch.nn.functional as F
 from shims import single_rank_gloo, tiny_batch, tiny_gpt, tiny_gpt_config  # noqa: F401 (fixture)
 
-pytestmark = [pytest.mark.cpu, pytest.mark.usefixtures("single_rank_gloo")]
+pytestmark = [pytest.mark.cpu]
+
+
+@pytest.fixture(autouse=True)
+def _distributed(request: pytest.FixtureRequest) -> Iterator[None]:
+    """gloo world size 1 with the CPU shims; MoE tests (``single_rank_moe`` marker) add the
+    TE-absent and router shims."""
+    from shims import cpu_router_shims, single_rank_gloo_context, te_absent_shims
+
+    if request.node.get_closest_marker("single_rank_moe"):
+        with te_absent_shims(), single_rank_gloo_context(), cpu_router_shims():
+            yield
+    else:
+        with single_rank_gloo_context():
+            yield
+
 
 VOCAB = 64
 PATHS = [
@@ -219,6 +242,30 @@ def test_mtp_loss_trains_only_mtp(
         assert not leaked, f"MTP loss trained {group}: {leaked}"
 
 
+def _mtp_on(model: Any, ids: torch.Tensor) -> dict[str, Any]:
+    """The call that switches MTP on: miles' ``mtp_kwargs`` where GPTModel has it, upstream's
+    ``labels`` on a tree without it. So the test below runs the model on the base too and fails
+    there on its assertion (MTP gradient in the main model), not on a TypeError."""
+    if "mtp_kwargs" in inspect.signature(type(model).forward).parameters:
+        return {"labels": None, "mtp_kwargs": {"mtp_labels": ids}}
+    return {"labels": ids}
+
+
+@pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
+def test_mtp_loss_reaches_no_main_model_parameter(tie: bool) -> None:
+    """The RL invariant, with whichever call the tree has: after backward of the MTP loss alone
+    only MTP parameters have gradient (on the base MTP trains the head, embedding and decoder)."""
+    model = _model(tie=tie)
+    groups = _groups(model)
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=5)
+    out = model(ids, pos, mask, **_mtp_on(model, ids))
+    (out.float() * 0.0).sum().backward()
+    assert _grad_norm(groups["mtp"]) > 0
+    for group in ("output_layer", "embedding", "decoder"):
+        leaked = [n for n, p in groups[group] if p.grad is not None and p.grad.abs().sum() > 0]
+        assert not leaked, f"MTP loss trained {group}: {leaked}"
+
+
 @pytest.mark.parametrize("with_labels", [False, True], ids=["logits", "labels"])
 @pytest.mark.parametrize(("tie", "fused"), PATHS)
 def test_main_loss_never_detached(
@@ -326,3 +373,161 @@ def test_deferred_embedding_wgrad_skips_mtp() -> None:
     model(ids, pos, mask, labels=ids, mtp_kwargs={"mtp_labels": ids})
     assert len(activations) == 1, "only the main LM head pass may stash its input"
     assert config.defer_embedding_wgrad_compute
+
+
+# --------------------------------------------------------------- issue 16: defects 2, 3 and 4
+
+
+def _spy_mtp_losses(monkeypatch: pytest.MonkeyPatch, model: Any) -> tuple[list, list]:
+    """Calls through; records (labels, per-token loss) of every CE and every loss handed to the
+    MTP auto-scaler (graph attached, so its gradient can be taken)."""
+    from megatron.core.models.gpt import gpt_model
+
+    ce_calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+    original_ce = model.compute_language_model_loss
+
+    def compute_loss(labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        out = original_ce(labels, logits)
+        ce_calls.append((labels.detach().clone(), out.detach().clone()))
+        return out
+
+    monkeypatch.setattr(model, "compute_language_model_loss", compute_loss)
+    added: list[torch.Tensor] = []
+    original_apply = gpt_model.MTPLossAutoScaler.apply
+
+    def apply(hidden: torch.Tensor, mtp_loss: torch.Tensor) -> torch.Tensor:
+        added.append(mtp_loss)
+        return original_apply(hidden, mtp_loss)
+
+    monkeypatch.setattr(gpt_model.MTPLossAutoScaler, "apply", staticmethod(apply))
+    return ce_calls, added
+
+
+def test_pretrain_call_keeps_upstream_targets_and_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 3 of issue 16. pretrain_gpt passes next-token ``labels`` and a loss mask aligned
+    with them (plus ``mtp_kwargs`` to switch MTP on). MTP layer k must use upstream's targets
+    (labels shifted by k+1, i.e. text[i+k+2], which the labels hold up to the last position) and
+    the mask shifted exactly as they are: for a mask with a zero at 3, layer 0 masks [2, 7] as
+    on the base. The previous patch took the targets from the input ids and rolled the
+    label-aligned mask once more: [1, 6, 7] masked, one valid target per sequence lost."""
+    num_layers, seq = 2, 8
+    model = _model(tie=False, mtp_layers=num_layers)
+    text = torch.stack([torch.arange(1, seq + 2), torch.arange(21, seq + 22)])  # s + 1 tokens
+    tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
+    pos = torch.arange(seq).expand(2, seq).contiguous()
+    _, _, mask = tiny_batch(seq_len=seq, vocab_size=VOCAB)
+    loss_mask = torch.ones(2, seq)
+    loss_mask[0, 3] = 0.0
+    ce_calls, added = _spy_mtp_losses(monkeypatch, model)
+
+    model(tokens, pos, mask, labels=labels, loss_mask=loss_mask, mtp_kwargs={"mtp_labels": tokens})
+
+    assert len(added) == num_layers and len(ce_calls) == num_layers + 1  # + the main LM loss
+    for k in range(num_layers):
+        targets, _ = ce_calls[k]
+        mask_k = _shift(loss_mask, k + 1)
+        valid = mask_k.bool()
+        # Every target upstream trains on is there: positions 0 .. s-k-2 minus the masked ones.
+        assert valid[1].sum() == seq - k - 1, f"layer {k}: a valid target was dropped"
+        expected = _shift(text[:, 1:], k + 1)  # labels shifted by k+1 == text[i+k+2]
+        assert torch.equal(targets[valid], expected[valid]), f"MTP layer {k} targets"
+        zeroed = (added[k].detach()[0] == 0).nonzero().flatten().tolist()
+        assert zeroed == (mask_k[0] == 0).nonzero().flatten().tolist(), f"layer {k} mask"
+    assert (_shift(loss_mask, 1)[0] == 0).nonzero().flatten().tolist() == [2, 7]
+
+
+@pytest.mark.parametrize(("tie", "fused"), PATHS)
+def test_later_mtp_layers_train_earlier_ones(
+    monkeypatch: pytest.MonkeyPatch, fused_kernel_on_cpu: list, tie: bool, fused: bool
+) -> None:
+    """Defect 4 of issue 16: with two MTP layers, layer 1's loss must train layer 0 (as upstream
+    does: 2.84 there, 0.0 with the previous patch, which cut the graph before every MTP layer);
+    only the cut between the main model and the MTP block stays, so neither loss reaches the
+    decoder, the embedding or the output layer."""
+    model = _model(tie=tie, fused=fused, mtp_layers=2)
+    _, added = _spy_mtp_losses(monkeypatch, model)
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=7)
+    model(ids, pos, mask, mtp_kwargs={"mtp_labels": ids})
+    assert len(added) == 2
+    groups = _groups(model)
+    layer0 = list(model.mtp.layers[0].named_parameters())
+    layer1 = list(model.mtp.layers[1].named_parameters())
+    main = groups["decoder"] + groups["embedding"] + groups["output_layer"]
+
+    named = {"layer0": layer0, "layer1": layer1, "main": main}
+    # One gradient per loss (Megatron's cross entropy backward works in place: once per graph).
+    norms = []
+    for k in range(2):
+        params = [p for group in named.values() for _, p in group]
+        grads = iter(
+            torch.autograd.grad(added[k].sum(), params, retain_graph=True, allow_unused=True)
+        )
+        norms.append(
+            {
+                name: float(
+                    sum(g.abs().sum() for g in (next(grads) for _ in group) if g is not None)
+                )
+                for name, group in named.items()
+            }
+        )
+    assert norms[1]["layer0"] > 0, f"MTP layer 1's loss does not train MTP layer 0: {norms}"
+    assert norms[1]["layer1"] > 0 and norms[0]["layer0"] > 0
+    assert norms[0]["layer1"] == 0.0  # layer 0's loss never reaches a later layer
+    for k in range(2):
+        assert norms[k]["main"] == 0.0, f"MTP loss {k} trained the main model: {norms}"
+
+
+def _a2a_moe_model(mtp_layers: int = 1) -> Any:
+    config = tiny_gpt_config(
+        num_moe_experts=4,
+        moe_router_topk=2,
+        mtp_num_layers=mtp_layers,
+        add_bias_linear=False,
+        moe_token_dispatcher_type="alltoall",
+    )
+    model = tiny_gpt(config, spec_kwargs={"num_experts": 4, "moe_grouped_gemm": False}, seed=3)
+    model.config.overlap_moe_expert_parallel_comm = True  # see shims.cpu_a2a_schedule_shims
+    return model
+
+
+@pytest.mark.single_rank_moe
+def test_ep_overlap_schedule_trains_mtp_like_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 2 of issue 16: the EP-overlap (all-to-all) schedule runs the MTP layers as nodes
+    that roll ``chunk_state.input_ids``; the post-process then read the rolled ids as MTP labels,
+    so MTP layer 0 trained on token i+3 instead of i+2. RL call (``labels=None``): through the
+    schedule, MTP's targets, its loss and every gradient equal those of ``model.forward``."""
+    from megatron.core.models.common.model_chunk_schedule_plan import (
+        TransformerModelChunkSchedulePlan,
+    )
+    from shims import cpu_a2a_schedule_shims
+
+    ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=11)
+    grad_out = torch.randn(2, 8, VOCAB, generator=torch.Generator().manual_seed(12))
+
+    def run(schedule: bool) -> tuple[Any, list, list]:
+        # Both runs under the shims: the alltoall dispatcher itself makes a (D2H) CUDA stream.
+        with monkeypatch.context() as mp, cpu_a2a_schedule_shims():
+            model = _a2a_moe_model()
+            ce_calls, added = _spy_mtp_losses(mp, model)
+            if schedule:
+                plan = model.build_schedule_plan(ids, pos, mask, labels=None)
+                logits = TransformerModelChunkSchedulePlan.run(plan, None)
+                TransformerModelChunkSchedulePlan.run(None, plan, b_grad=grad_out)
+            else:
+                logits = model(ids, pos, mask, mtp_kwargs={"mtp_labels": ids})
+                logits.backward(grad_out)
+        return model, ce_calls, [a.detach() for a in added]
+
+    ref_model, ref_ce, ref_added = run(schedule=False)
+    model, ce, added = run(schedule=True)
+    assert len(ce) == len(ref_ce) == 1 and len(added) == 1
+    valid = _shift(torch.ones_like(ids), 2).bool()
+    assert torch.equal(ce[0][0][valid], _shift(ids, 2)[valid]), "MTP targets are not i+2"
+    assert torch.equal(ref_ce[0][0][valid], _shift(ids, 2)[valid])
+    torch.testing.assert_close(added[0], ref_added[0])
+    ref_params = dict(ref_model.named_parameters())
+    for name, param in model.named_parameters():
+        ref = ref_params[name].grad
+        assert (param.grad is None) == (ref is None), name
+        if ref is not None:
+            torch.testing.assert_close(param.grad, ref, msg=name, rtol=1e-4, atol=1e-6)

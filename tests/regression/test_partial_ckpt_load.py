@@ -14,8 +14,10 @@ through the real ``megatron.core.dist_checkpointing.save``/``load`` on gloo with
   with the default ``weights_only=True`` refuses it);
 - a global shape mismatch of a tensor that IS in the checkpoint still raises;
 - ``DistributedOptimizer``: the dp_reshardable sharded state leaves torch Adam's 0-dim ``step``
-  out of the bucket ShardedTensors (upstream asserts its shape), and ``load_state_dict`` drops a
-  ``param_group["step"]`` that is None while keeping a real one. A DistributedOptimizer cannot be
+  out of the bucket ShardedTensors (upstream asserts its shape) and out of the checkpoint (each
+  rank keeps its own; the step is restored from ``param_groups``), so a save/load round trip gives
+  every parameter its own step; ``load_state_dict`` drops a ``param_group["step"]`` that is None
+  while keeping a real one. A DistributedOptimizer cannot be
   built without CUDA, so these run the real methods on a small stand-in for its bucket layout /
   inner optimizer (a real ``torch.optim.AdamW``).
 
@@ -92,6 +94,7 @@ def object_ckpt(dist_ckpt_env: None, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.mark.cpu
 def test_full_load_round_trips(tensor_ckpt: Path) -> None:
+    """Non-regression (passes on the base too): a full load is unchanged."""
     from megatron.core import dist_checkpointing
 
     loaded = _call(
@@ -176,6 +179,7 @@ def test_common_strategy_loads_python_objects(object_ckpt: Path) -> None:
 
 @pytest.mark.cpu
 def test_shape_mismatch_of_present_tensor_still_raises(tensor_ckpt: Path) -> None:
+    """Non-regression (passes on the base too): a present tensor of another shape still raises."""
     from megatron.core import dist_checkpointing
 
     request = {"a": _sharded("a", torch.zeros(3, 2)), "b": _sharded("b", torch.zeros(4))}
@@ -190,21 +194,21 @@ def test_shape_mismatch_of_present_tensor_still_raises(tensor_ckpt: Path) -> Non
     assert "Global shape mismatch" in str(raised)
 
 
-def _dp_reshardable_stand_in() -> Any:
+def _dp_reshardable_stand_in(steps: tuple[float, float] = (5.0, 5.0), fill: float = 1.0) -> Any:
     """The bucket layout ``sharded_param_state_dp_reshardable`` reads (DP world size 1).
 
     One bucket of 8 elements holding two params ([0, 3) and [4, 8), a gap at 3), with torch Adam
-    style state: a 0-dim ``step`` tensor next to the per-element tensors.
+    style state: a 0-dim ``step`` tensor next to the per-element tensors (values ``fill`` + k).
     """
     import types
 
-    def entry(start: int, end: int) -> dict[str, Any]:
+    def entry(start: int, end: int, step: float) -> dict[str, Any]:
         n = end - start
         return {
-            "param": torch.full((n,), 1.0),
-            "exp_avg": torch.full((n,), 2.0),
-            "exp_avg_sq": torch.full((n,), 3.0),
-            "step": torch.tensor(5.0),
+            "param": torch.full((n,), fill),
+            "exp_avg": torch.full((n,), fill + 1),
+            "exp_avg_sq": torch.full((n,), fill + 2),
+            "step": torch.tensor(step),
             "gbuf_local_start": start,
             "gbuf_local_end": end,
         }
@@ -212,7 +216,7 @@ def _dp_reshardable_stand_in() -> Any:
     state = {
         "per_bucket_numel": [{torch.float32: [8]}],
         "per_bucket_numel_unpadded": [{torch.float32: [8]}],
-        0: {torch.float32: [[entry(0, 3), entry(4, 8)]]},
+        0: {torch.float32: [[entry(0, 3, steps[0]), entry(4, 8, steps[1])]]},
     }
     bucket = types.SimpleNamespace(numel_unpadded=8, grad_data=torch.zeros(8))
     return types.SimpleNamespace(
@@ -222,27 +226,72 @@ def _dp_reshardable_stand_in() -> Any:
         gbuf_ranges=[{torch.float32: [{}]}],
         buffers=[types.SimpleNamespace(buckets=[bucket])],
         get_parameter_state_dp_reshardable=lambda: state,
+        steps=[e["step"] for e in state[0][torch.float32][0]],
     )
+
+
+def _dp_reshardable_sharded(stand_in: Any, is_loading: bool) -> dict[str, Any]:
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    state = DistributedOptimizer.sharded_param_state_dp_reshardable(
+        stand_in, {}, is_loading=is_loading
+    )
+    return {"optimizer": {"param_state": state}}
 
 
 @pytest.mark.cpu
 def test_dp_reshardable_sharded_state_skips_step() -> None:
-    """The real method on a stand-in layout: ``step`` is not forced into a bucket slice."""
+    """The real method on a stand-in layout: ``step`` is not forced into a bucket slice (upstream
+    1dcf0da asserts its shape), and it is not persisted per entry either: each rank keeps its own
+    (the optimizer's step is restored from ``param_groups``). The previous version of the patch
+    left it in the entries as common state, which only rank 0 writes (issue 16, defect 5)."""
     from megatron.core.dist_checkpointing import ShardedTensor
-    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+    from megatron.core.dist_checkpointing.mapping import LocalNonpersistentObject
 
-    state = DistributedOptimizer.sharded_param_state_dp_reshardable(
-        _dp_reshardable_stand_in(), {}, is_loading=True
-    )
-    bucket = state[0][torch.float32][0]
+    stand_in = _dp_reshardable_stand_in()
+    bucket = _dp_reshardable_sharded(stand_in, True)["optimizer"]["param_state"][0][torch.float32][
+        0
+    ]
     params = [e for e in bucket if not e["padding"].unwrap()]
     assert len(params) == 2 and len(bucket) == 3  # two params and the padding between them
-    for item in params:
+    for item, own_step in zip(params, stand_in.steps, strict=True):
         for key in ("param", "exp_avg", "exp_avg_sq"):
             assert isinstance(item[key], ShardedTensor)
-        assert not isinstance(item["step"], ShardedTensor)
-        assert torch.equal(item["step"], torch.tensor(5.0))
+        assert isinstance(item["step"], LocalNonpersistentObject)
+        assert item["step"].unwrap() is own_step
     assert [e["param"].global_offset for e in params] == [(0,), (4,)]
+
+
+@pytest.mark.cpu
+@pytest.mark.usefixtures("dist_ckpt_env")
+def test_dp_reshardable_round_trip_keeps_each_params_own_step(tmp_path: Path) -> None:
+    """Real save and load (torch_dist, one rank): the checkpoint's common state holds no bucket
+    entries (so no rank's layout is imposed on another's), the per-element state comes back, and
+    every parameter keeps its own step, never the saved one of another entry. The previous patch
+    saved the steps (rank 0's, padding placeholders included) in the common state and merged them
+    back by position (issue 16, defect 5)."""
+    from megatron.core import dist_checkpointing
+
+    ckpt = tmp_path / "dp_reshardable"
+    ckpt.mkdir()
+    _call(
+        lambda: dist_checkpointing.save(
+            _dp_reshardable_sharded(_dp_reshardable_stand_in(), False), str(ckpt)
+        )
+    )
+    common = dist_checkpointing.load_common_state_dict(str(ckpt))
+    assert not common.get("optimizer", {}).get("param_state", {}).get(0), common
+
+    loading = _dp_reshardable_stand_in(steps=(7.0, 9.0), fill=0.0)
+    loaded = _call(
+        lambda: dist_checkpointing.load(_dp_reshardable_sharded(loading, True), str(ckpt))
+    )
+    bucket = loaded["optimizer"]["param_state"][0][torch.float32][0]
+    params = [e for e in bucket if not e["padding"]]
+    assert [e["param"].tolist() for e in params] == [[1.0] * 3, [1.0] * 4]
+    assert [e["exp_avg_sq"].tolist() for e in params] == [[3.0] * 3, [3.0] * 4]
+    for item, own_step in zip(params, loading.steps, strict=True):
+        assert item["step"] is own_step, "a parameter got another entry's step"
 
 
 def _load_param_groups(monkeypatch: pytest.MonkeyPatch, saved_step: Any) -> list[dict[str, Any]]:
@@ -292,5 +341,6 @@ def test_distrib_optimizer_drops_none_step(monkeypatch: pytest.MonkeyPatch) -> N
 
 @pytest.mark.cpu
 def test_distrib_optimizer_keeps_real_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Non-regression (passes on the base too): only a None step is dropped."""
     groups = _load_param_groups(monkeypatch, saved_step=7)
     assert [g["step"] for g in groups] == [7]

@@ -11,7 +11,12 @@ What this proves, on a tiny local-spec (no TE) transformer on the CPU:
   (both of its separate inline MLA / non-MLA specs) insert the norms; the block spec built from a
   TransformerConfig with the fields set does too, so a model built from the config gets them;
 - ``--post-self-attn-layernorm`` / ``--post-mlp-layernorm`` parsed by megatron.training.arguments
-  (whose CLI is generated from TransformerConfig at 1dcf0da) end up in the TransformerConfig.
+  (whose CLI is generated from TransformerConfig at 1dcf0da) end up in the TransformerConfig;
+- gpt_builders (the builder pretrain_gpt and miles use) gives the norms to the model on its layer
+  spec (local and TE), MoE block spec and MTP paths;
+- a layer whose config asks for a norm its spec does not have (spec builders without the feature:
+  heterogeneous, experimental attention, inference, custom ``--spec``) refuses to build instead of
+  silently training without it.
 
 On the unpatched base the config fields, spec arguments and CLI flags do not exist, so these fail.
 """
@@ -232,3 +237,83 @@ def test_cli_flags_set_config(
     arguments.validate_args(args)
     config = arguments.core_transformer_config_from_args(args)
     assert (config.post_self_attn_layernorm, config.post_mlp_layernorm) == expected
+
+
+def _training_args(monkeypatch: pytest.MonkeyPatch, *extra: str) -> Any:
+    """Parsed and validated megatron.training arguments for a tiny CPU GPT, set as the globals
+    gpt_builders reads."""
+    from megatron.training import arguments, global_vars
+
+    argv = ["pretrain_gpt.py", "--num-layers", "2", "--hidden-size", "32"]
+    argv += ["--num-attention-heads", "4", "--seq-length", "16", "--max-position-embeddings", "16"]
+    argv += ["--micro-batch-size", "1", "--use-cpu-initialization", "--vocab-size", "64"]
+    argv += ["--no-persist-layer-norm", "--no-gradient-accumulation-fusion"]
+    argv += ["--post-self-attn-layernorm", "--post-mlp-layernorm", *extra]
+    monkeypatch.setattr(sys, "argv", argv)
+    args = arguments.parse_args()
+    arguments.validate_args(args)
+    args.padded_vocab_size = 64
+    monkeypatch.setattr(global_vars, "_GLOBAL_ARGS", args)
+    return args
+
+
+@pytest.mark.parametrize("impl", ["local", "transformer_engine"])
+def test_gpt_builders_layer_spec_gets_norms(monkeypatch: pytest.MonkeyPatch, impl: str) -> None:
+    """gpt_builders (the model builder of pretrain_gpt and miles) passes the config fields to the
+    layer spec builder it picks, local or TE (the TE one spec-only here). Also passes on the
+    previous version of the patch: it pins the wiring, which had no test."""
+    import gpt_builders
+    from megatron.core.models.gpt import gpt_layer_specs
+    from megatron.core.transformer.identity_op import IdentityOp
+    from megatron.training.arguments import core_transformer_config_from_args
+
+    if impl == "transformer_engine" and not gpt_layer_specs.HAVE_TE:
+        monkeypatch.setattr(gpt_layer_specs, "TESpecProvider", _SpecOnlyProvider, raising=False)
+    args = _training_args(monkeypatch, "--transformer-impl", impl)
+    config = core_transformer_config_from_args(args)
+    spec = gpt_builders._get_transformer_layer_spec(impl == "transformer_engine", config)
+    assert spec.submodules.post_self_attn_layernorm is not IdentityOp
+    assert spec.submodules.post_mlp_layernorm is not IdentityOp
+
+
+@pytest.mark.usefixtures("single_rank_gloo")
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param([], id="dense"),
+        pytest.param(["--num-experts", "2", "--moe-router-topk", "2"], id="moe-block"),
+        pytest.param(["--mtp-num-layers", "1", "--position-embedding-type", "none"], id="mtp"),
+    ],
+)
+def test_gpt_builder_builds_model_with_norms(
+    monkeypatch: pytest.MonkeyPatch, extra: list[str]
+) -> None:
+    """gpt_builders.gpt_builder builds the whole model with the norms on every path it takes on a
+    CPU (layer spec, MoE decoder block spec, MTP block from the last decoder layer spec). Also
+    passes on the previous version of the patch: it pins the wiring, which had no test."""
+    import gpt_builders
+
+    args = _training_args(monkeypatch, "--transformer-impl", "local", *extra)
+    model = gpt_builders.gpt_builder(args, pre_process=True, post_process=True)
+    names = {name for name, _ in model.named_parameters()}
+    layers = [f"decoder.layers.{i}" for i in range(2)]
+    if "--mtp-num-layers" in extra:
+        layers.append("mtp.layers.0.transformer_layer")
+    for layer in layers:
+        for norm in ("post_self_attn_layernorm", "post_mlp_layernorm"):
+            assert f"{layer}.{norm}.weight" in names, (layer, norm)
+
+
+@pytest.mark.usefixtures("single_rank_gloo")
+@pytest.mark.parametrize("flag", ["post_self_attn_layernorm", "post_mlp_layernorm"])
+def test_spec_without_the_norm_refuses_the_flag(flag: str) -> None:
+    """A spec builder that does not support the norms (heterogeneous, experimental-attention and
+    inference specs in gpt_builders, any custom --spec) must not drop them silently: a layer
+    whose config asks for a norm its spec lacks refuses to build. The previous version of the
+    patch built it without the norm."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.spec_utils import build_module
+
+    config = tiny_gpt_config(**{flag: True})
+    with pytest.raises(ValueError, match=flag):
+        build_module(get_gpt_layer_local_spec(), config=config, layer_number=1)

@@ -12,8 +12,11 @@ record/replay case also runs on a GPU. The tests show: routers register in build
 pre-hook makes their replay current; record then replay reproduces the recorded routing while the
 probabilities come from the new logits (and gradient reaches the router); all -1 rows are padding;
 forward and backward cursors are independent; MTP routers never call the wrapper; without miles
-(or with a disabled manager) routing equals plain top-k. On the unpatched base, routers never
-register, so the replay tests fail by assertion.
+(or with a disabled manager) routing equals plain top-k. A router with ``moe_router_fusion`` under
+replay takes the unfused top-k (replays exactly) and logs that once; without replay it stays
+fused. Upstream's own RouterReplay is left in place (only switched off for routers miles
+registers) and still works without miles. On the unpatched base, routers never register, so the
+replay tests fail by assertion.
 """
 
 from __future__ import annotations
@@ -47,7 +50,6 @@ SCORE_VARIANTS = [
 ]
 
 
-
 @pytest.fixture
 def manager(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The test replay manager as ``miles.utils.replay_base``, enabled before routers are built."""
@@ -57,7 +59,10 @@ def manager(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def _router(
-    score_function: str = "softmax", pre_softmax: bool = False, expert_bias: bool = False
+    score_function: str = "softmax",
+    pre_softmax: bool = False,
+    expert_bias: bool = False,
+    **overrides: Any,
 ) -> Any:
     from megatron.core.transformer.moe.moe_utils import get_default_pg_collection
     from megatron.core.transformer.moe.router import TopKRouter
@@ -75,6 +80,7 @@ def _router(
         use_cpu_initialization=True,
         add_bias_linear=False,
         init_method_std=1.0,
+        **overrides,
     )
     router = TopKRouter(config=config, pg_collection=get_default_pg_collection())
     if expert_bias:
@@ -268,6 +274,7 @@ def test_mtp_routers_never_call_the_wrapper(manager: Any) -> None:
 @pytest.mark.cpu
 @pytest.mark.usefixtures("single_rank_moe")
 def test_without_miles_routing_is_plain_topk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Non-regression (passes on the base too): without miles, routing is upstream's top-k."""
     drop_miles_modules()
     monkeypatch.setitem(sys.modules, "miles", None)  # `import miles...` raises ImportError
     router = _router()
@@ -281,6 +288,8 @@ def test_without_miles_routing_is_plain_topk(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.cpu
 def test_disabled_manager_registers_nothing(manager: Any) -> None:
+    """Non-regression (passes on the base too, where nothing registers): a disabled manager
+    leaves routers as they are."""
     manager.enabled = False
     router = _router()
     assert manager.replays == [] and getattr(router, "routing_replay", None) is None
@@ -288,3 +297,73 @@ def test_disabled_manager_registers_nothing(manager: Any) -> None:
     manager.stage = "replay_forward"  # a router built while disabled never replays
     hidden = _hidden()
     assert _topk_sets(router(hidden)[1]) == _plain_topk(router, hidden)
+
+
+@pytest.mark.cpu
+def test_fused_router_under_replay_replays_and_says_so(
+    manager: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``moe_router_fusion``: TE's fused kernel selects experts itself, so a router registered
+    for replay takes the unfused top-k (it records and replays exactly) and the log says so once
+    (the previous patch turned fusion off silently). Without TE the fused kernel would raise
+    here, which is what the next test checks for a router without replay."""
+    import logging
+
+    from megatron.core.transformer.moe import rollout_routing_replay
+
+    rollout_routing_replay._warned_fusion = False
+    with caplog.at_level(logging.WARNING):
+        router = _router(moe_router_fusion=True)
+        _router(moe_router_fusion=True)
+    warnings = [r for r in caplog.records if "moe_router_fusion" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    hidden = _hidden()
+    manager.stage = "record"
+    _, recorded = router(hidden)
+    with torch.no_grad():
+        router.weight.neg_()
+    manager.stage = "replay_forward"
+    probs, routing_map = router(hidden)
+    assert torch.equal(routing_map, recorded)
+    torch.testing.assert_close(
+        probs, _expected_probs(router, hidden, router.routing_replay.top_indices[0])
+    )
+
+
+@pytest.mark.cpu
+@pytest.mark.usefixtures("single_rank_moe")
+def test_fused_router_without_replay_stays_fused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Non-regression (also on the base and the previous patch): without miles the fused router
+    is not turned off; here (no TE) its kernel is missing, so routing raises upstream's error."""
+    drop_miles_modules()
+    monkeypatch.setitem(sys.modules, "miles", None)
+    router = _router(moe_router_fusion=True)
+    with pytest.raises(ValueError, match="fused_topk_with_score_function is not available"):
+        router(_hidden())
+
+
+@pytest.mark.cpu
+@pytest.mark.usefixtures("single_rank_moe")
+def test_upstream_router_replay_still_works_without_miles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's own RouterReplay (``moe_enable_routing_replay``) is left in place, not deleted
+    (upstream keeps editing it): without miles it records and replays as upstream's does. The
+    previous patch deleted it (and the config flag), so this failed there."""
+    from megatron.core.transformer.moe.router_replay import RouterReplay, RouterReplayAction
+
+    drop_miles_modules()
+    monkeypatch.setitem(sys.modules, "miles", None)
+    RouterReplay.global_router_replay_instances.clear()
+    try:
+        router = _router(moe_enable_routing_replay=True)
+        assert isinstance(router.router_replay, RouterReplay) and router.routing_replay is None
+        hidden = _hidden()
+        router.router_replay.set_router_replay_action(RouterReplayAction.RECORD)
+        _, recorded = router(hidden)
+        target = router.router_replay.get_recorded_indices()
+        with torch.no_grad():
+            router.weight.neg_()
+        router.router_replay.set_target_indices(target)
+        router.router_replay.set_router_replay_action(RouterReplayAction.REPLAY_FORWARD)
+        assert torch.equal(router(hidden)[1], recorded)
+    finally:
+        RouterReplay.global_router_replay_instances.clear()

@@ -181,6 +181,14 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
                     "test_router_gating_linear_bias[*]",
                 )
             ),
+            # With CUDA (the rule above no longer applies): upstream skips the two cases whose
+            # capacity factor is None while padding to capacity.
+            _x(
+                "TestTop2Router::test_token_dropping[True-*-None]",
+                "skipped",
+                "upstream skips it: no capacity factor, so nothing to drop or pad",
+                match="Capacity factor is None",
+            ),
             _x(
                 "TestGroupLimitedRouter::*",
                 "failed",
@@ -194,6 +202,14 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
                 match=NOT_DIVISIBLE,
             ),
         ),
+    ),
+    UpstreamFile(
+        # routing-replay leaves upstream's RouterReplay in place (switched off only for routers
+        # miles' manager registers): its own tests must keep passing, all of them, on a CPU.
+        "transformer/moe/test_router_replay.py",
+        "routing-replay",
+        ("cpu",),
+        (),
     ),
     UpstreamFile(
         "transformer/test_multi_token_prediction.py",
@@ -434,6 +450,8 @@ def _params() -> list[object]:
 
 @pytest.mark.parametrize(("spec", "device"), _params())
 def test_upstream_file(spec: UpstreamFile, device: str, tmp_path: Path) -> None:
+    """Upstream's own tests: a file whose tests the patch leaves as they are passes on the base
+    too (it pins a non-regression); a file with an expected divergence fails there."""
     tree = _tree()
     if not (tree / "tests" / "unit_tests" / spec.path).is_file():
         pytest.fail(f"upstream test file missing from the tree: tests/unit_tests/{spec.path}")

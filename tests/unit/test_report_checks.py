@@ -189,3 +189,19 @@ def test_series_number_prefix_is_not_a_message_change(tmp_path: Path) -> None:
     m = r.mapping[1].message
     assert m.subject and not m.body
     assert m.trailers_added == ("Co-authored-by: A B <ab@example.invalid>",)
+
+
+def test_in_file_use_of_a_removed_import_but_not_of_a_rebound_name(tmp_path: Path) -> None:
+    """Bump's check (names.uses_of_removed) in the report: a removed import still used is a
+    finding; a removed ``def`` the patch replaces by an assignment (the example's [6/8],
+    ``compute_topk = ...``) is not."""
+    src = ("import saver\n\n\ndef run(x):\n    def pick(v):\n        return v\n\n"
+           "    saver.save(x)\n    return pick(x)\n")
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("base", {"m.py": src})
+    c = repo.commit("fix: no saver, pick by table", {"m.py": src.replace(
+        "import saver\n", "").replace("    def pick(v):\n        return v\n",
+                                      "    pick = PICKERS['default']\n")})
+    r = _report(repo, base, [], base, [c])
+    used = [f for e in r.mapping for f in e.findings if f.kind == "removed-name-used"]
+    assert [(f.path, f.items) for f in used] == [("m.py", ("saver", "m.py:6"))]
