@@ -119,25 +119,26 @@ class _Ctx:
         runs the checks that only read files."""
         jobs = Jobs() if self.related else None
         plans = [self.plan(g, jobs) for g in groups]
-        late = _Late(self)
-        for g in groups:
-            late.ask(g)
-        tasks = (jobs.tasks(Culprits(self.rng)) if jobs else []) + late.tasks + [self._range]
-        with ThreadPoolExecutor(max_workers=_workers(len(tasks))) as pool:
-            futures = [pool.submit(task) for task in tasks]
+        blames = jobs.tasks(Culprits(self.rng)) if jobs else []
+        with ThreadPoolExecutor(max_workers=_workers(len(blames) + 1)) as pool:
+            size = pool.submit(self._range)
+            blamed = [pool.submit(task) for task in blames]
+            late = _Late(self)
+            for g in groups:
+                late.ask(g)
+            slow = [pool.submit(task) for task in late.tasks]
             for g in groups:
                 if g.status == "modified" and len(g.old) == len(g.new) == 1:
                     lineage.replay_into(self.git, self.old[g.old[0] - 1],
                                         self.new[g.new[0] - 1], g.evidence)
             found = [self.findings(g) for g in groups]
-            answers = [f.result() for f in futures]
-        asked = len(jobs.files) if jobs else 0
-        if jobs is not None:
-            jobs.take(answers[:asked])
-        late.take(answers[asked:-1])
+            if jobs is not None:
+                jobs.take([f.result() for f in blamed])
+            late.take([f.result() for f in slow])
+            upstream = size.result()
         entries = tuple(self.entry(g, p, f + late.found(g), jobs)
                         for g, p, f in zip(groups, plans, found))
-        return entries, answers[-1]
+        return entries, upstream
 
     def _range(self) -> UpstreamRange:
         """How far apart the bases are: commits between them and files that differ."""
