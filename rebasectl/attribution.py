@@ -27,6 +27,7 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -93,7 +94,9 @@ class UpstreamRange:
         self._parents: dict[str, tuple[str, ...]] | None = None
         self._children: dict[str, list[str]] | None = None
         self._subjects: dict[str, str] = {}
-        self._logs: dict[str, list[tuple[str, bytes]]] = {}
+        self._removed: dict[tuple[str, str, str], dict[str, set[bytes]]] = {}
+        self._lock = threading.Lock()  # one object reader: callers may run on threads
+        self._reader: Repo | None = None
         self._between: dict[tuple[str, str, str], list[str]] = {}
         self._order: dict[str, int] | None = None
         self._count: int | None = None
@@ -142,16 +145,29 @@ class UpstreamRange:
                                                             paths=[path])
         return self._between[key]
 
-    def log(self, path: str) -> list[tuple[str, bytes]]:
-        """(commit, diff of ``path``), newest first, for the non-merge commits touching it."""
-        if path not in self._logs:
-            self._logs[path] = self.repo.history.patches(self.spec, [path])
-        return self._logs[path]
+    def blob(self, spec: str) -> bytes | None:
+        """A blob through the range's own persistent reader (not the repository's, which the
+        caller's thread may be using), safe to call from several threads."""
+        with self._lock:
+            if self._reader is None:
+                self._reader = Repo(self.repo.path)
+            return self._reader.objects.blob(spec)
 
-    def removed_by(self, path: str) -> dict[str, set[bytes]]:
-        return {c: {ln[1:].strip() for ln in d.split(b"\n")
+    def changes(self, before: str, after: str, path: str) -> bool:
+        """Whether ``path`` differs between two commits."""
+        return self.blob(f"{before}:{path}") != self.blob(f"{after}:{path}")
+
+    def removed_between(self, keeper: str, child: str, path: str) -> dict[str, set[bytes]]:
+        """The lines (stripped) each non-merge commit of ``keeper..child`` removed from
+        ``path``: the child itself, or the side branch a merge child brought in (a log of
+        those commits only, not of the whole range)."""
+        key = (keeper, child, path)
+        if key not in self._removed:
+            self._removed[key] = {
+                c: {ln[1:].strip() for ln in d.split(b"\n")
                     if ln.startswith(b"-") and not ln.startswith(b"---")}
-                for c, d in self.log(path)}
+                for c, d in self.repo.history.patches(f"{keeper}..{child}", [path])}
+        return self._removed[key]
 
 
 # -- the patches a patch sits on -------------------------------------------------------------------
@@ -381,8 +397,10 @@ class Culprits:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
         all the regions together (a blame over a thousand commits costs the same for one line
         as for many)."""
-        wanted = [self._needed_lines(f, r.base) if r.base else {} for r in regions]
-        back = self._reverse(f.old_path or f.path, {k: v for w in wanted for k, v in w.items()})
+        wanted = [self._needed_lines(f, range(r.base[0], r.base[1] + 1)) if r.base else {}
+                  for r in regions]
+        back = self._reverse(f.old_path or f.path,
+                             {k: v[1] for w in wanted for k, v in w.items()})
         ours = [r.ours for r in regions if r.ours is not None]
         forward = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.path,
                                               merge_spans(ours)) if ours else {}
@@ -396,53 +414,102 @@ class Culprits:
             out.append(list(dict.fromkeys(found)))
         return out
 
-    def _needed_lines(self, f: FileDiff, span: tuple[int, int]) -> dict[int, bytes]:
-        """The preimage lines ``span`` mapped onto the old base: {old line: text}. Lines the old
-        base never had are remembered in ``needs`` (an earlier patch wrote them)."""
-        repo, path = self.rng.repo, f.old_path or f.path
-        old = text_lines(repo.objects.blob(f"{self.rng.old}:{path}"))
-        pre = text_lines(repo.objects.blob(f.old_blob)) if f.old_blob else old
-        mapping = LineMap(pre, old)
-        wanted: dict[int, bytes] = {}
-        for n in range(span[0], span[1] + 1):
+    def needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
+        """Per preimage line of ``f`` (a line the patch needed), the commits that changed or
+        removed it (lines that survived to the new base are left out). The report asks this
+        of each line of an interdiff hunk; safe to call from several threads."""
+        wanted = self._needed_lines(f, lines)
+        back = self._reverse(f.old_path or f.path, {k: v[1] for k, v in wanted.items()})
+        return {wanted[k][0]: commits for k, commits in back.items()}
+
+    def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
+        """Per preimage line of ``f`` (a patch on the new base, or on patches on it), the commit
+        of the range that wrote it: mapped onto the new base and blamed forward."""
+        _, _, mapping = self._onto(f, self.rng.new)
+        at_base = {m: n for n in lines if (m := mapping.get(n)) is not None}
+        blamed = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.old_path or f.path,
+                                             spans(at_base))
+        return {at_base[m]: [c] for m, c in blamed.items()
+                if m in at_base and c in self.rng.parents}
+
+    def _onto(self, f: FileDiff, rev: str) -> tuple[list[bytes], list[bytes], LineMap]:
+        """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it."""
+        there = text_lines(self.rng.blob(f"{rev}:{f.old_path or f.path}"))
+        pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else there
+        return there, pre, LineMap(pre, there)
+
+    def _needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, tuple[int, bytes]]:
+        """Preimage lines mapped onto the old base: {old line: (preimage line, text)}. Lines
+        the old base never had are remembered in ``needs`` (an earlier patch wrote them)."""
+        old, pre, mapping = self._onto(f, self.rng.old)
+        wanted: dict[int, tuple[int, bytes]] = {}
+        for n in lines:
             line = mapping.get(n)
             if line is not None:
-                wanted[line] = old[line - 1]
+                wanted[line] = (n, old[line - 1])
             elif 0 < n <= len(pre) and _meaningful(pre[n - 1]):
-                self.needs.setdefault(path, set()).add(pre[n - 1].strip())
+                self.needs.setdefault(f.old_path or f.path, set()).add(pre[n - 1].strip())
         return wanted
 
     def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[str]]:
-        """Old line -> the commits that changed it: after the last commit that still had it
-        (``blame --reverse``), those that removed its text, else all that touched the file."""
+        """Old line -> the commits that changed it: right after the last commit that still had
+        it (``blame --reverse``), taken run by run of lines that went at the same commit."""
         if not wanted:
             return {}
         last = self.rng.repo.history.blame(self.rng.old, self.rng.new, path, spans(wanted),
                                            reverse=True)
-        gone = {line: c for line, c in last.items() if c != self.rng.new}
-        removed = self.rng.removed_by(path) if gone else {}
+        gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
         out: dict[int, list[str]] = {}
-        for line, keeper in gone.items():
-            candidates = self._successors(keeper, path, removed)
-            text = wanted.get(line, b"").strip()
-            out[line] = [c for c in candidates if text and text in removed.get(c, set())] \
-                or candidates
+        for keeper, group in _runs(gone):
+            texts = [t for t in (wanted[n].strip() for n in group) if _meaningful(t)]
+            commits = self._successors(keeper, path, texts)
+            for n in group:
+                out[n] = commits
         return out
 
-    def _successors(self, keeper: str, path: str, removed: dict[str, set[bytes]]) -> list[str]:
-        """The commits right after ``keeper`` (the last that had a line) that change ``path``: a
-        non-merge child itself; for a merge child, its other side's commits touching the file."""
-        result: list[str] = []
+    def _successors(self, keeper: str, path: str, texts: list[bytes]) -> list[str]:
+        """The commits right after ``keeper`` (the last that had the lines) that change
+        ``path``: a non-merge child that changed the file; for a merge child, its other side's
+        commits that touch the file. When there are several, those that removed the most of the
+        lines' ``texts`` (a common line such as ``action='store_true',`` alone decides nothing
+        when another commit removed the whole block); when none removed them, the child (the
+        merge) itself."""
+        found: list[str] = []
+        children: list[str] = []
         for child in self.rng.children.get(keeper, []):
             parents = self.rng.parents.get(child, ())
             if len(parents) <= 1:
-                if child in removed:
-                    result.append(child)
+                if self.rng.changes(keeper, child, path):
+                    found.append(child)
+                    children.append(child)
                 continue
-            side = [c for p in parents if p != keeper
-                    for c in self.rng.between(keeper, p, path) if c in removed]
-            result += side or [child]
-        return list(dict.fromkeys(result))
+            side = [c for p in parents if p != keeper for c in self.rng.between(keeper, p, path)
+                    if len(self.rng.parents.get(c, ())) <= 1]
+            found += side or [child]
+            children.append(child)
+        found = list(dict.fromkeys(found))
+        if len(found) <= 1:
+            return found
+        if not texts:  # brackets and blank lines: nothing to tell the side commits apart
+            return children
+        removed: dict[str, set[bytes]] = {}
+        for child in children:
+            removed.update(self.rng.removed_between(keeper, child, path))
+        score = {c: sum(1 for t in texts if t in removed.get(c, set())) for c in found}
+        best = max(score.values())
+        # none of them removed the text: the merge that lost the lines is what changed them
+        return [c for c in found if score[c] == best] if best else children
+
+
+def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
+    """Consecutive lines with the same value, as (value, lines)."""
+    out: list[tuple[str, list[int]]] = []
+    for n in sorted(lines):
+        if out and out[-1][0] == lines[n] and out[-1][1][-1] == n - 1:
+            out[-1][1].append(n)
+        else:
+            out.append((lines[n], [n]))
+    return out
 
 
 def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,

@@ -8,7 +8,15 @@ for similarity), containment of one patch's changed lines in another's, file ove
 replay of the old patch on the new patch's parent. Two patches that share no file and no changed
 line are never paired, whatever else says so.
 
-Used by ``report`` and ``bump``; knows git only through ``gitio.Git``.
+Every group carries the rule that decided it as data (``evidence["rule"]`` and, for a patch
+folded into an entry, ``evidence["folded"][i]["rule"]``); an unpaired patch carries the numbers
+each rule saw for its nearest candidate, computed by the same predicates the pairing applies, so
+what the report prints as the reason is what the code did.
+
+Statuses: ``identical`` is the same change (same patch-id and the same +/- lines; a line shift is
+the ``moved`` flag, not another status), ``equivalent`` the same +/- lines in another context,
+``modified`` a change that differs. Used by ``report`` and ``bump``; knows git only through
+``git.Repo``.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .conflicts import Engine, Labels
@@ -28,9 +37,13 @@ from .series import PatchEntry, Series, slugify
 _PR = re.compile(r"\(#(\d+)\)")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")
 
-# thresholds (documented in the evidence they produce)
+# thresholds (stated in the evidence they produce)
 PAIR_SIMILARITY = 0.3  # dice of significant changed lines for a pair without lineage
 CONTAIN = 0.5  # share of a patch's significant lines found in another: merged / split
+# lineage signals that identify a patch across a rebase on their own (a subject can repeat)
+STRONG = ("series_id", "absorbs", "author_date", "pr_tag")
+# a fold by a stronger rule wins over one by a weaker rule
+FOLD_RULES = ("absorbs", "containment", "lineage")
 
 
 def text(line: bytes) -> str:
@@ -44,6 +57,14 @@ def hunk_lines(h: Hunk) -> tuple[str, ...]:
 
 def changed(h: Hunk) -> tuple[str, ...]:
     return tuple(text(ln) for ln in h.changed)
+
+
+def iso_date(raw: str) -> str:
+    """A git date (``<seconds> <+hhmm>``) in ISO 8601 with its own offset."""
+    seconds, tz = raw.split()
+    sign = 1 if tz[0] == "+" else -1
+    offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5])) * sign
+    return datetime.fromtimestamp(int(seconds), timezone(offset)).isoformat()
 
 
 # -- one commit as a change ------------------------------------------------------------------------
@@ -93,9 +114,11 @@ def significant(line: str) -> str | None:
 
 def load_changes(repo: Repo, side: str, commits: Sequence[str],
                  series: Series | None) -> list[Change]:
+    """The commits of one side as changes, with patch-ids and the line multisets every pairing
+    rule compares, computed once (pairing compares every old with every new patch)."""
     infos = repo.commits(list(commits))
     entries = _entries_for(infos, series)
-    diffs = [(i.sha, repo.commit_diff(i)) for i in infos]
+    diffs = _diffs(repo, infos)
     ids = repo.history.patch_ids(diffs)
     out: list[Change] = []
     for number, (info, entry, (_, diff)) in enumerate(zip(infos, entries, diffs), start=1):
@@ -114,14 +137,19 @@ def load_changes(repo: Repo, side: str, commits: Sequence[str],
     return out
 
 
+def _diffs(repo: Repo, infos: list[CommitInfo]) -> list[tuple[str, bytes]]:
+    """Each commit's diff against its parent, all in one ``git log`` process."""
+    found = repo.history.commit_diffs([i.sha for i in infos])
+    return [(i.sha, found.get(i.sha) or b"") for i in infos]
+
+
 def _entries_for(infos: list[CommitInfo], series: Series | None) -> list[PatchEntry | None]:
-    """The series.yaml entry of each commit: by position when the counts agree, else (a patch
-    left out of a materialisation) by title, in order."""
+    """The series.yaml entry of each commit: by title, in order (a materialisation that left a
+    patch out, a range whose tip carries a series.yaml); by position when the counts agree and
+    no title matches (subjects rewritten)."""
     if series is None:
         return [None] * len(infos)
     entries = list(series.patches)
-    if len(entries) == len(infos):
-        return list(entries)
     out: list[PatchEntry | None] = []
     k = 0
     for info in infos:
@@ -129,10 +157,12 @@ def _entries_for(infos: list[CommitInfo], series: Series | None) -> list[PatchEn
         out.append(entries[hit] if hit is not None else None)
         if hit is not None:
             k = hit + 1
+    if len(entries) == len(infos) and not any(out):
+        return list(entries)
     return out
 
 
-# -- pairing ---------------------------------------------------------------------------------------
+# -- signals ---------------------------------------------------------------------------------------
 @dataclass
 class Group:
     """One mapping entry: old and new patch indices, status, evidence."""
@@ -144,30 +174,30 @@ class Group:
 
 
 def core_subject(subject: str) -> str:
-    text = _PREFIX.sub("", subject).strip()
-    text = _PR.sub("", text).strip()
-    return text.lower()
+    body = _PREFIX.sub("", subject).strip()
+    body = _PR.sub("", body).strip()
+    return body.lower()
 
 
 def pr_tags(subject: str) -> set[str]:
     return set(_PR.findall(subject))
 
 
-def lineage(o: Change, n: Change) -> list[str]:
-    """Lineage signals between an old and a new patch (words, for the evidence)."""
-    out: list[str] = []
+def lineage(o: Change, n: Change) -> dict[str, Any]:
+    """Lineage signals between an old and a new patch, kind -> what matched."""
+    out: dict[str, Any] = {}
     if o.entry and n.entry:
         if o.entry.id == n.entry.id:
-            out.append(f"same series id '{o.entry.id}'")
+            out["series_id"] = o.entry.id
         if o.entry.id in n.entry.absorbs:
-            out.append(f"new '{n.entry.id}' absorbs '{o.entry.id}' (series.yaml)")
+            out["absorbs"] = o.entry.id
     if (o.info.author.name, o.info.author.date) == (n.info.author.name, n.info.author.date):
-        out.append("same author and author date")
+        out["author_date"] = f"{o.info.author.name} {iso_date(o.info.author.date)}"
     tags = pr_tags(o.subject) & pr_tags(n.subject)
     if tags:
-        out.append("same PR tag " + ", ".join(f"(#{t})" for t in sorted(tags, key=int)))
+        out["pr_tag"] = [f"#{t}" for t in sorted(tags, key=int)]
     if core_subject(o.subject) and core_subject(o.subject) == core_subject(n.subject):
-        out.append("same subject")
+        out["subject"] = core_subject(o.subject)
     return out
 
 
@@ -177,7 +207,7 @@ class Similarity:
     old_lines: int
     new_lines: int
     files_shared: tuple[str, ...]
-    lineage: tuple[str, ...]
+    lineage: dict[str, Any]
 
     @property
     def eligible(self) -> bool:
@@ -195,229 +225,258 @@ class Similarity:
         total = self.old_lines + self.new_lines
         return 2 * self.shared / total if total else 0.0
 
-    @property
-    def old_in_new(self) -> float:
-        return self.shared / self.old_lines if self.old_lines else 0.0
-
-    @property
-    def new_in_old(self) -> float:
-        return self.shared / self.new_lines if self.new_lines else 0.0
+    def share(self, part: str) -> float:
+        """How much of the ``part`` side's patch the other holds."""
+        own = self.old_lines if part == "old" else self.new_lines
+        return self.shared / own if own else 0.0
 
     def score(self, n_files: int) -> float:
         jacc = len(self.files_shared) / n_files if n_files else 0.0
-        strong = sum(1.0 if "id" in w or "absorbs" in w else 0.5 for w in self.lineage)
+        strong = sum(1.0 if k in ("series_id", "absorbs") else 0.5 for k in self.lineage)
         return self.dice + 0.25 * jacc + strong
 
 
 def similarity(o: Change, n: Change) -> Similarity:
     shared = sum((o.sig & n.sig).values())
     return Similarity(shared, sum(o.sig.values()), sum(n.sig.values()),
-                      tuple(sorted(o.paths() & n.paths())), tuple(lineage(o, n)))
+                      tuple(sorted(o.paths() & n.paths())), lineage(o, n))
 
 
-def _sim_evidence(s: Similarity) -> dict[str, Any]:
+def pair_rule(s: Similarity) -> str | None:
+    """The rule by which two patches pair one-to-one: similarity, else lineage, else none."""
+    if not s.eligible:
+        return None
+    if s.dice >= PAIR_SIMILARITY and s.solid:
+        return "similarity"
+    return "lineage" if s.lineage else None
+
+
+def fold_rule(s: Similarity, part: str) -> str | None:
+    """The rule by which the ``part`` side's patch joins another's entry (merged when part is
+    old, split when new): ``absorbs:`` in series.yaml, containment, or strong lineage."""
+    if not s.eligible:
+        return None
+    if part == "old" and "absorbs" in s.lineage:
+        return "absorbs"
+    if s.share(part) >= CONTAIN and s.solid:
+        return "containment"
+    return "lineage" if any(k in s.lineage for k in STRONG) else None
+
+
+def sim_evidence(s: Similarity) -> dict[str, Any]:
     return {"shared_lines": s.shared, "old_lines": s.old_lines, "new_lines": s.new_lines,
             "similarity": round(s.dice, 3), "files_shared": list(s.files_shared),
-            "lineage": list(s.lineage)}
+            "lineage": dict(s.lineage)}
 
 
-def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
-         new_base: str) -> list[Group]:
-    """Pair the old and new changes into groups, each with a status and its evidence."""
-    used_o: dict[int, Group] = {}
-    used_n: dict[int, Group] = {}
-    groups: list[Group] = []
+# -- pairing ---------------------------------------------------------------------------------------
+class _Pairing:
+    """The pairing steps over one old and one new series, in order of certainty."""
 
-    def add(group: Group) -> None:
-        groups.append(group)
+    def __init__(self, git: Repo, old: list[Change], new: list[Change], old_base: str,
+                 new_base: str) -> None:
+        self.git, self.old, self.new = git, old, new
+        self.old_base, self.new_base = old_base, new_base
+        self.used_o: dict[int, Group] = {}
+        self.used_n: dict[int, Group] = {}
+        self.groups: list[Group] = []
+        self.sims = {(o.index, n.index): similarity(o, n) for o in old for n in new
+                     if not (o.empty or n.empty)}
+
+    def add(self, group: Group) -> None:
+        self.groups.append(group)
         for i in group.old:
-            used_o[i] = group
+            self.used_o[i] = group
         for j in group.new:
-            used_n[j] = group
+            self.used_n[j] = group
 
-    # 1. the same change: patch-id
-    for o in old:
-        if o.empty:
-            continue
-        for n in new:
-            if n.index in used_n or n.empty or o.patch_id != n.patch_id:
+    def same_patch_id(self) -> None:
+        for o in self.old:
+            n = next((n for n in self.new if not (o.empty or n.empty) and n.index not in
+                      self.used_n and o.patch_id == n.patch_id), None)
+            if n is not None:
+                self.add(Group([o.index], [n.index], "", {"rule": "patch_id"}))
+
+    def empties(self) -> None:
+        for o in self.old:
+            if o.empty and o.index not in self.used_o:
+                n_match = next((n for n in self.new if n.empty and n.index not in self.used_n
+                                and core_subject(n.subject) == core_subject(o.subject)), None)
+                self.add(Group([o.index], [n_match.index] if n_match else [], "empty",
+                               {"rule": "empty"}))
+
+    def one_to_one(self) -> None:
+        """Pairs by similarity or lineage, best score first, so a strong pair is never taken by a
+        weaker candidate that happened to come first."""
+        cands: list[tuple[float, int, int]] = []
+        for (i, j), s in self.sims.items():
+            if i in self.used_o or j in self.used_n or pair_rule(s) is None:
                 continue
-            ev: dict[str, Any] = {"patch_id": o.patch_id}
-            add(Group([o.index], [n.index], _same_patch_id(o, n, ev), ev))
-            break
-    # 2. empty commits: paired by subject, else alone
-    for o in old:
-        if o.empty and o.index not in used_o:
-            n_match = next((n for n in new if n.empty and n.index not in used_n
-                            and core_subject(n.subject) == core_subject(o.subject)), None)
-            add(Group([o.index], [n_match.index] if n_match else [], "empty",
-                      {"empty": "no diff against its parent"}))
-    # 3. one-to-one by score
-    sims: dict[tuple[int, int], Similarity] = {}
-    cands: list[tuple[float, int, int]] = []
-    for o in old:
-        for n in new:
-            if o.empty or n.empty:
+            files = self.by_o(i).paths() | self.by_n(j).paths()
+            cands.append((-s.score(len(files)), i, j))
+        for _, i, j in sorted(cands):
+            if i not in self.used_o and j not in self.used_n:
+                s = self.sims[(i, j)]
+                self.add(Group([i], [j], "", {"rule": pair_rule(s), **sim_evidence(s)}))
+
+    def by_o(self, i: int) -> Change:
+        return self.old[i - 1]
+
+    def by_n(self, j: int) -> Change:
+        return self.new[j - 1]
+
+    def upstreamed(self) -> None:
+        """Unpaired old patches whose every added line the new base holds: upstream took them."""
+        for o in self.old:
+            if o.index in self.used_o or o.empty:
                 continue
-            s = similarity(o, n)
-            sims[(o.index, n.index)] = s
-            if o.index in used_o or n.index in used_n or not s.eligible:
+            hit = upstreamed(self.git, o, self.old_base, self.new_base)
+            if hit is None:
                 continue
-            if (s.dice >= PAIR_SIMILARITY and s.solid) or s.lineage:
-                cands.append((-s.score(len(o.paths() | n.paths())), o.index, n.index))
-    for _, i, j in sorted(cands):
-        if i in used_o or j in used_n:
-            continue
-        add(Group([i], [j], "", _sim_evidence(sims[(i, j)])))
-    # 4. what is left of the old side: upstreamed, or folded into a new patch (merged)
-    by_o = {c.index: c for c in old}
-    by_n = {c.index: c for c in new}
-    for o in old:
-        if o.index in used_o or o.empty:
-            continue
-        hit = upstreamed(git, o, old_base, new_base)
-        if hit is not None:
             # the same patch carried to the new base became an empty commit: same entry
-            twin = next((n for n in new if n.empty and n.index not in used_n
+            twin = next((n for n in self.new if n.empty and n.index not in self.used_n
                          and lineage(o, n)), None)
             if twin is not None:
                 hit["new_commit_empty"] = True
-            add(Group([o.index], [twin.index] if twin else [], "upstreamed", hit))
+            self.add(Group([o.index], [twin.index] if twin else [], "upstreamed",
+                           {"rule": "upstreamed", **hit}))
+
+    def fold(self, part: str) -> None:
+        """What is left of ``part``'s side joins the entry of the patch of the other side that
+        holds it (merged when old patches fold, split when new ones do), else pairs with it."""
+        mine, used_mine, used_other = ((self.old, self.used_o, self.used_n) if part == "old"
+                                       else (self.new, self.used_n, self.used_o))
+        for c in mine:
+            if c.index in used_mine or c.empty:
+                continue
+            best = self._fold_target(c, part)
+            if best is None:
+                continue
+            k, rule, s = best
+            ev = {"rule": rule, **sim_evidence(s), "contained": round(s.share(part), 3)}
+            target = used_other.get(k)
+            if target is None:
+                pair = ([c.index], [k]) if part == "old" else ([k], [c.index])
+                self.add(Group(pair[0], pair[1], "", ev))
+                continue
+            side = target.old if part == "old" else target.new
+            side.append(c.index)
+            side.sort()
+            key = "folded" if part == "old" else "split_off"
+            target.evidence.setdefault(key, {})[str(c.index)] = ev
+            used_mine[c.index] = target
+
+    def _fold_target(self, c: Change, part: str) -> tuple[int, str, Similarity] | None:
+        """The patch of the other side ``c`` joins: the strongest rule first (absorbs:, then
+        containment, then lineage), then the largest share, then the lowest index."""
+        others = self.new if part == "old" else self.old
+        found: list[tuple[int, float, int, str, Similarity]] = []
+        for other in others:
+            key = (c.index, other.index) if part == "old" else (other.index, c.index)
+            s = self.sims.get(key)
+            rule = fold_rule(s, part) if s else None
+            if s is not None and rule is not None:
+                found.append((FOLD_RULES.index(rule), -s.share(part), other.index, rule, s))
+        if not found:
+            return None
+        _, _, k, rule, s = min(found, key=lambda t: (t[0], t[1], t[2]))
+        return k, rule, s
+
+    def rest(self) -> None:
+        """What no rule took: empty commits alone, dropped old and new patches, each with why."""
+        for n in self.new:
+            if n.empty and n.index not in self.used_n:
+                self.add(Group([], [n.index], "empty", {"rule": "empty"}))
+        for o in self.old:
+            if o.index not in self.used_o:
+                self.add(Group([o.index], [], "dropped", self.unpaired(o.index, "old")))
+        for n in self.new:
+            if n.index not in self.used_n:
+                self.add(Group([], [n.index], "new", self.unpaired(n.index, "new")))
+
+    def unpaired(self, index: int, part: str) -> dict[str, Any]:
+        """Why no rule took this patch: its nearest patch of the other side (one that shares a
+        file or a line) with what each rule saw there, and what the rules need."""
+        near = [(s, j if part == "old" else i) for (i, j), s in self.sims.items()
+                if (i if part == "old" else j) == index and s.eligible]
+        needs = {"similarity": PAIR_SIMILARITY, "containment": CONTAIN, "lineage": list(STRONG)}
+        if not near:
+            return {"rule": "unpaired", "nearest": None, "needs": needs}
+        s, k = sorted(near, key=lambda t: (-t[0].shared, -len(t[0].files_shared), t[1]))[0]
+        taken = (self.used_n if part == "old" else self.used_o).get(k)
+        nearest = {"index": k, **sim_evidence(s), "contained": round(s.share(part), 3),
+                   "pair_rule": pair_rule(s), "fold_rule": fold_rule(s, part),
+                   "taken_by": (taken.old if part == "old" else taken.new) if taken else None}
+        return {"rule": "unpaired", "nearest": nearest, "needs": needs}
+
+
+def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
+         new_base: str, *, replay: bool = True) -> list[Group]:
+    """Pair the old and new changes into groups, each with a status and its evidence; without
+    ``replay`` the caller replays the modified pairs (``replay_into``) when it suits it."""
+    p = _Pairing(git, old, new, old_base, new_base)
+    p.same_patch_id()
+    p.empties()
+    p.one_to_one()
+    p.upstreamed()
+    p.fold("old")
+    p.fold("new")
+    p.rest()
+    for g in p.groups:
+        if g.status:
             continue
-        best = _best([(sims[(o.index, n.index)].old_in_new, n.index, sims[(o.index, n.index)])
-                      for n in new if not n.empty and _folds(sims[(o.index, n.index)], "old")])
-        if best is None:
-            continue
-        j, s = best
-        ev = _sim_evidence(s)
-        ev["contained"] = round(s.old_in_new, 3)
-        target = used_n.get(j)
-        if target is None:
-            add(Group([o.index], [j], "", ev))
+        if len(g.old) > 1 or len(g.new) > 1:
+            g.status = "merged" if len(g.old) > 1 else "split"
+            olds = sum((p.by_o(i).exact for i in g.old), Counter[tuple[str, str]]())
+            news = sum((p.by_n(j).exact for j in g.new), Counter[tuple[str, str]]())
+            g.evidence["changed_lines_equal"] = olds == news
         else:
-            target.old.append(o.index)
-            target.old.sort()
-            target.evidence.setdefault("folded", {})[str(o.index)] = ev
-            used_o[o.index] = target
-    # 5. what is left of the new side: part of a split
-    for n in new:
-        if n.index in used_n or n.empty:
-            continue
-        best = _best([(sims[(o.index, n.index)].new_in_old, o.index, sims[(o.index, n.index)])
-                      for o in old if not o.empty and _folds(sims[(o.index, n.index)], "new")])
-        if best is None:
-            continue
-        i, s = best
-        ev = _sim_evidence(s)
-        ev["contained"] = round(s.new_in_old, 3)
-        target = used_o[i] if i in used_o else None
-        if target is None:
-            add(Group([i], [n.index], "", ev))
-        else:
-            target.new.append(n.index)
-            target.new.sort()
-            target.evidence.setdefault("split_off", {})[str(n.index)] = ev
-            used_n[n.index] = target
-    # 6. the rest: empty / dropped / new
-    for n in new:
-        if n.empty and n.index not in used_n:
-            add(Group([], [n.index], "empty", {"empty": "no diff against its parent"}))
-    for o in old:
-        if o.index not in used_o:
-            near = [(sims[(o.index, n.index)], n.index) for n in new if not n.empty]
-            add(Group([o.index], [], "dropped", _nearest(near, "new")))
-    for n in new:
-        if n.index not in used_n:
-            near = [(sims[(o.index, n.index)], o.index) for o in old if not o.empty]
-            add(Group([], [n.index], "new", _nearest(near, "old")))
-    # statuses of the paired groups
-    for g in groups:
-        if g.status in ("empty", "upstreamed", "dropped", "new"):
-            continue
-        if len(g.old) > 1:
-            g.status = "merged"
-        elif len(g.new) > 1:
-            g.status = "split"
-        elif not g.status:
-            g.status = classify(git, by_o[g.old[0]], by_n[g.new[0]], g.evidence)
-    return order(groups)
+            o, n = p.by_o(g.old[0]), p.by_n(g.new[0])
+            g.status = classify(o, n, g.evidence)
+            if replay and g.status == "modified":
+                replay_into(git, o, n, g.evidence)
+    return order(p.groups)
 
 
-def _folds(s: Similarity, part: str) -> bool:
-    """Whether the ``part`` side's patch is contained enough in the other to join its entry
-    (merged when part is old, split when new); ``absorbs:`` in series.yaml also counts."""
-    if not s.eligible:
-        return False
-    if part == "old" and any("absorbs" in w for w in s.lineage):
-        return True
-    share = s.old_in_new if part == "old" else s.new_in_old
-    return share >= CONTAIN and s.solid
-
-
-def _nearest(near: list[tuple[Similarity, int]], other: str) -> dict[str, Any]:
-    """Evidence for an unpaired patch: the closest patch of the other side that shares a file
-    or a line (and why that was not enough), or that none does."""
-    eligible = [(s, i) for s, i in near if s.eligible]
-    if not eligible:
-        return {"nearest": None}
-    s, i = sorted(eligible, key=lambda t: (-t[0].shared, -len(t[0].files_shared), t[1]))[0]
-    ev = _sim_evidence(s)
-    ev[f"{other}_index"] = i
-    return {"nearest": ev}
-
-
-def _best(items: list[tuple[float, int, Similarity]]) -> tuple[int, Similarity] | None:
-    if not items:
-        return None
-    score, idx, s = sorted(items, key=lambda t: (-t[0], t[1]))[0]
-    return idx, s
-
-
-def _line_shift(o: Change, n: Change) -> int:
-    """How far the first hunk moved (0 when every hunk header is the same)."""
-    oh = [h.header for f in o.files for h in f.hunks]
-    nh = [h.header for f in n.files for h in f.hunks]
-    if oh == nh:
-        return 0
+def _moved(o: Change, n: Change) -> int | None:
+    """How far the first moved hunk moved, or None when every hunk sits at the same lines."""
     for f in o.files:
         nf = n.file(f.path)
-        if nf is None:
-            continue
-        for a, b in zip(f.hunks, nf.hunks):
-            if a.header != b.header:
+        for a, b in zip(f.hunks, nf.hunks if nf else ()):
+            if (a.old_start, a.new_start) != (b.old_start, b.new_start):
                 return b.new_start - a.new_start
-    return 0
+    return None
 
 
-def _same_patch_id(o: Change, n: Change, evidence: dict[str, Any]) -> str:
-    """Same patch-id: identical only when the hunks are the same text at the same lines
-    (patch-id ignores line numbers and whitespace; range-diff calls such moves unchanged)."""
-    evidence["patch_id_equal"] = True
-    shift = _line_shift(o, n)
-    if shift:
-        evidence["line_shift"] = shift
-    same_text = [(f.path, [h.lines for h in f.hunks]) for f in o.files] == \
-        [(f.path, [h.lines for h in f.hunks]) for f in n.files]
-    if not same_text:
+def classify(o: Change, n: Change, evidence: dict[str, Any]) -> str:
+    """identical / equivalent / modified for one old and one new patch. Same patch-id and the
+    same +/- lines is identical, moved or not (patch-id ignores line numbers and whitespace;
+    +/- lines that differ in whitespace are a different change: indentation is code)."""
+    same_id = o.patch_id == n.patch_id and o.patch_id is not None
+    evidence["patch_id_equal"] = same_id
+    evidence["changed_lines_equal"] = o.exact == n.exact
+    if same_id:
+        evidence["patch_id"] = o.patch_id
+        shift = _moved(o, n)
+        evidence["moved"] = shift is not None
+        if shift is not None:
+            evidence["line_shift"] = shift
+        if o.exact == n.exact:
+            return "identical"
         evidence["whitespace_differs"] = True
-    return "identical" if same_text and not shift else "equivalent"
-
-
-def classify(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> str:
-    """identical / equivalent / modified for one old and one new patch."""
-    if o.patch_id == n.patch_id and o.patch_id is not None:
-        return _same_patch_id(o, n, evidence)
-    evidence["patch_id_equal"] = False
-    if o.exact == n.exact:
-        evidence["changed_lines_equal"] = True
+    elif o.exact == n.exact:
         return "equivalent"
-    evidence["changed_lines_equal"] = False
+    return "modified"
+
+
+def replay_into(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> None:
+    """The old patch replayed 3-way on the new one's parent: whether that gives the new commit's
+    tree, another, or conflicts (and where), as evidence of a modified pair."""
     replay, conflicts = replay_tree(git, o, n.parent)
-    evidence["replay"] = ("reproduces the new commit" if replay == n.info.tree
-                          else "conflicts" if replay is None else "gives a different tree")
+    evidence["replay"] = ("reproduces" if replay == n.info.tree
+                          else "conflicts" if replay is None else "differs")
     if conflicts:
         evidence["replay_conflicts"] = conflicts
-    return "equivalent" if replay == n.info.tree else "modified"
 
 
 def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dict[str, Any]]]:
@@ -450,13 +509,13 @@ def upstreamed(git: Repo, o: Change, old_base: str, new_base: str) -> dict[str, 
         added = {x[1:] for h in f.hunks for x in hunk_lines(h) if x.startswith("+")}
         for h in f.hunks:
             for line in changed(h):
-                text = line[1:]
+                body = line[1:]
                 if line.startswith("+"):
-                    if have[text] <= 0:
+                    if have[body] <= 0:
                         return None
                     if significant(line):
-                        telling.append((f.path, text))
-                elif significant(line) and text not in added and have[text] >= had[text] > 0:
+                        telling.append((f.path, body))
+                elif significant(line) and body not in added and have[body] >= had[body] > 0:
                     return None  # a line the patch removes is still there as often as before
     if not telling:  # nothing telling added: no way to name the upstream commit
         return None

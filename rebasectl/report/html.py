@@ -1,109 +1,109 @@
-"""The report as one standalone HTML page (no scripts, no external assets): the same content as
-the markdown, with coloured side-by-side interdiffs."""
+"""The report as one standalone HTML page (no scripts, no external assets): the view
+(``view.py``) drawn with coloured statuses, folds as ``<details>``, interdiffs side by side, and a
+link back to the mapping after every entry.
+"""
 
 from __future__ import annotations
 
 import difflib
-import json
 from html import escape
 
-from .markdown import FILE_WORDS, entry_title, flags
-from .model import Entry, Report
+from .model import Report
+from .view import Block, Bullets, Code, Document, Para, Section, Span, Table, Text, document
 
-CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#1f2328}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #d0d7de;padding:3px 8px;
-text-align:left;vertical-align:top}code,pre{font:12px ui-monospace,monospace}
+CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:1em 2em;color:#1f2328;max-width:1400px}
+h1{font-size:1.5em;margin:.2em 0}h2{font-size:1.25em;margin:1em 0 .3em}
+h3{font-size:1.05em;margin:1.2em 0 .3em;border-top:1px solid #d0d7de;padding-top:.6em}
+p{margin:.35em 0}ul{margin:.3em 0}table{border-collapse:collapse;margin:.4em 0}
+td,th{border:1px solid #d0d7de;padding:2px 7px;text-align:left;vertical-align:top}
+th{background:#f6f8fa}code,pre{font:12px ui-monospace,monospace}
+a{color:#0969da;text-decoration:none}.back{font-size:12px}
+.st{font-weight:600;padding:0 .45em;border-radius:.6em;white-space:nowrap}
+.st-identical,.st-equivalent,.st-empty{background:#dafbe1;color:#116329}
+.st-modified{background:#fff1c2;color:#7d4e00}.st-merged,.st-split{background:#ddf4ff;color:#0a3069}
+.st-dropped{background:#ffebe9;color:#a40e26}.st-new{background:#fbefff;color:#6e40c9}
+.st-upstreamed{background:#eaeef2;color:#424a53}
+.rv-yes{color:#a40e26;font-weight:700}.rv-no{color:#57606a}
 .sbs td{white-space:pre-wrap;font:12px ui-monospace,monospace;width:50%}
-.add{background:#e6ffec}.del{background:#ffebe9}.chg{background:#fff8c5}
-.st{font-weight:bold}"""
+.add{background:#e6ffec}.del{background:#ffebe9}
+details{margin:.3em 0}summary{cursor:pointer;color:#57606a}
+.mapping td:nth-child(3),.mapping td:nth-child(4),.mapping td:nth-child(5){white-space:nowrap}
+.mapping td:nth-child(2){min-width:16em}.mapping td{padding:1px 6px}"""
+
+
+def span(s: Span) -> str:
+    """A span as HTML: statuses and review answers get a class for their colour."""
+    text = escape(s.text)
+    if s.kind == "code":
+        return f"<code>{text}</code>"
+    if s.kind == "commit":
+        return f"<code title=\"{escape(s.target)}\">{text}</code>"
+    if s.kind == "strong":
+        return f"<b>{text}</b>"
+    if s.kind == "status":
+        return f"<span class=\"st st-{escape(s.text)}\">{text}</span>"
+    if s.kind == "link":
+        return f"<a href=\"#{escape(s.target)}\">{text}</a>"
+    if s.kind == "review":
+        return f"<span class=\"rv-{escape(s.target)}\">{text}</span>"
+    return text
+
+
+def inline(text: Text) -> str:
+    return "".join(span(s) for s in text)
+
+
+def block(b: Block) -> list[str]:
+    """A block as HTML lines; a fold is a ``<details>``, an interdiff a side-by-side table."""
+    if isinstance(b, Para):
+        return [f"<p>{inline(b.text)}</p>"]
+    if isinstance(b, Bullets):
+        return ["<ul>"] + [f"<li>{inline(item)}</li>" for item in b.items] + ["</ul>"]
+    if isinstance(b, Table):
+        head = "".join(f"<th>{escape(h)}</th>" for h in b.head)
+        rows = ["<tr>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>"
+                for row in b.rows]
+        name = f" class=\"{escape(b.name)}\"" if b.name else ""
+        return [f"<table{name}><tr>{head}</tr>"] + rows + ["</table>"]
+    if isinstance(b, Code):
+        if b.lang == "interdiff":
+            return [side_by_side(b.text)]
+        return [f"<pre>{escape(b.text)}</pre>"]
+    out = [f"<details><summary>{inline(b.summary)}</summary>"]
+    for inner in b.blocks:
+        out += block(inner)
+    return out + ["</details>"]
+
+
+def section(s: Section) -> list[str]:
+    """A section with an anchor, and a link back to the mapping where the view asks for one."""
+    tag = f"h{s.level}"
+    out = [f"<{tag} id=\"{escape(s.anchor)}\">{inline(s.title)}</{tag}>"]
+    for b in s.blocks:
+        out += block(b)
+    if s.back:
+        out.append("<p class=\"back\"><a href=\"#mapping\">↑ mapping</a></p>")
+    return out
+
+
+def render_document(doc: Document) -> str:
+    out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+           f"<title>{escape(doc.title)}</title>", f"<style>{CSS}</style></head><body>"]
+    for s in doc.sections:
+        out += section(s)
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
 
 
 def render_html(report: Report) -> str:
-    o, n = report.old, report.new
-    h = ["<!DOCTYPE html>", "<html><head><meta charset=\"utf-8\"><title>Rebase report</title>",
-         f"<style>{CSS}</style></head><body>", "<h1>Rebase report</h1><ul>"]
-    for word, side in (("old", o), ("new", n)):
-        h.append(f"<li><b>{word}</b> ({escape(side.label or word)}): base "
-                 f"<code>{side.base[:12]}</code> {escape(side.base_date)} "
-                 f"{escape(side.base_subject)} — {len(side.patches)} patches</li>")
-    h.append(f"<li><b>upstream</b> between the bases: {report.upstream.commits} commits, "
-             f"{report.upstream.files_changed} files changed</li></ul>")
-    h.append("<h2>Commit mapping</h2><table><tr><th>#</th><th>old</th><th>new</th>"
-             "<th>status</th><th>flags</th></tr>")
-    for k, e in enumerate(report.mapping, start=1):
-        old = "<br>".join(f"[{i}] {escape(o.patches[i - 1].subject)}" for i in e.old) or "—"
-        new = "<br>".join(f"[{j}] {escape(n.patches[j - 1].subject)}" for j in e.new) or "—"
-        h.append(f"<tr><td><a href=\"#e{k}\">{k}</a></td><td>{old}</td><td>{new}</td>"
-                 f"<td class=\"st\">{e.status}</td><td>{escape(flags(e))}</td></tr>")
-    h.append("</table><h2>Entries</h2>")
-    for k, e in enumerate(report.mapping, start=1):
-        h += _section(report, k, e)
-    h.append("<h2>Summary</h2><table><tr><th>status</th><th>entries</th></tr>")
-    for status in sorted({e.status for e in report.mapping}):
-        h.append(f"<tr><td>{status}</td>"
-                 f"<td>{sum(1 for e in report.mapping if e.status == status)}</td></tr>")
-    h.append("</table></body></html>")
-    return "\n".join(h) + "\n"
-
-
-def _section(report: Report, k: int, e: Entry) -> list[str]:
-    o, n = report.old, report.new
-    h = [f"<h3 id=\"e{k}\">{k}. {escape(entry_title(report, e))} — {e.status}</h3>"]
-    if e.details:
-        h.append(f"<p>{escape(e.details)}</p>")
-    h.append("<ul>")
-    for side, idx, patches in (("old", e.old, o.patches), ("new", e.new, n.patches)):
-        for i in idx:
-            p = patches[i - 1]
-            stats = ", ".join(f"<code>{escape(f.path)}</code> +{f.added}/-{f.removed}"
-                              for f in p.files) or "no diff"
-            extra = ""
-            if p.why:
-                extra += f"<br>why: {escape(p.why)}"
-            if p.drop_when:
-                extra += f"<br>drop when: {escape(p.drop_when)}"
-            h.append(f"<li>{side} [{i}] <code>{(p.commit or '')[:12]}</code> "
-                     f"{escape(p.subject)}: {stats}{extra}</li>")
-    h.append("</ul>")
-    if e.files:
-        h.append("<table><tr><th>file</th><th>old +/-</th><th>new +/-</th>"
-                 "<th>identical hunks</th><th>change</th></tr>")
-        for f in e.files:
-            h.append(f"<tr><td><code>{escape(f.path)}</code></td><td>+{f.old_added}/-"
-                     f"{f.old_removed}</td><td>+{f.new_added}/-{f.new_removed}</td><td>"
-                     f"{f.identical_hunks} of {f.hunks_old} / {f.hunks_new}</td>"
-                     f"<td>{FILE_WORDS[f.status]}</td></tr>")
-        h.append("</table>")
-        for f in e.files:
-            if f.interdiff:
-                h.append(f"<details><summary>interdiff <code>{escape(f.path)}</code></summary>")
-                h.append(side_by_side(f.interdiff))
-                h.append("</details>")
-    if e.evidence:
-        shown = json.dumps(e.evidence, indent=1, ensure_ascii=False)
-        h.append(f"<details><summary>evidence</summary><pre>{escape(shown)}</pre></details>")
-    if e.upstream_commits:
-        h.append("<p>Upstream commits between the bases that changed these lines:</p><ul>")
-        for c in e.upstream_commits:
-            pr = f" ({escape(c.pr)})" if c.pr and c.pr not in c.subject else ""
-            h.append(f"<li><code>{c.commit[:12]}</code> {escape(c.subject)}{pr} — "
-                     f"{escape(', '.join(c.paths))}</li>")
-        h.append("</ul>")
-    if e.findings:
-        h.append("<p>Checked facts:</p><ul>")
-        for fd in e.findings:
-            where = f" <code>{escape(fd.path)}</code>" if fd.path else ""
-            by = f" (upstream <code>{fd.commit[:12]}</code>)" if fd.commit else ""
-            h.append(f"<li>{fd.kind} ({fd.side} [{fd.index}]){where}: {escape(fd.text)}{by}</li>")
-        h.append("</ul>")
-    return h
+    return render_document(document(report))
 
 
 def side_by_side(interdiff: str) -> str:
-    """A unified interdiff as a two-column table: old diff left, new diff right."""
+    """An interdiff hunk as a two-column table: the old diff left, the new diff right."""
     left: list[str] = []
     right: list[str] = []
-    for line in interdiff.split("\n")[2:]:
+    for line in interdiff.split("\n"):
         if line.startswith("@@"):
             left.append(line)
             right.append(line)
@@ -120,7 +120,7 @@ def side_by_side(interdiff: str) -> str:
         for k in range(max(a2 - a1, b2 - b1)):
             lt = left[a1 + k] if a1 + k < a2 else ""
             rt = right[b1 + k] if b1 + k < b2 else ""
-            cls_l = "" if tag == "equal" else (" class=\"del\"" if lt else "")
-            cls_r = "" if tag == "equal" else (" class=\"add\"" if rt else "")
+            cls_l = "" if tag == "equal" else (" class=\"del\"" if a1 + k < a2 else "")
+            cls_r = "" if tag == "equal" else (" class=\"add\"" if b1 + k < b2 else "")
             rows.append(f"<tr><td{cls_l}>{escape(lt)}</td><td{cls_r}>{escape(rt)}</td></tr>")
     return "<table class=\"sbs\"><tr><th>old</th><th>new</th></tr>" + "".join(rows) + "</table>"

@@ -106,9 +106,16 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
 
 
 def _range(git: Repo, spec: str) -> _Loaded:
+    """A commit range; when its tip holds a series.yaml, that series' entries give the
+    commits their intent (why, drop_when), matched as for a materialised series."""
     base, tip = parse_range(git, spec)
-    return _Loaded(spec, base=base, commits=[c.sha for c in linear(git, base, tip,
-                                                                    f"range {spec!r}")])
+    commits = [c.sha for c in linear(git, base, tip, f"range {spec!r}")]
+    text = git.objects.blob(f"{tip}:{SERIES_FILE}")
+    series = None
+    if text is not None:
+        series = parse(text.decode("utf-8", errors="replace"), git.path, check_files=False,
+                       name=f"{spec.split('..')[1]}:{SERIES_FILE}")
+    return _Loaded(spec, series, base=base, commits=commits)
 
 
 def _series_dir(path: Path) -> _Loaded:

@@ -1,8 +1,9 @@
 """The report model: what a rebase did to a series, as plain data.
 
-The markdown and HTML renderers read this model and nothing else, and the JSON output is this model
-serialised (``to_json``), so the three formats can never disagree. Every value here was computed
-from git or series.yaml by ``lineage``/``build``; nothing is free text written by a guess.
+The renderers read this model through one view (``view.py``) and nothing else, and the JSON output
+is this model serialised (``to_json``), so the three formats can never disagree. Every value here
+was computed from git or series.yaml by ``lineage``/``build``; the few sentences in it
+(``details``, ``Review.summary``, ``Finding.text``) are written from those values, never read back.
 """
 
 from __future__ import annotations
@@ -65,6 +66,21 @@ class UpstreamCommit:
     subject: str
     pr: str | None  # "#1234" when the subject names one
     paths: tuple[str, ...] = ()
+    lines: int = 0  # interdiff lines it changed (how much of the entry's difference it forced)
+
+
+@dataclass(frozen=True)
+class InterHunk:
+    """One hunk of an interdiff (the diff between the old and the new diff of a file) and the
+    upstream commits whose change to its differing lines forced it: reverse blame of the lines
+    the old patch needed, forward blame of the upstream lines the new patch sits on. None when
+    only the patch's own lines differ (a choice of whoever resolved it)."""
+
+    section: str  # the function or class the hunk sits in, as the patch hunk names it
+    text: str  # the interdiff lines, starting with their ``@@`` line
+    old_lines: int  # differing lines of the old diff
+    new_lines: int
+    commits: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,16 +92,19 @@ class FileCompare:
     old_removed: int
     new_added: int
     new_removed: int
-    status: str  # identical | equivalent | modified | old-only | new-only
+    status: str  # identical | moved | equivalent | modified | old-only | new-only
     identical_hunks: int = 0
     hunks_old: int = 0
     hunks_new: int = 0
     interdiff: str = ""  # diff of the two file diffs (line numbers stripped); "" when same
+    hunks: tuple[InterHunk, ...] = ()
+    commits: tuple[str, ...] = ()  # upstream commits that forced its hunks, most lines first
 
 
 @dataclass(frozen=True)
 class Finding:
-    """A mechanically checked fact: kind is redundant | stale-message | partial-revert."""
+    """A mechanically checked fact. kind: redundant | stale-message | partial-revert |
+    lost-in-resolution | removed-name-used; ``items`` are the names or lines it is about."""
 
     kind: str
     side: str  # old | new
@@ -93,6 +112,28 @@ class Finding:
     path: str | None
     text: str
     commit: str | None = None  # the upstream commit involved, when there is one
+    items: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MessageChange:
+    """How the commit message changed between the sides (the ``[n/m]`` number left out)."""
+
+    subject: bool = False
+    body: bool = False
+    trailers_added: tuple[str, ...] = ()
+    trailers_removed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Review:
+    """Whether a person must look at the entry, why (codes, see ``build.REASONS``), the reason
+    in a few words, and the upstream commits that forced the difference (most lines first)."""
+
+    needed: bool
+    reasons: tuple[str, ...]
+    summary: str
+    forced_by: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,6 +148,9 @@ class Entry:
     files: tuple[FileCompare, ...] = ()
     upstream_commits: tuple[UpstreamCommit, ...] = ()
     findings: tuple[Finding, ...] = ()
+    moved: bool = False
+    message: MessageChange = MessageChange()
+    review: Review = Review(False, (), "")
 
 
 @dataclass(frozen=True)
@@ -128,3 +172,8 @@ class Report:
 
     def entry_for_new(self, index: int) -> Entry:
         return next(e for e in self.mapping if index in e.new)
+
+    @property
+    def to_review(self) -> tuple[int, ...]:
+        """Mapping positions (1-based) of the entries a person must look at."""
+        return tuple(k for k, e in enumerate(self.mapping, start=1) if e.review.needed)

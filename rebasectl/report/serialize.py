@@ -1,7 +1,8 @@
-"""JSON = the report model serialised, in the ``rebasectl.report/1`` shape of docs/design.md.
+"""JSON = the report model serialised, in the ``rebasectl.report/1`` shape of the design contract.
 
 Keys are written in a fixed order and the output ends with one newline, so the same report always
-gives the same bytes.
+gives the same bytes. The contract's keys come first; what the report adds (moved, review, files
+with their interdiff hunks and causes, findings) follows them.
 """
 
 from __future__ import annotations
@@ -16,21 +17,23 @@ from .model import Entry, PatchInfo, Report, SideInfo
 def _patch(p: PatchInfo) -> dict[str, Any]:
     return {"index": p.index, "id": p.id, "commit": p.commit, "subject": p.subject,
             "author": p.author, "date": p.date, "patch_id": p.patch_id,
-            "files": [{"path": f.path, "added": f.added, "removed": f.removed} for f in p.files]}
+            "files": [{"path": f.path, "added": f.added, "removed": f.removed} for f in p.files],
+            "kind": p.kind, "why": p.why, "drop_when": p.drop_when, "message": p.message}
 
 
 def _side(s: SideInfo) -> dict[str, Any]:
     return {"label": s.label, "base": s.base, "base_date": s.base_date,
-            "patches": [_patch(p) for p in s.patches]}
+            "base_subject": s.base_subject, "patches": [_patch(p) for p in s.patches]}
 
 
 def _entry(e: Entry) -> dict[str, Any]:
+    """An entry: the contract's keys first, then what the report adds."""
     return {"old": list(e.old), "new": list(e.new), "status": e.status,
             "renumbered": e.renumbered, "message_changed": e.message_changed,
-            "evidence": e.evidence, "details": e.details,
+            "evidence": e.evidence, "details": e.details, "moved": e.moved,
+            "message": asdict(e.message), "review": asdict(e.review),
             "files": [asdict(f) for f in e.files],
-            "upstream_commits": [{"commit": c.commit, "subject": c.subject, "pr": c.pr,
-                                  "paths": list(c.paths)} for c in e.upstream_commits],
+            "upstream_commits": [asdict(c) for c in e.upstream_commits],
             "findings": [asdict(f) for f in e.findings]}
 
 
@@ -38,7 +41,8 @@ def to_data(report: Report) -> dict[str, Any]:
     return {"schema": report.schema, "old": _side(report.old), "new": _side(report.new),
             "upstream": {"commits": report.upstream.commits,
                          "files_changed": report.upstream.files_changed},
-            "mapping": [_entry(e) for e in report.mapping]}
+            "mapping": [_entry(e) for e in report.mapping],
+            "review": list(report.to_review)}
 
 
 def to_json(report: Report) -> str:

@@ -90,10 +90,12 @@ def test_ranges_json(fork: dict[str, str | Path]) -> None:
 def test_markdown_and_html(fork: dict[str, str | Path]) -> None:
     md = _ranges(fork)
     assert md.returncode == 0, md.stderr
-    assert "## Commit mapping" in md.stdout and "## Summary" in md.stdout
-    assert "<details><summary>interdiff <code>alpha.py</code></summary>" in md.stdout
-    assert "| 3 | [3] [3/4] feat: gamma extra a, [4] [4/4] feat: gamma extra b | " in md.stdout
+    assert "## Mapping" in md.stdout and "## Summary" in md.stdout
+    assert "```diff" not in md.stdout  # interdiffs: --verbose or the HTML
+    assert "| 3 | [3/4] feat: gamma extras | 3+4 → 3 | merged |" in md.stdout
     assert md.stdout == _ranges(fork).stdout
+    full = _ranges(fork, "--verbose").stdout
+    assert "**interdiff (1 hunks)**" in full and "```diff" in full
     out = Path(fork["tmp"]) / "report.html"
     h = _ranges(fork, "--format", "html", "-o", str(out))
     assert h.returncode == 0 and h.stdout == ""
@@ -162,3 +164,22 @@ def test_no_earlier_base_is_exit_2(tmp_path: Path, fork: dict[str, str | Path]) 
     repo.commit("series")
     r = rebasectl(repo.path, "report", "--upstream", str(fork["up"]))
     assert r.returncode == 2 and "no earlier base" in r.stderr
+
+
+def test_range_tip_series_gives_intent(fork: dict[str, str | Path]) -> None:
+    """A range whose tip carries a series.yaml: its why / drop_when reach the report."""
+    up = Repo(Path(fork["up"]))
+    up.checkout("-q", "new")
+    up.commit("series: metadata", {"series.yaml": (
+        "version: 1\nupstream:\n  name: up\n  url: x\n  branch: main\n"
+        f"  base: {fork['base2']}\npatches:\n"
+        "  - id: beta-scaling\n    file: 0001-beta.patch\n    title: '[1/4] fix: beta scaling'\n"
+        "    why: beta needs scaling for RL\n"
+        "    drop_when: upstream scales beta\n")})
+    r = _ranges(fork, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    patch = json.loads(r.stdout)["new"]["patches"][0]
+    assert (patch["id"], patch["why"], patch["drop_when"]) == \
+        ("beta-scaling", "beta needs scaling for RL", "upstream scales beta")
+    md = _ranges(fork).stdout
+    assert "- why: beta needs scaling for RL" in md and "- drop when: upstream scales beta" in md

@@ -125,7 +125,7 @@ def test_report_on_megatron(mirror_path: Path, tmp_path: Path) -> None:
     assert data["upstream"]["commits"] == 499
     got = [(m["old"], m["new"], m["status"], m["renumbered"]) for m in data["mapping"]]
     assert got == [
-        ([1], [1], "equivalent", False),  # hunk moved by one line: same patch-id
+        ([1], [1], "identical", False),  # hunk moved by one line: same patch-id, moved
         ([2], [2], "equivalent", False),  # same +/- lines, context changed upstream
         ([3], [3], "modified", False),
         ([4, 5], [4], "merged", False),
@@ -133,7 +133,7 @@ def test_report_on_megatron(mirror_path: Path, tmp_path: Path) -> None:
         ([], [6], "new", False),
         ([7], [], "empty", False),
     ]
-    assert data["mapping"][0]["evidence"]["line_shift"] == 1
+    assert data["mapping"][0]["evidence"]["line_shift"] == 1 and data["mapping"][0]["moved"]
     modified = data["mapping"][2]
     assert any(c["commit"].startswith("639c08ab") and c["pr"] == "#2896"
                for c in modified["upstream_commits"])

@@ -73,6 +73,6 @@ def test_entries_by_title_when_a_patch_is_missing(tmp_path: Path) -> None:
     report = build_report(GitRepo(repo.path), Side(base, shas, series, "old"),
                           Side(base, shas, series, "new"))
     md = render_markdown(report)
-    assert "  - why: first reason" in md and "  - drop when: upstream ships three" in md
+    assert "- why: first reason" in md and "- drop when: upstream ships three" in md
     assert '"id": "three-id"' in to_json(report)
     assert [e.status for e in report.mapping] == ["identical", "identical"]

@@ -1,0 +1,179 @@
+"""The words of the report, written from the evidence: an entry's ``details`` (which rule decided
+its mapping, with the numbers it saw) and its review decision (whether to look, why in a few
+words, which upstream commit forced it).
+
+Nothing here decides a mapping: ``lineage`` did, and left its rule and numbers in the evidence.
+The thresholds quoted come from ``lineage`` itself, so a sentence cannot state a rule the code
+does not apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..lineage import CONTAIN, PAIR_SIMILARITY, STRONG
+from .model import FileCompare, Finding, Review, UpstreamCommit
+
+SHORT = 9  # characters of a sha in prose
+# review reasons (codes, in JSON) and how they read on the first screen
+REASONS = {"same-change": "same change", "moved": "moved", "context": "same +/- lines, new context",
+           "changed": "change differs", "same-lines": "same lines together",
+           "dropped": "not carried, not upstream", "upstreamed": "upstream has it",
+           "new": "new patch", "empty": "empty commit",
+           "redundant": "redundant line", "lost-in-resolution": "old lines lost",
+           "stale-message": "message names code it lacks",
+           "partial-revert": "adds back lines upstream removed",
+           "removed-name-used": "removes a name upstream uses"}
+_LINEAGE = {"series_id": "same series id `{}`", "absorbs": "series.yaml absorbs `{}`",
+            "author_date": "same author and date ({})", "pr_tag": "same PR tag {}",
+            "subject": "same subject"}
+_STRONG_WORDS = {"series_id": "series id", "absorbs": "absorbs:",
+                 "author_date": "author and author date", "pr_tag": "PR tag"}
+_NEEDS_LINEAGE = ", ".join(_STRONG_WORDS[k] for k in STRONG)
+
+
+def lineage_words(lin: dict[str, Any]) -> str:
+    return ", ".join(_LINEAGE[k].format(", ".join(v) if isinstance(v, list) else v)
+                     for k, v in lin.items() if k in _LINEAGE) or "no lineage"
+
+
+def rule_words(ev: dict[str, Any]) -> str:
+    """How one pairing or fold rule matched, with its numbers."""
+    rule = ev.get("rule")
+    if rule == "similarity":
+        return f"similarity {ev['similarity']} ≥ {PAIR_SIMILARITY}"
+    if rule == "containment":
+        return f"containment: {ev['contained']:.0%} ≥ {CONTAIN:.0%} of its lines are there"
+    if rule in ("lineage", "absorbs"):
+        return f"{rule}: {lineage_words(ev.get('lineage', {}))}"
+    return str(rule)
+
+
+def _unpaired(ev: dict[str, Any], other: str) -> str:
+    """Why no rule took an unpaired patch: the numbers each rule saw at its nearest candidate
+    and what the rule needs (the thresholds of ``lineage`` itself)."""
+    near = ev.get("nearest")
+    if not near:
+        return f"No {other} patch shares a file or a changed line with it."
+    k = near["index"]
+    parts = [f"similarity {near['similarity']} (pairing needs {PAIR_SIMILARITY} and a shared "
+             "file or two lines, or lineage)",
+             f"{near['contained']:.0%} of its lines there (folding needs {CONTAIN:.0%})",
+             f"{lineage_words(near['lineage'])} (folding by lineage needs one of: "
+             f"{_NEEDS_LINEAGE})"]
+    taken = ""
+    if near.get("pair_rule") and near.get("taken_by"):
+        mine = "old" if other == "new" else "new"
+        taken = (f" {other.capitalize()} {k} would pair by {near['pair_rule']} but is taken by "
+                 f"{mine} {', '.join(map(str, near['taken_by']))}.")
+    return f"No rule pairs it. Nearest {other} patch {k}: " + "; ".join(parts) + "." + taken
+
+
+def _merged(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[int]) -> str:
+    """Which patch of the entry was paired and by which rule, and by which rule each other one
+    joined it."""
+    key = "folded" if status == "merged" else "split_off"
+    word = "old" if status == "merged" else "new"
+    folded = ev.get(key, {})
+    many = old if status == "merged" else new
+    main = [k for k in many if str(k) not in folded]
+    head = f"Old {', '.join(map(str, old))} became new {', '.join(map(str, new))}"
+    parts = [f"{word} {', '.join(map(str, main))} paired by {rule_words(ev)}"]
+    parts += [f"{word} {k} joined by {rule_words(v)}" for k, v in folded.items()]
+    same = ("together the same +/- lines" if ev.get("changed_lines_equal")
+            else "together the change differs")
+    return f"{head}: " + "; ".join(parts) + f"; {same}."
+
+
+def describe(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[int]) -> str:
+    """The entry's sentence: what the mapping is and which rule decided it."""
+    if status == "identical":
+        moved = f"; hunks moved by {ev['line_shift']:+d} lines" if ev.get("line_shift") else ""
+        return f"Same patch-id and the same +/- lines{moved}."
+    if status == "empty":
+        return "No diff against its parent (an empty commit, e.g. a marker)."
+    if status in ("dropped", "new"):
+        other = "new" if status == "dropped" else "old"
+        head = ("Not in the new series, and not all its added lines are in the new base. "
+                if status == "dropped" else "")
+        return head + _unpaired(ev, other)
+    if status == "upstreamed":
+        sha = ev.get("upstream_commit")
+        who = (f" Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\" brought "
+               f"`{ev.get('telling_line', '')}`." if sha else "")
+        return f"Every line it adds is already in the new base.{who}"
+    if status in ("merged", "split"):
+        return _merged(status, ev, old, new)
+    return _pair(status, ev)
+
+
+def _pair(status: str, ev: dict[str, Any]) -> str:
+    """A 1:1 entry: the rule that paired it and what the replay of the old patch gave."""
+    head = ("The same +/- lines in another context" if status == "equivalent"
+            else "The change differs")
+    parts = [f"{head} (paired by {rule_words(ev)})."]
+    if ev.get("whitespace_differs"):
+        parts.append("Same patch-id, but +/- lines differ in whitespace.")
+    replay = {"reproduces": "gives the new commit's tree",
+              "conflicts": f"conflicts in {len(ev.get('replay_conflicts', []))} file(s)",
+              "differs": "gives another tree than the new commit's"}.get(ev.get("replay", ""))
+    if replay:
+        parts.append(f"The old patch replayed 3-way on the new parent {replay}.")
+    return " ".join(parts)
+
+
+# -- the review decision ---------------------------------------------------------------------------
+def _base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _differs(files: Sequence[FileCompare]) -> str:
+    """"a.py by 6e2153b9e, b.py" for the files whose change differs, each with the commit that
+    forced most of its difference."""
+    out = []
+    for f in files:
+        if f.status in ("identical", "moved", "equivalent"):
+            continue
+        by = f" by {f.commits[0][:SHORT]}" if f.commits else ""
+        out.append(f"{_base(f.path)}{by}")
+    return ", ".join(out)
+
+
+def _codes(status: str, ev: dict[str, Any], moved: bool) -> list[str]:
+    """The review reason codes of a status (before findings add theirs)."""
+    if status == "identical":
+        return ["same-change"] + (["moved"] if moved else [])
+    if status == "equivalent":
+        return ["context"]
+    if status in ("merged", "split"):
+        return ["same-lines" if ev.get("changed_lines_equal") else "changed"]
+    return {"modified": ["changed"]}.get(status, [status])
+
+
+def review(status: str, ev: dict[str, Any], files: Sequence[FileCompare],
+           found: Sequence[Finding], commits: Sequence[UpstreamCommit], moved: bool) -> Review:
+    """Whether to look at the entry, the reasons (codes), a few words, and the commits that
+    forced its difference, most lines first."""
+    codes = _codes(status, ev, moved) + list(dict.fromkeys(f.kind for f in found))
+    needed = bool(found) or bool({"changed", "dropped", "new"} & set(codes))
+    words = [REASONS[codes[0]]]
+    if codes[0] == "changed" and _differs(files):
+        words = [f"change differs: {_differs(files)}"]
+    if "moved" in codes and ev.get("line_shift"):
+        words.append(f"moved {ev['line_shift']:+d} lines")
+    if status in ("merged", "split"):
+        many = len(ev.get("folded" if status == "merged" else "split_off", {})) + 1
+        words.insert(0, f"{many} patches into one" if status == "merged" else f"split in {many}")
+    if status == "upstreamed" and ev.get("upstream_commit"):
+        words = [f"upstream {ev['upstream_commit'][:SHORT]} has it"]
+    words += [REASONS[f.kind] for f in _first_of_kind(found)]
+    ranked = sorted(commits, key=lambda c: -c.lines)
+    return Review(needed, tuple(codes), "; ".join(words), tuple(c.commit for c in ranked))
+
+
+def _first_of_kind(found: Sequence[Finding]) -> list[Finding]:
+    seen: dict[str, Finding] = {}
+    for f in found:
+        seen.setdefault(f.kind, f)
+    return list(seen.values())
