@@ -271,8 +271,11 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
     from .fsutil import atomic_write
     from .report.inputs import choose
 
-    old = choose("old", old_rev, old_series, old_range)
-    new = choose("new", new_rev, new_series, new_range)
+    def here(path: str | None) -> str | None:  # a series dir is taken from -C, as git does
+        return str(ws.path(path)) if path else None
+
+    old = choose("old", old_rev, here(old_series), old_range)
+    new = choose("new", new_rev, here(new_series), new_range)
     text = actions.report(ws, old, new, ws.path(repo) if repo else None, upstream,
                           "json" if as_json else fmt, verbose)
     if output is not None:
@@ -339,7 +342,20 @@ def _fail(message: str, code: int, as_json: bool) -> None:
 
 
 def main() -> None:
-    """Entry point: run the CLI, mapping every failure to one line and an exit code."""
+    """Entry point: run the CLI, mapping every failure to one line and an exit code. Once the
+    command is over, Ctrl-C is ignored: the exit code is decided, and Python's shutdown would
+    otherwise put back the default action and die of the signal (exit -2) after the work."""
+    try:
+        _main()
+    except Interrupted:  # between the command's end and its exit: still one line and 130
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        sys.stderr.write(f"rebasectl: error: {INTERRUPTED_MSG}\n")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main() -> None:
     as_json = _wants_json(sys.argv[1:])
     for stream in (sys.stdout, sys.stderr):  # a path git printed must never fail a command
         if isinstance(stream, io.TextIOWrapper):  # on an ASCII terminal after its work is done

@@ -21,6 +21,7 @@ from .patches import Patch
 _IMPORT = re.compile(rb"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?\s*(?:#.*)?$")
 _FROM = re.compile(rb"^\s*from\s+[\w.]+\s+import\s+\(?([\w\s,]+?)\)?\s*(?:#.*)?$")
 _DEF = re.compile(rb"^\s*(?:async\s+def|def|class)\s+(\w+)")
+_ASSIGN = re.compile(rb"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)")  # ``name = ...`` rebinds
 _STRING = re.compile(rb"(['\"])(?:\\.|(?!\1).)*\1")
 
 
@@ -40,9 +41,11 @@ class NameUse:
         return f"{self.path}:{self.line} uses `{self.name}`, which the patch removes{by}"
 
 
-def bound(lines: list[bytes]) -> set[str]:
+def bound(lines: list[bytes], *, assignments: bool = False) -> set[str]:
     """Names that lines bind: ``import a.b`` (a), ``import x as y`` (y), ``from m import a, b as
-    c`` (a, c), ``def``/``class`` names."""
+    c`` (a, c), ``def``/``class`` names; with ``assignments``, plain ``name = ...`` too. A
+    removed assignment is no removed name (locals come and go), but an assignment left in the
+    result still binds one (a patch that turns an import into ``name = ...``)."""
     names: set[str] = set()
     for line in lines:
         if m := _IMPORT.match(line):
@@ -52,7 +55,7 @@ def bound(lines: list[bytes]) -> set[str]:
                 words = part.split()
                 if words:
                     names.add(words[-1].decode())
-        elif m := _DEF.match(line):
+        elif m := _DEF.match(line) or (assignments and _ASSIGN.match(line)):
             names.add(m.group(1).decode())
     return names
 
@@ -72,7 +75,7 @@ def uses_of_removed(repo: Repo, patch: Patch, result: str, old: str | None = Non
         if not gone:
             continue
         lines = text_lines(repo.objects.blob(f"{result}:{f.path}"))
-        for name in sorted(gone - bound(lines)):
+        for name in sorted(gone - bound(lines, assignments=True)):
             word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
             for n, line in enumerate(lines, start=1):
                 code = _STRING.sub(b"''", line).split(b"#", 1)[0]  # not in strings, comments

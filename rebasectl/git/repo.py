@@ -23,6 +23,18 @@ from .runner import Runner
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
+def _files(ls_tree: bytes) -> dict[str, Entry]:
+    """The blobs of ``ls-tree -z`` output: path -> (mode, blob); trees and submodules left out."""
+    found: dict[str, Entry] = {}
+    for record in ls_tree.decode("utf-8", errors="surrogateescape").split("\0"):
+        if "\t" in record:
+            meta, path = record.split("\t", 1)
+            mode, kind, blob = meta.split()
+            if kind == "blob":
+                found[path] = Entry(mode, blob)
+    return found
+
+
 class Repo:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -89,27 +101,11 @@ class Repo:
         """path -> (mode, blob) at ``rev`` for those of ``paths`` that are files there."""
         if not paths:
             return {}
-        out = self.runner.run(["ls-tree", "-z", "--full-tree", rev, "--", *paths]).stdout
-        found: dict[str, Entry] = {}
-        for record in out.decode("utf-8", errors="surrogateescape").split("\0"):
-            if "\t" in record:
-                meta, path = record.split("\t", 1)
-                mode, kind, blob = meta.split()
-                if kind == "blob":
-                    found[path] = Entry(mode, blob)
-        return found
+        return _files(self.runner.run(["ls-tree", "-z", "--full-tree", rev, "--", *paths]).stdout)
 
     def tree_entries(self, rev: str) -> dict[str, Entry]:
         """Every file of ``rev``'s tree (``ls-tree -r``): path -> (mode, blob)."""
-        out = self.runner.run(["ls-tree", "-r", "-z", "--full-tree", rev]).stdout
-        found: dict[str, Entry] = {}
-        for record in out.decode("utf-8", errors="surrogateescape").split("\0"):
-            if "\t" in record:
-                meta, path = record.split("\t", 1)
-                mode, kind, blob = meta.split()
-                if kind == "blob":
-                    found[path] = Entry(mode, blob)
-        return found
+        return _files(self.runner.run(["ls-tree", "-r", "-z", "--full-tree", rev]).stdout)
 
     def hash_blobs(self, contents: Sequence[bytes]) -> list[str]:
         """Write blobs; their shas (one process for all)."""

@@ -748,6 +748,9 @@ def test_g8_fold_becomes_absorbs_with_tests(world: World, tmp_path: Path) -> Non
         (["report", "--json"], 2),
         (["apply", "--json", "--base", "nope"], 2),
         (["status", "--json", "--bogus"], 2),
+        (["check", "--apply", "--json"], 0),
+        (["test", "--json", "--tree", "nope"], 2),
+        (["report", "--format", "json", "--old-series", ".", "--new-series", "."], 0),
     ],
 )
 def test_g9_json_on_every_exit(world: World, tmp_path: Path, args: list[str], want: int) -> None:

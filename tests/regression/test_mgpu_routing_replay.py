@@ -2,7 +2,7 @@
 
 One process per rank (torchrun; NCCL on GPUs, gloo on CPUs for a dry run, see mgpu.py). Each rank
 builds the same MoE layer (4 experts, top-2, ``allgather`` token dispatcher, EP=2: two local
-experts per rank) while the test replay manager (``replay_pkg``, the contract of SERIES.md) is
+experts per rank) while the test replay manager (``replay_pkg``, the contract of docs/series.md) is
 enabled, and feeds it its own tokens. Rollout pass: stage ``record``. Then the router weights are
 perturbed (negated, on every rank alike) so plain top-k would pick other experts, and the second
 pass runs with stage ``replay_forward``. What this proves, on every rank:

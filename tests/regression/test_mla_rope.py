@@ -19,7 +19,7 @@ Two layers:
 - ``cpu`` tests run the real kernels under ``TRITON_INTERPRET=1`` with one forced autotune config,
   each case in its own subprocess (the env var must be set before triton is imported, and on the
   unpatched base a partial head block writes out of bounds, which corrupts the interpreter's heap);
-- ``gpu`` tests run the full matrix of SERIES.md on CUDA (H in {32, 20, 5}, k_dim in {128, 192},
+- ``gpu`` tests run the full matrix (docs/series.md) on CUDA (H in {32, 20, 5}, k_dim in {128, 192},
   v_dim in {128, 0}, sbhd and thd with uneven cu_seqlens, fp32 and bf16, BLOCK_H forced to 8 and 4)
   and launch the kv kernels directly with guard tokens around their outputs.
 

@@ -5,7 +5,7 @@ Rollout routing replay trains on the experts the rollout engine chose. Patch 6 m
 through the manager's ``get_topk_fn`` wrapper; routers of MTP layers (``is_mtp``, set by their MoE
 layer) never call the wrapper; without miles, routers build and route as plain top-k.
 
-The manager here is a small independent implementation of the contract in SERIES.md
+The manager here is a small independent implementation of the contract in docs/series.md
 (``replay_pkg/miles/utils/replay_base.py``), put on ``sys.path`` per test. Real routers, a real MoE
 layer stack and a tiny MoE GPT with MTP run on a CPU (gloo, world size 1, ``single_rank_moe``); the
 record/replay case also runs on a GPU. The tests show: routers register in build order and their

@@ -42,3 +42,14 @@ def test_bound_names() -> None:
              b"from m import d  # note", b"def f(x):", b"async def g():", b"class K(Base):",
              b"x = 1"]
     assert bound(lines) == {"os", "np", "a", "c", "d", "f", "g", "K"}
+
+
+def test_an_assignment_rebinds_a_removed_import() -> None:
+    """[6/8] of the example pair replaces ``from x import compute_topk`` by ``compute_topk =
+    ...``: the name is still bound, so its uses are not dangling."""
+    from rebasectl.names import bound
+
+    assert "compute_topk" in bound([b"compute_topk = wrap(impl)\n"], assignments=True)
+    assert "compute_topk" not in bound([b"compute_topk = wrap(impl)\n"])
+    assert "x" not in bound([b"x == 1\n"], assignments=True)
+    assert "y" in bound([b"    y: int = 2\n"], assignments=True)

@@ -1,4 +1,4 @@
-"""A small, independent routing replay manager implementing the contract of SERIES.md (patch 6).
+"""A small, independent routing replay manager: the contract of docs/series.md (patch 6).
 
 Megatron's routers import ``routing_replay_manager`` from here when ``miles`` is importable. The
 regression test puts this package on ``sys.path`` so that the patched routers can be exercised
