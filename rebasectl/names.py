@@ -55,7 +55,7 @@ def bound(lines: list[bytes], *, assignments: bool = False) -> set[str]:
                 words = part.split()
                 if words:
                     names.add(words[-1].decode())
-        elif m := _DEF.match(line) or (assignments and _ASSIGN.match(line)):
+        elif m := _DEF.match(line) or (_ASSIGN.match(line) if assignments else None):
             names.add(m.group(1).decode())
     return names
 
