@@ -31,22 +31,20 @@ details{margin:.3em 0}summary{cursor:pointer;color:#57606a}
 .mapping td:nth-child(2){min-width:16em}.mapping td{padding:1px 6px}"""
 
 
+# how each kind of span is drawn: t = its text, g = its target (both escaped)
+_SPAN = {
+    "code": "<code>{t}</code>",
+    "commit": '<code title="{g}">{t}</code>',
+    "strong": "<b>{t}</b>",
+    "status": '<span class="st st-{t}">{t}</span>',
+    "link": '<a href="#{g}">{t}</a>',
+    "review": '<span class="rv-{g}">{t}</span>',
+}
+
+
 def span(s: Span) -> str:
     """A span as HTML: statuses and review answers get a class for their colour."""
-    text = escape(s.text)
-    if s.kind == "code":
-        return f"<code>{text}</code>"
-    if s.kind == "commit":
-        return f"<code title=\"{escape(s.target)}\">{text}</code>"
-    if s.kind == "strong":
-        return f"<b>{text}</b>"
-    if s.kind == "status":
-        return f"<span class=\"st st-{escape(s.text)}\">{text}</span>"
-    if s.kind == "link":
-        return f"<a href=\"#{escape(s.target)}\">{text}</a>"
-    if s.kind == "review":
-        return f"<span class=\"rv-{escape(s.target)}\">{text}</span>"
-    return text
+    return _SPAN.get(s.kind, "{t}").format(t=escape(s.text), g=escape(s.target))
 
 
 def inline(text: Text) -> str:
