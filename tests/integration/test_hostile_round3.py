@@ -263,3 +263,47 @@ def test_g2_conflict_lines_point_at_markers(two_conflicts: Two, tmp_path: Path) 
         assert spots, r.stdout
         for n in spots:
             assert marked[int(n) - 1].startswith("<<<<<<< "), (step, n)
+
+
+def test_f6_conflict_resolved_by_git_stops_with_no_markers(sc: Scenario, tmp_path: Path) -> None:
+    """F6: docs/design.md and session.py promise that when rerere resolves every file of the
+    stopped patch, "the patch is committed and the apply goes on, saying so". It never does:
+    apply --base NEW, resolve a.txt, continue (rerere records it), then the whole-resolution
+    record does not match (here removed: .rebasectl/resolutions/*.json; in real use any other
+    state of the file, e.g. an earlier patch resolved differently), `apply --base NEW` again:
+    rerere writes the old resolution into a.txt (no markers, still `UU a.txt`) and apply exits 1
+    with "stopped at 1/5 change-a-line-3 ... a.txt: content conflict" (no line) and "edit the
+    files (markers `upstream` vs `patch change-a-line-3`)" — there are no markers to edit. The
+    same stop is what F2 leaves. It should commit and go on (exit 0), or at least say that
+    rerere resolved a.txt and that `git add` + `continue` takes it."""
+    series = copy(sc, tmp_path)
+    run(series, "apply", "--base", sc.new_base, want=1)
+    resolve_all(tree(series) / "a.txt", "PATCH 3 + UPSTREAM 3\n")
+    git(tree(series), "add", "a.txt")
+    run(series, "continue", want=0)
+    for record in (series / ".rebasectl" / "resolutions").glob("*.json"):
+        record.unlink()
+    r = run(series, "apply", "--base", sc.new_base)
+    text = (tree(series) / "a.txt").read_text()
+    if r.returncode == 1:  # stopped: then there must be something to edit, as the message says
+        said = (r.stdout + r.stderr).replace(str(tmp_path), "TMP")
+        assert "<<<<<<< " in text or "rerere" in said, (r.stdout, r.stderr)
+    else:
+        assert r.returncode == 0 and "PATCH 3 + UPSTREAM 3" in text, (r.stdout, r.stderr)
+
+
+def test_f7_non_hex_base_in_apply_state_gives_advice_that_fails(
+    sc: Scenario, tmp_path: Path
+) -> None:
+    """F7: apply-state.json is checked on load ("sha": 40 characters, isalnum), so a tampered
+    `"base": "gggg…"` (40 non-hex letters) loads. `continue` then claims "HEAD moved to
+    2d6018d10f8b while patch change-a-line-3 waits on gggggggggggg ... `rebasectl abort`, then
+    `rebasectl apply --base gggggggggggg` stops at the patch again": HEAD did not move, and the
+    advised apply fails. A state that is not what rebasectl wrote must be "unreadable
+    rebasectl state ...; `rebasectl abort` clears it" (as for every other bad field)."""
+    series = copy(sc, tmp_path)
+    run(series, "apply", "--base", sc.new_base, want=1)
+    state = series / ".rebasectl" / "apply-state.json"
+    state.write_text(state.read_text().replace(sc.new_base, "g" * 40))
+    r = run(series, "continue", want=2)
+    assert "unreadable rebasectl state" in r.stderr, r.stderr
