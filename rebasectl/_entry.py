@@ -23,4 +23,7 @@ def main() -> None:
     from .cli import main as cli_main
 
     install_interrupt_handler(previous)
-    cli_main()
+    try:
+        cli_main()
+    finally:  # the exit code is decided: a Ctrl-C now must not kill Python's shutdown (exit -2)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -6,8 +6,10 @@ An unreadable state (a half-written or hand-edited ``apply-state.json`` or ``tre
 what every command points to abort for, so abort clears it too, taking the default work tree.
 
 What the person had in a removed tree and cannot get back from the series is kept first, under
-``.rebasectl/aborted/<time>/``: untracked files (notes written during a resolution) and commits
-no ref and no apply of ours reaches (``git format-patch``, ready for ``git am``). Edits to the
+``.rebasectl/aborted/<time>/``: untracked files, ignored ones included (notes written during a
+resolution, an editor's backups; moved, not copied, so a large file costs nothing; Python's
+regenerable caches excepted), and commits no ref and no apply of ours reaches (``git
+format-patch``, ready for ``git am``). Edits to the
 conflicted files are the resolution being abandoned and go, as ``git rebase --abort`` drops
 them.
 """
@@ -75,13 +77,21 @@ def _keep(ws: Workspace, tree: Worktree, known: list[str], result: AbortResult) 
     """Save what only this work tree holds (see the module doc) before it is removed."""
     dest = ws.aborted / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     try:
-        untracked = tree.status().untracked
+        untracked = [p for p in tree.status().untracked + tree.ignored() if not _cache(p)]
     except RebasectlError:
         untracked = []
-    for rel in untracked:
+    for rel in dict.fromkeys(untracked):
         target = dest / "untracked" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(tree.path / rel, target, follow_symlinks=False)
+        shutil.move(tree.path / rel, target)
     commits = tree.save_commits(dest / "commits", known) if tree.head() else 0
+    if not commits and (dest / "commits").is_dir():
+        shutil.rmtree(dest / "commits")  # format-patch makes the folder before it finds none
     if untracked or commits:
         result.kept, result.kept_files, result.kept_commits = dest, len(untracked), commits
+
+
+def _cache(path: str) -> bool:
+    """Files Python makes and makes again (byte code, test caches): not worth keeping."""
+    parts = path.split("/")
+    return "__pycache__" in parts or ".pytest_cache" in parts or path.endswith((".pyc", ".pyo"))

@@ -83,7 +83,9 @@ def repair_git(ws: Workspace, notify: Notify) -> None:
         if relink_moved(ws.mirror, tree, ws.root):
             notify(f"relinked {tree} to {ws.mirror} (the checkout was moved)")
     for half in half_removed_worktrees(ws.mirror):
-        if half in known or ws.inside_state(half):
+        # only under .rebasectl/: a --worktree elsewhere whose .git is gone may be the person's
+        # own doing, with their files in it; prune forgets it and it is left as it is
+        if ws.inside_state(half):
             shutil.rmtree(half, ignore_errors=True)
             notify(f"removed the rest of {half}, left by an interrupted `git worktree remove`")
     Worktree.prune(Repo(ws.mirror).runner)

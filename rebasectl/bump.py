@@ -134,8 +134,12 @@ class BumpResult:
 
 
 def annotation(p: PatchOutcome, c: FileConflict, region: Region | None) -> str:
+    """``patches/FILE:LINE: patch N id: ...``. The file line is upstream's (where the region
+    is in the new base); the marked copy (apply's work tree, ``conflicts/.../files/``) holds it
+    at ``region.start``, which is said too, since the two differ by the markers above it."""
     where = f"{c.path}:{region.ours[0] if region and region.ours else 1}"
-    what = f"{c.kind.value} conflict at {where}"
+    marked = f", line {region.start} with markers" if region and region.start else ""
+    what = f"{c.kind.value} conflict at {where}{marked}"
     culprits = _region_culprits(p, region)
     if c.kind is ConflictKind.MODIFY_DELETE:
         gone = f" (deleted by {c.deleted_by[:12]})" if c.deleted_by else ""
@@ -143,8 +147,8 @@ def annotation(p: PatchOutcome, c: FileConflict, region: Region | None) -> str:
         near = f"; its code is now in {c.code_in[0]}" if c.code_in else ""
         what, culprits = f"modify/delete: {c.path}{gone}{moved}{near}", []
     if culprits:
-        more = f" +{len(culprits) - 1}" if len(culprits) > 1 else ""
-        what += f" (upstream {culprits[0][:12]}{more})"
+        more = f" and {len(culprits) - 1} more" if len(culprits) > 1 else ""
+        what += f"; changed upstream by {culprits[0][:12]}{more}"
     line = _patch_line(p, region)
     return f"{PATCH_DIR}/{p.file}:{line}: patch {p.index} {p.id}: {what}"
 

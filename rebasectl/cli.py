@@ -164,8 +164,10 @@ def abort(ws: Workspace) -> None:
     if not result.removed and not result.left:
         ui.line("aborted; cleared " + ", ".join(p.name for p in result.cleared))
     if result.kept is not None:
-        ui.line(f"kept {result.kept_files} untracked file(s) and {result.kept_commits} "
-                f"commit(s) of the removed work tree in {result.kept} (`git am` the commits)")
+        what = [f"{n} {noun}" for n, noun in ((result.kept_files, "untracked file(s)"),
+                                              (result.kept_commits, "commit(s)")) if n]
+        hint = " (`git am` the commits in commits/)" if result.kept_commits else ""
+        ui.line(f"kept {' and '.join(what)} of the removed work tree in {result.kept}{hint}")
 
 
 @cli.command()
@@ -342,17 +344,12 @@ def _fail(message: str, code: int, as_json: bool) -> None:
 
 
 def main() -> None:
-    """Entry point: run the CLI, mapping every failure to one line and an exit code. Once the
-    command is over, Ctrl-C is ignored: the exit code is decided, and Python's shutdown would
-    otherwise put back the default action and die of the signal (exit -2) after the work."""
+    """Entry point: run the CLI, mapping every failure to one line and an exit code."""
     try:
         _main()
     except Interrupted:  # between the command's end and its exit: still one line and 130
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
         sys.stderr.write(f"rebasectl: error: {INTERRUPTED_MSG}\n")
         sys.exit(int(ExitCode.INTERRUPTED))
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _main() -> None:

@@ -26,7 +26,7 @@ from .errors import ExitCode, RebasectlError
 from .fsutil import FileTransaction, atomic_write
 from .git import CommitInfo, Repo, Worktree
 from .patches import Patch, PatchError, parse, raw_to_rfc2822
-from .series import PATCH_DIR, SERIES_FILE, PatchEntry, Series, Upstream, dump, load, slugify
+from .series import PATCH_DIR, SERIES_FILE, PatchEntry, Series, Upstream, dump, edit, load, slugify
 from .state import TreeMap
 from .workspace import Workspace
 
@@ -218,7 +218,8 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
             txn.delete(f"{PATCH_DIR}/{name}")
     for name, data in files.items():
         txn.write(f"{PATCH_DIR}/{name}", data)
-    txn.write(SERIES_FILE, dump(series))
+    previous = ws.series_file.read_text(encoding="utf-8") if current else None
+    txn.write(SERIES_FILE, edit(previous, series) if previous is not None else dump(series))
     ws.ensure_state_dir()
     return txn.commit()
 

@@ -62,7 +62,8 @@ def conflict_lines(conflicts: list[FileConflict]) -> list[str]:
             continue
         for r in c.regions:
             line = r.start or (r.base[0] if r.base else 1)
-            hunks = f" (patch hunk {r.hunks[0]})" if r.hunks else ""
+            hunks = ("; patch hunk" + ("s " if len(r.hunks) > 1 else " ") +
+                     " and ".join(r.hunks)) if r.hunks else ""
             out.append(f"{c.path}:{line}: {c.kind.value} conflict{hunks}")
         if not c.regions:
             out.append(f"{c.path}: {c.kind.value} conflict")

@@ -328,34 +328,96 @@ def _scalar(
 
 
 # -- saving ----------------------------------------------------------------------------------------
+def _entry_doc(p: PatchEntry) -> dict[str, Any]:
+    return {"id": p.id, "file": p.file, "title": p.title, "kind": p.kind, "why": p.why,
+            "upstream": p.upstream, "drop_when": p.drop_when, "absorbs": list(p.absorbs),
+            "tests": list(p.tests)}
+
+
+def _yaml(doc: Any) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True,
+                          width=100)
+
+
 def dump(series: Series) -> bytes:
+    """series.yaml written from scratch (a new series; see ``edit`` for an existing file)."""
+    up = series.upstream
     doc: dict[str, Any] = {
         "version": series.version,
-        "upstream": {
-            "name": series.upstream.name,
-            "url": series.upstream.url,
-            "branch": series.upstream.branch,
-            "base": series.upstream.base,
-        },
-        "patches": [
-            {
-                "id": p.id,
-                "file": p.file,
-                "title": p.title,
-                "kind": p.kind,
-                "why": p.why,
-                "upstream": p.upstream,
-                "drop_when": p.drop_when,
-                "absorbs": list(p.absorbs),
-                "tests": list(p.tests),
-            }
-            for p in series.patches
-        ],
+        "upstream": {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base},
+        "patches": [_entry_doc(p) for p in series.patches],
     }
-    text = yaml.safe_dump(
-        doc, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100
-    )
-    return text.encode("utf-8")
+    return _yaml(doc).encode("utf-8")
+
+
+def edit(old_text: str, series: Series) -> bytes:
+    """series.yaml for ``series``, written over ``old_text`` the way a person would edit it: an
+    unchanged series keeps every byte; otherwise the upstream values that changed are replaced
+    in place, entries that did not change keep their text (comments, wrapping, quoting), and
+    only new or changed entries are written fresh. A layout this cannot follow (flow style,
+    multi-line upstream values) is written from scratch."""
+    try:
+        node = _compose(old_text, SERIES_FILE)
+        old = parse(old_text, Path("/nonexistent"), check_files=False)
+    except SeriesError:
+        return dump(series)
+    if old == series:
+        return old_text.encode("utf-8")
+    if not series.patches:
+        return dump(series)
+    lines = old_text.splitlines(keepends=True)
+    top = {k.value: (k, v) for k, v in node.value} if isinstance(node, yaml.MappingNode) else {}
+    head_end, blocks, tail_start = _entry_blocks(lines, top.get("patches", (None, None))[1])
+    if old.version != series.version or head_end is None or not _edit_upstream(
+            lines, top.get("upstream", (None, None))[1], old.upstream, series.upstream):
+        return dump(series)
+    kept = {e.id: blocks[i] for i, e in enumerate(old.patches)}
+    indent = _indent_of(blocks[0]) if blocks else ""
+    body = [kept[e.id] if e.id in kept and old.by_id(e.id) == e else
+            _fresh_block(e, indent) for e in series.patches]
+    return "".join(lines[:head_end] + body + lines[tail_start:]).encode("utf-8")
+
+
+def _entry_blocks(lines: list[str], seq: yaml.Node | None
+                  ) -> tuple[int | None, list[str], int]:
+    """(first line of the entries, each entry's text, first line after them) of a block
+    sequence whose items start their own line with ``-``; (None, ...) otherwise."""
+    if not isinstance(seq, yaml.SequenceNode) or seq.flow_style or not seq.value:
+        return None, [], 0
+    starts = [item.start_mark.line for item in seq.value]
+    if any(not lines[n].lstrip().startswith("-") for n in starts):
+        return None, [], 0
+    end = seq.end_mark.line + (1 if seq.end_mark.column else 0)
+    bounds = starts + [min(end, len(lines))]
+    blocks = ["".join(lines[a:b]) for a, b in zip(bounds, bounds[1:])]
+    return starts[0], blocks, bounds[-1]
+
+
+def _edit_upstream(lines: list[str], node: yaml.Node | None, old: Upstream,
+                   new: Upstream) -> bool:
+    """Replace, in ``lines``, each upstream value that changed (one-line plain values only)."""
+    if not isinstance(node, yaml.MappingNode):
+        return False
+    values = {k.value: v for k, v in node.value}
+    for key in _UPSTREAM_KEYS:
+        if getattr(old, key) == getattr(new, key):
+            continue
+        v = values.get(key)
+        if v is None or v.start_mark.line != v.end_mark.line:
+            return False
+        line = lines[v.start_mark.line]
+        text = _yaml(getattr(new, key)).removesuffix("\n...\n").strip()
+        lines[v.start_mark.line] = line[:v.start_mark.column] + text + line[v.end_mark.column:]
+    return True
+
+
+def _indent_of(block: str) -> str:
+    return block[: len(block) - len(block.lstrip(" "))]
+
+
+def _fresh_block(entry: PatchEntry, indent: str) -> str:
+    text = _yaml([_entry_doc(entry)])
+    return "".join(indent + ln for ln in text.splitlines(keepends=True))
 
 
 def slugify(subject: str) -> str:

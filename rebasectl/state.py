@@ -17,6 +17,7 @@ skipped, the one stopped at and its conflicts, and two flags that close the gaps
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from .faults import boundary
 from .fsutil import atomic_write
 
 SHA_LEN = 40
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 class StateError(RebasectlError):
@@ -71,18 +73,22 @@ def _loaded_tree(state_file: Path, stored: str) -> Path:
 
 def _check(path: Path, data: dict[str, Any], spec: dict[str, str]) -> None:
     """Every key of ``spec`` present with its type: str, sha, bool, ids (list of str), pairs
-    (list of [str, sha]), conflicts (list of objects), str? (str or null)."""
+    (list of [str, str]), commits (list of [str, sha]), objects (list of objects), str? (str
+    or null)."""
     for key, kind in spec.items():
         value = data.get(key)
         ok = {
             "str": isinstance(value, str),
             "str?": value is None or isinstance(value, str),
-            "sha": isinstance(value, str) and len(value) == SHA_LEN and value.isalnum(),
+            "sha": isinstance(value, str) and _SHA.fullmatch(value) is not None,
             "bool": isinstance(value, bool),
             "ids": isinstance(value, list) and all(isinstance(v, str) for v in value),
             "pairs": isinstance(value, list) and all(
                 isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v)
                 for v in value),
+            "commits": isinstance(value, list) and all(
+                isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and
+                isinstance(v[1], str) and _SHA.fullmatch(v[1]) is not None for v in value),
             "objects": isinstance(value, list) and all(isinstance(v, dict) for v in value),
         }[kind]
         if not ok:
@@ -103,7 +109,7 @@ class ApplyState:
     labels: list[str] = field(default_factory=list)  # [upstream label] of this apply
     how: list[list[str]] = field(default_factory=list)  # [id, clean|3way|empty|resolved|...]
 
-    _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "pairs", "skipped": "ids",
+    _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
              "labels": "ids", "how": "pairs"}
 
@@ -178,7 +184,7 @@ class TreeMap:
             return None
         data.setdefault("skipped", [])
         data.setdefault("others", [])
-        _check(path, data, {"base": "sha", "worktree": "str", "commits": "pairs",
+        _check(path, data, {"base": "sha", "worktree": "str", "commits": "commits",
                             "skipped": "ids", "others": "pairs"})
         return cls(data["base"], _loaded_tree(path, data["worktree"]),
                    [(pid, sha) for pid, sha in data["commits"]], list(data["skipped"]),

@@ -104,8 +104,10 @@ class Index:
     def apply(self, patch: bytes, *, three_way: bool = False, check: bool = False,
               reverse: bool = False) -> Applied:
         """``git apply --cached`` of ``patch``: exactly (no fuzz, offsets allowed), or with
-        ``three_way`` from the blob ids in it, leaving unmerged entries where it conflicts."""
-        args = ["apply", "--cached", "--whitespace=nowarn"]
+        ``three_way`` from the blob ids in it, leaving unmerged entries where it conflicts.
+        rerere stays out: a 3-way apply runs it when ``rr-cache`` exists, and a scratch merge
+        must neither record nor replay resolutions (the work tree's own rerere does)."""
+        args = ["-c", "rerere.enabled=false", "apply", "--cached", "--whitespace=nowarn"]
         args += [flag for flag, on in (("--3way", three_way), ("--check", check),
                                        ("--reverse", reverse)) if on]
         proc = self.runner.run(args, input=patch, check=False, index=self.path)

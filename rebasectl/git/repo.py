@@ -163,7 +163,9 @@ class Repo:
     def apply3(self, path: str, ours: Entry, diff: bytes) -> bytes | None:
         """The file ``git apply --3way`` leaves when ``diff`` (one file's diff) meets ``ours``:
         conflict markers (diff3 style, git's labels ``ours``/``base``/``theirs``) exactly where
-        git's own 3-way merge puts them; None when it does not conflict."""
+        git's own 3-way merge puts them; None when it does not conflict. rerere is off: on a
+        conflict ``apply --3way`` runs it, and it would put a recorded resolution in place of the
+        markers (and record this scratch conflict in the mirror's rr-cache)."""
         with tempfile.TemporaryDirectory(prefix="rebasectl-apply3-") as tmp:
             work = Path(tmp) / "work"
             work.mkdir()
@@ -174,7 +176,8 @@ class Repo:
                        input=f"{ours.mode} {ours.blob}\t{path}\0".encode(
                            "utf-8", errors="surrogateescape"))
             runner.run(["checkout-index", "-u", "-f", "--", path], env=env, index=index)
-            proc = runner.run(["-c", "merge.conflictStyle=diff3", "apply", "--3way",
+            proc = runner.run(["-c", "merge.conflictStyle=diff3", "-c", "rerere.enabled=false",
+                               "apply", "--3way",
                                "--whitespace=nowarn"], input=diff, env=env, index=index,
                               check=False)
             if proc.returncode == 0:
@@ -207,11 +210,15 @@ class Repo:
                     if f"'{path}' using previous resolution" in said}
 
     def forget_rerere(self, ids: list[str]) -> int:
-        """Drop rerere's records (``rr-cache/<id>``) of these conflicts; returns how many."""
+        """Drop rerere's records of these conflicts; returns how many. An id is ``<hash>`` or
+        ``<hash>.<n>`` (the n-th variant, ``preimage.<n>`` in ``rr-cache/<hash>``, which rerere
+        makes when one conflict text is met again); every variant of the hash goes, since any
+        of them would resolve that conflict the forgotten way."""
         gone = 0
         for rid in ids:
-            folder = self.path / "rr-cache" / rid
-            if re.fullmatch(r"[0-9a-f]{40}(?:\.\d+)?", rid) and folder.is_dir():
+            match = re.fullmatch(r"([0-9a-f]{40})(?:\.\d+)?", rid)
+            folder = self.path / "rr-cache" / match.group(1) if match else None
+            if folder is not None and folder.is_dir():
                 shutil.rmtree(folder)
                 gone += 1
         return gone

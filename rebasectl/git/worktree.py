@@ -146,12 +146,19 @@ class Worktree:
         if paths:
             self.runner.run(["add", "-u", "--", *paths])
 
+    def ignored(self) -> list[str]:
+        """Untracked files the tree's ``.gitignore`` hides (a ``local/notes.md``, an editor's
+        ``file~``): ``git status`` does not list them, yet they are the person's."""
+        out = self.runner.run(["ls-files", "-z", "--others", "--ignored", "--exclude-standard"],
+                              check=False).stdout
+        return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
+
     def save_commits(self, dest: Path, known: list[str]) -> int:
         """``git format-patch`` of the commits of HEAD that no ref of the mirror and none of
         ``known`` (tips of this checkout's applies) reach: work only this tree holds."""
-        proc = self.runner.run(["format-patch", "--quiet", "-o", str(dest), "HEAD", "--not",
-                                "--glob=refs/*", *known], check=False)
-        return len(proc.stdout.splitlines()) if proc.returncode == 0 else 0
+        self.runner.run(["format-patch", "--quiet", "-o", str(dest), "HEAD", "--not",
+                         "--glob=refs/*", *known], check=False)
+        return len(list(dest.glob("*.patch"))) if dest.is_dir() else 0
 
     def set_head(self, commit: str) -> None:
         self.runner.run(["update-ref", "--no-deref", "HEAD", commit])
@@ -278,18 +285,29 @@ def _gitdir_of(path: Path) -> Path | None:
     return Path(text[len("gitdir: "):].strip()) if text.startswith("gitdir: ") else None
 
 
+def _links_back(admin: Path, path: Path) -> bool:
+    """Does the registration ``admin`` (still there) name ``path`` as its work tree?"""
+    try:
+        named = Path((admin / "gitdir").read_text().strip())
+    except OSError:
+        return False
+    return named.resolve() == (path / ".git").resolve()
+
+
 def relink_moved(mirror: Path, path: Path, root: Path) -> bool:
     """Point a work tree and its registration at each other again after ``mv`` of the checkout
     ``root`` (``mirror`` and, when inside ``root``, ``path`` moved with it; git's links are
     absolute, so both still name the old place, where another checkout may live by now).
 
     Only the exact picture a move leaves is relinked: the tree's ``.git`` names
-    ``OLD/<mirror's place in root>/worktrees/N``, our mirror registers N, and that registration
-    names the tree's old path under the same OLD. ``git worktree repair`` is not used: given
-    such a tree it rewrites the *other* checkout's links (git 2.39)."""
+    ``OLD/<mirror's place in root>/worktrees/N``, which is gone or now registers another tree
+    (a checkout made at the old path), our mirror registers N, and that registration names the
+    tree's old path under the same OLD. A copy of a checkout (``cp -r``) finds its state naming
+    a tree that the original's mirror still owns, and leaves it alone. ``git worktree repair``
+    is not used: given such a tree it rewrites the *other* checkout's links (git 2.39)."""
     admin = _gitdir_of(path)
-    if admin is None or admin.parent.parent == mirror.resolve():
-        return False
+    if admin is None or admin.parent.parent == mirror.resolve() or _links_back(admin, path):
+        return False  # ours already, or another mirror's in good standing (a copied checkout)
     reg = mirror / "worktrees" / admin.name
     try:
         rel_mirror = mirror.resolve().relative_to(root)

@@ -22,13 +22,20 @@ def _scenario(tmp_path: Path) -> tuple[Repo, str, str, Path]:
     up = Repo(tmp_path / "up")
     base = up.commit("base", {n: lines(12, n[:3]) for n in NAMES})
     up.branch("feature")
-    new = up.commit("upstream: line 3", {n: lines(12, n[:3]).replace(f"{n[:3]} 3\n", "UP 3\n")
-                                         for n in NAMES})
+    new = up.commit(
+        "upstream: line 3", {n: lines(12, n[:3]).replace(f"{n[:3]} 3\n", "UP 3\n") for n in NAMES}
+    )
     up.checkout("feature")
-    up.commit("feat: patch line 3", {n: lines(12, n[:3]).replace(f"{n[:3]} 3\n", "P 3\n")
-                                     for n in NAMES})
-    up.commit("feat: patch line 10", {n: lines(12, n[:3]).replace(f"{n[:3]} 3\n", "P 3\n")
-                                      .replace(f"{n[:3]} 10\n", "P 10\n") for n in NAMES})
+    up.commit(
+        "feat: patch line 3", {n: lines(12, n[:3]).replace(f"{n[:3]} 3\n", "P 3\n") for n in NAMES}
+    )
+    up.commit(
+        "feat: patch line 10",
+        {
+            n: lines(12, n[:3]).replace(f"{n[:3]} 3\n", "P 3\n").replace(f"{n[:3]} 10\n", "P 10\n")
+            for n in NAMES
+        },
+    )
     series = tmp_path / "series"
     series.mkdir()
     return up, base, new, series

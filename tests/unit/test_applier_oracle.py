@@ -39,7 +39,7 @@ def _edit(rng: random.Random, lines: list[str], most: int = 4) -> list[str]:
         elif op == "replace":
             out[min(at, len(out) - 1)] = rng.choice(WORDS) + " new"
         else:
-            del out[min(at, len(out) - 1):min(at, len(out) - 1) + (1 if op == "delete" else 6)]
+            del out[min(at, len(out) - 1) : min(at, len(out) - 1) + (1 if op == "delete" else 6)]
     return out
 
 
@@ -65,16 +65,18 @@ def _write(folder: Path, files: dict[str, str]) -> None:
 
 def _git_failures(work: Path, diff: bytes) -> set[str]:
     """The case files ``git apply --check`` refuses."""
-    proc = subprocess.run(["git", "apply", "--check", "-"], cwd=work,
-                          input=diff, capture_output=True, check=False)
+    proc = subprocess.run(
+        ["git", "apply", "--check", "-"], cwd=work, input=diff, capture_output=True, check=False
+    )
     names = re.findall(r"error: (?:patch failed: )?(c\d+)", proc.stderr.decode())
     return set(names)
 
 
 def _git_results(work: Path, diff: bytes) -> None:
     """``git apply --reject``: every file whose hunks all apply is written (the rest get .rej)."""
-    subprocess.run(["git", "apply", "--reject", "-"], cwd=work, input=diff, capture_output=True,
-                   check=False)
+    subprocess.run(
+        ["git", "apply", "--reject", "-"], cwd=work, input=diff, capture_output=True, check=False
+    )
 
 
 def _python(work: Path, diff: bytes) -> tuple[set[str], dict[str, bytes | None]]:
@@ -96,8 +98,12 @@ def test_python_applier_agrees_with_git_apply(tmp_path: Path) -> None:
     _write(tmp_path / "a", {n: c[0] for n, c in zip(names, cases)})
     _write(tmp_path / "b", {n: c[1] for n, c in zip(names, cases)})
     _write(tmp_path / "work", {n: c[2] for n, c in zip(names, cases)})
-    proc = subprocess.run(["git", "diff", "--no-index", "--no-color", "--no-renames", "a", "b"],
-                          cwd=tmp_path, capture_output=True, check=False)
+    proc = subprocess.run(
+        ["git", "diff", "--no-index", "--no-color", "--no-renames", "a", "b"],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+    )
     diff = re.sub(rb"(?m)^(---|\+\+\+) (a|b)/(a|b)/", rb"\1 \2/", proc.stdout)
     diff = re.sub(rb"(?m)^diff --git a/a/(\S+) b/b/(\S+)$", rb"diff --git a/\1 b/\2", diff)
     assert diff.count(b"diff --git") > CASES // 2  # the generator made real patches
@@ -105,9 +111,12 @@ def test_python_applier_agrees_with_git_apply(tmp_path: Path) -> None:
     python, results = _python(tmp_path / "work", diff)
     assert CASES // 5 < len(git) < CASES * 4 // 5  # both answers are common: the test can fail
     wrong = sorted(git ^ python, key=lambda n: int(n[1:]))
-    assert not wrong, (f"{len(wrong)} of {CASES} cases disagree with git apply (first: "
-                       f"{wrong[:5]}; git refuses {len(git)}, python {len(python)})")
+    assert not wrong, (
+        f"{len(wrong)} of {CASES} cases disagree with git apply (first: "
+        f"{wrong[:5]}; git refuses {len(git)}, python {len(python)})"
+    )
     _git_results(tmp_path / "work", diff)
-    differ = [name for name, data in results.items()
-              if (tmp_path / "work" / name).read_bytes() != data]
+    differ = [
+        name for name, data in results.items() if (tmp_path / "work" / name).read_bytes() != data
+    ]
     assert not differ, f"{len(differ)} results differ from git apply's bytes: {differ[:5]}"

@@ -99,7 +99,7 @@ def test_apply_conflict_stops_with_everything_needed(tpl: Scenario, tmp_path: Pa
     out = r.stdout.splitlines()
     assert out[0] == ("0/5 committed; stopped at 1/5 change-a-line-3 "
                       "(0001-change-a-line-3.patch): 1 file(s) conflict")
-    assert out[1] == "  a.txt:3: content conflict (patch hunk @@ -1,6 +1,6 @@)"
+    assert out[1] == "  a.txt:3: content conflict; patch hunk @@ -1,6 +1,6 @@"
     assert all(f"`rebasectl {c}`" in r.stdout for c in ("continue", "skip", "abort"))
     text = (series / ".rebasectl" / "tree" / "a.txt").read_text()
     assert text.splitlines()[2] == f"<<<<<<< upstream {tpl.new_base[:12]}"
@@ -245,7 +245,7 @@ def test_continue_stops_at_the_next_conflict(tpl: Scenario, tmp_path: Path) -> N
     assert "rebasectl: 1/5 change-a-line-3: committed " in r.stderr
     assert r.stdout.startswith("2/5 committed; stopped at 3/5 touch-b (0003-touch-b.patch): "
                                "1 file(s) conflict")
-    assert "b.txt:10: content conflict (patch hunk @@ -7,7 +7,7 @@ b 6)" in r.stdout
+    assert "b.txt:10: content conflict; patch hunk @@ -7,7 +7,7 @@ b 6" in r.stdout
     status = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]
     assert status["applied"] == 2 and status["stopped_at"] == "touch-b"
 

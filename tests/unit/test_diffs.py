@@ -42,11 +42,19 @@ def _compare(data: bytes, where: str) -> int:
         assert len(f.hunks) == len(pf), (where, pf.path)
         for h, ph in zip(f.hunks, pf):
             assert (h.old_start, h.old_len, h.new_start, h.new_len) == (
-                ph.source_start, ph.source_length, ph.target_start, ph.target_length), where
-            body = [line.line_type + line.value.rstrip("\n") for line in ph
-                    if line.line_type in " +-"]
-            mine_body = [ln.decode("utf-8", errors="surrogateescape").rstrip("\n")
-                         for ln in h.lines if ln[:1] in (b" ", b"+", b"-")]
+                ph.source_start,
+                ph.source_length,
+                ph.target_start,
+                ph.target_length,
+            ), where
+            body = [
+                line.line_type + line.value.rstrip("\n") for line in ph if line.line_type in " +-"
+            ]
+            mine_body = [
+                ln.decode("utf-8", errors="surrogateescape").rstrip("\n")
+                for ln in h.lines
+                if ln[:1] in (b" ", b"+", b"-")
+            ]
             assert mine_body == body, (where, pf.path, h.header)
         compared += 1
     return compared
@@ -68,16 +76,28 @@ def test_series_and_data_patches_agree_with_unidiff() -> None:
 def test_render_gives_the_input_back() -> None:
     for p in _patch_files():
         data = p.read_bytes()
-        body = data[data.index(b"diff --git"):] if b"diff --git" in data else data
+        body = data[data.index(b"diff --git") :] if b"diff --git" in data else data
         assert parse(body).render() == body, p.name
 
 
 def test_upstream_history_agrees_with_unidiff() -> None:
     mirror = real_mirror()  # skips without one
     out = subprocess.run(
-        ["git", "-C", str(mirror), "log", "-p", "--no-renames", "--format=%x00commit %H",
-         "--no-merges", "-200", "3346fa8a2"],
-        capture_output=True, check=True).stdout
+        [
+            "git",
+            "-C",
+            str(mirror),
+            "log",
+            "-p",
+            "--no-renames",
+            "--format=%x00commit %H",
+            "--no-merges",
+            "-200",
+            "3346fa8a2",
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
     compared = 0
     for chunk in out.split(b"\0commit ")[1:]:
         sha, _, body = chunk.partition(b"\n")

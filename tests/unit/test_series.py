@@ -122,3 +122,29 @@ def test_slugify(subject: str, slug: str) -> None:
 
 def test_patch_filename() -> None:
     assert patch_filename(4, "mla-rope") == "0004-mla-rope.patch"
+
+
+def test_edit_keeps_what_a_person_wrote() -> None:
+    """export writes series.yaml over the old text: unchanged -> same bytes; a new base, a renamed
+    file, a dropped and a new entry change only their lines; comments and the wrapping of
+    untouched entries stay; what it writes parses back to the series it was given."""
+    from dataclasses import replace
+
+    from rebasectl.series import PatchEntry, edit, parse
+
+    root = Path(__file__).resolve().parents[2]
+    text = "# kept: a note on top\n" + (root / "series.yaml").read_text().replace(
+        "- id: mtp-rl", "# kept: a note between entries\n- id: mtp-rl")
+    old = parse(text, root, check_files=False)
+    assert edit(text, old) == text.encode()
+    patches = list(old.patches)
+    patches[2] = patches[2].with_changes(file="0003-renamed.patch")
+    del patches[0]
+    patches.append(PatchEntry(id="new-one", file="0010-new.patch", title="fix: new"))
+    new = replace(old, upstream=replace(old.upstream, base="b" * 40), patches=tuple(patches))
+    out = edit(text, new).decode()
+    assert parse(out, root, check_files=False) == new
+    assert "# kept: a note on top" in out and "# kept: a note between entries" in out
+    routing = text[text.index("- id: routing-replay"):text.index("- id: int4-qat")]
+    assert routing in out  # an untouched entry, byte for byte (its wrapped why: included)
+    assert out.count("\n") - text.count("\n") < 0  # the dropped entry went, nothing else grew
