@@ -38,7 +38,7 @@ Usage: ``BENCH_TREE=... BENCH_BASE_TREE=... [BENCH_PREV_TREE=...] python bench/g
 [--precompile] [--graph] [--sweep] [--q-sweep] [--json FILE]``.
 - ``--sweep`` also times the patched kv/q kernels for each (BLOCK_H, num_warps) pair, and
   ``--q-sweep`` the q kernel for each forced tiling (BLOCK_T, BLOCK_H, num_warps) at H in
-  {20, 128} (tuning aids).
+  {20, 128} (``--q-sweep-h=20``: that H only; tuning aids).
 - ``--precompile`` first compiles the autotune lists (and the sweep's configs) in parallel
   processes (Triton's disk cache is shared).
 - ``--graph`` times the table's rows by CUDA graph replay (``GraphTimer``: no host launch cost,
@@ -328,7 +328,9 @@ Q_SWEEP = {
     # swept these and a persistent grid (2-16 programs per SM, next tile prefetched), which was
     # slower everywhere and is gone from the kernel.
     20: [(1, 8, 4), (1, 32, 4), (8, 4, 2), (16, 4, 2), (32, 4, 8)]
-    + [(r // bh, bh, 4) for bh in (4, 8) for r in (32, 64, 128)],
+    + [(r // bh, bh, 4) for bh in (4, 8) for r in (32, 64, 128)]
+    # run 7 (graph replay): bigger and smaller tiles with more or fewer warps
+    + [(64, 4, 8), (128, 4, 8), (16, 4, 8), (4, 4, 2), (2, 16, 4), (8, 16, 8), (64, 4, 4)],
     128: [(1, 8, 4), (1, 16, 4), (1, 32, 2), (2, 32, 2), (4, 32, 8)]
     + [(r // bh, bh, 4) for bh in (8, 32) for r in (32, 64, 128)],
 }
@@ -379,7 +381,10 @@ def q_sweep(copy_gbps: float) -> list[dict[str, Any]]:
     kern = patched.rotary_fwd_q_kernel
     saved = (kern.configs, kern.cache)
     rows = []
+    only = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--q-sweep-h=")]
     for H, configs in Q_SWEEP.items():
+        if only and H not in only:
+            continue
         for qk in (128, 192):
             names, fns = [], []
             run = _q_fn(patched, H, qk)  # one q for every forced config
@@ -465,7 +470,8 @@ if __name__ == "__main__":
             (kind, H, k, None) for kind in ("kv", "q") for H in (128, 20) for k in (128, 192)
         ]
         if "--q-sweep" in sys.argv:
-            jobs += [("q", H, 128, c) for H, cs in Q_SWEEP.items() for c in cs]
+            jobs += [("q", H, qk, c) for H, cs in Q_SWEEP.items() for c in cs
+                     for qk in (128, 192)]
         precompile(jobs)
     if "--q-sweep" in sys.argv:
         all_rows += q_sweep(copy)
