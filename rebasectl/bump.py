@@ -39,6 +39,7 @@ from .conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from .errors import ExitCode, RebasectlError
 from .exchange import LoadedPatch, export_tree, load_patches
 from .git import Index, Repo
+from .git.history import commits
 from .materialize import Materialised, Materializer, Step, StepStatus
 from .names import NameUse, uses_of_removed
 from .resolutions import Memory
@@ -188,7 +189,7 @@ class Planner:
         failed = [s.id for s in mat.steps if s.status is StepStatus.CONFLICT]
         if failed:
             self.notify(f"attributing {len(failed)} failing patches over "
-                        f"{self.rng.count()} upstream commits")
+                        f"{commits(self.rng.count())}")
         outcomes = [self._classify(lp, step) for lp, step in zip(loaded, mat.steps)]
         self._attribute(outcomes, stack, failed)
         for out, lp, step in zip(outcomes, loaded, mat.steps):
@@ -385,7 +386,7 @@ def failing_hunks(patch: Any, conflicts: list[FileConflict]) -> bytes:
 def conflict_readme(result: BumpResult) -> str:
     bad = [p for p in result.patches if p.status is BumpStatus.CONFLICT]
     lines = [f"# Bump {result.old[:12]} -> {result.new[:12]}: {len(bad)} patch(es) do not apply",
-             "", f"{result.upstream_commits} upstream commits in the range.", "",
+             "", f"{commits(result.upstream_commits)} in the range.", "",
              "Reproduce locally (stops at the first conflict in `.rebasectl/tree`, with markers "
              "and unmerged entries as git leaves them):", "", "```", result.reproduce, "```", "",
              "| # | patch | status | first break | permanent break |", "|---|---|---|---|---|"]

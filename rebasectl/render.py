@@ -11,6 +11,7 @@ from typing import Any
 
 from . import ui
 from .conflicts import ConflictKind, FileConflict
+from .git.history import commits
 
 
 def json(data: Any) -> None:
@@ -129,8 +130,8 @@ def bump(result: Any, as_json: bool) -> None:
         ui.emit_json(result.to_json())
         return
     verdict = "clean" if result.clean else "conflicts"
-    ui.line(f"bump {result.old[:12]} -> {result.new[:12]} ({result.upstream_commits} upstream "
-            f"commits): {verdict}")
+    ui.line(f"bump {result.old[:12]} -> {result.new[:12]} ({commits(result.upstream_commits)}): "
+            f"{verdict}")
     ui.table(None, ["#", "id", "status", "first break", "regions", "culprits"],
              [[p.index, p.id, p.status.value, _first(p), sum(len(c.regions) for c in
                                                               p.conflicts),
@@ -149,8 +150,8 @@ def _first(p: Any) -> str:
 
 
 def blame(data: dict[str, Any]) -> None:
-    ui.line(f"{data['id']}: {data['status']} on {data['to'][:12]} ({data['upstream_commits']} "
-            f"upstream commits since {data['from'][:12]})")
+    ui.line(f"{data['id']}: {data['status']} on {data['to'][:12]} "
+            f"({commits(data['upstream_commits'])} since {data['from'][:12]})")
     for key in ("first_break", "permanent_break"):
         if data[key]:
             ui.line(f"{key.replace('_', ' ')}: {data[key]['commit'][:12]} "
