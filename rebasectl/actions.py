@@ -12,6 +12,7 @@ work trees whose directory is gone (pruned).
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,12 +60,7 @@ def repair_git(ws: Workspace, notify: Notify) -> None:
     """Clear what a killed git left in the mirror and its work trees (see the module doc)."""
     if not (ws.mirror / "HEAD").exists():
         return
-    locks = stale_git_locks([ws.mirror])
-    busy = holders(locks)
-    if busy:
-        lock, pid = next(iter(busy.items()))
-        raise RebasectlError(f"git (pid {pid}) is working in {lock.parent}: wait for it to "
-                             "finish, then rerun")
+    locks = _after_running_git(ws, notify)
     for lock in locks:
         lock.unlink(missing_ok=True)
         notify(f"removed {lock}, left by an interrupted git")
@@ -89,6 +85,27 @@ def repair_git(ws: Workspace, notify: Notify) -> None:
             shutil.rmtree(half, ignore_errors=True)
             notify(f"removed the rest of {half}, left by an interrupted `git worktree remove`")
     Worktree.prune(Repo(ws.mirror).runner)
+
+
+def _after_running_git(ws: Workspace, notify: Notify, patience: float = 60.0) -> list[Path]:
+    """The git lock files in the mirror, once no git holds them. A git still at work there is
+    most often one a killed rebasectl started (a checkout that outlives it): it is waited for,
+    up to ``patience`` seconds, rather than sending the person away to rerun."""
+    deadline = time.monotonic() + patience
+    said = False
+    while True:
+        locks = stale_git_locks([ws.mirror])
+        busy = holders(locks)
+        if not busy:
+            return locks
+        lock, pid = next(iter(busy.items()))
+        if time.monotonic() > deadline:
+            raise RebasectlError(f"git (pid {pid}) is still working in {lock.parent}: wait for "
+                                 "it to finish, then rerun")
+        if not said:
+            notify(f"waiting for git (pid {pid}), still working in {lock.parent}")
+            said = True
+        time.sleep(0.1)
 
 
 def _known_trees(ws: Workspace) -> list[Path]:

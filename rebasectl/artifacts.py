@@ -65,6 +65,8 @@ class Artifacts:
             raise RebasectlError(f"--artifacts {root}: exists and is not a directory")
         if mark.is_file() and not mark.is_symlink():
             return cls(root, _read_mark(mark))
+        for half in root.glob(f".{MARK}.tmp-*") if root.is_dir() else []:
+            half.unlink()  # a mark half-written by a killed bump: the folder was ours
         if root.is_dir() and any(root.iterdir()):
             raise RebasectlError(f"--artifacts {root}: the folder has files rebasectl did not "
                                  "write; pick a new or empty folder")
@@ -73,20 +75,16 @@ class Artifacts:
         except OSError as exc:
             raise RebasectlError(f"--artifacts {root}: cannot create it: {exc.strerror}"
                                  ) from None
-        return cls(root, {})
+        made = cls(root, {})
+        made._mark({})  # ours from the first moment: a bump killed next leaves a folder it owns
+        return made
 
     def check_writable(self) -> None:
         """Fail before anything else changes (a clean bump moves series.yaml afterwards): the
         folder must take a file, and no top-level name may hold a file that is not ours."""
         for rel in TOP_LEVEL:
             self._check_ours(rel)
-        probe = self.root / ".rebasectl-probe"
-        try:
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            raise RebasectlError(f"--artifacts {self.root}: not writable ({exc.strerror})"
-                                 ) from None
+        self._mark(self.previous)  # the write test leaves nothing behind, even when killed
 
     def _inside(self, rel: str) -> Path:
         """``root/rel``, refused when a folder on the way is a link or not a folder."""
@@ -132,6 +130,12 @@ class Artifacts:
             while parent != self.root and parent.is_dir() and not any(parent.iterdir()):
                 parent.rmdir()
                 parent = parent.parent
-        atomic_write(self.root / MARK, json.dumps({"tool": "rebasectl",
-                                                   "files": dict(sorted(self.written.items()))},
-                                                  indent=1).encode())
+        self._mark(self.written)
+
+    def _mark(self, files: dict[str, str]) -> None:
+        """Record ``files`` (relative path -> sha256) as what rebasectl wrote here."""
+        data = json.dumps({"tool": "rebasectl", "files": dict(sorted(files.items()))}, indent=1)
+        try:
+            atomic_write(self.root / MARK, data.encode())
+        except RebasectlError as exc:
+            raise RebasectlError(f"--artifacts {self.root}: not writable ({exc})") from None

@@ -36,6 +36,7 @@ from .errors import ConflictError, ExitCode, RebasectlError
 from .exchange import LoadedPatch, load_patches
 from .faults import boundary
 from .git import Repo, Worktree
+from .git.runner import Started
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .series import load
@@ -243,7 +244,10 @@ class Session:
         clear(self.ws, worktree)
         state.cleared = True
         self.save(state)
-        return self.run(state, {lp.entry.id: lp for lp in loaded})
+        # the base checked out while the patches are computed (a Megatron checkout takes as
+        # long as the whole materialiser); the tree then moves to the tip, changed files only
+        pending = Worktree.start_add(self.repo.runner, worktree, base)
+        return self.run(state, {lp.entry.id: lp for lp in loaded}, pending)
 
     def resume(self, *, allow_empty: bool = False) -> ApplyOutcome:
         state = self.require()
@@ -280,11 +284,17 @@ class Session:
         return tree
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
+    def run(self, state: ApplyState, patches: dict[str, LoadedPatch],
+            pending: Started | None = None) -> ApplyOutcome:
         """Apply the remaining patches in memory, move the work tree there, stop at a conflict
-        (after rerere had its say)."""
+        (after rerere had its say). ``pending``: the work tree's checkout, still running."""
         while True:
-            stopped = self._materialise(state, patches)
+            try:
+                stopped = self._materialise(state, patches)
+            finally:
+                if pending is not None:
+                    pending.wait()
+                    pending = None
             self._discard_leftovers(Path(state.worktree))
             tree = checkout(self.ws, self.repo, Path(state.worktree), state.tip)
             boundary("worktree")

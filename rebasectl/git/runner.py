@@ -112,6 +112,18 @@ class Runner:
             raise GitError("git is not installed or not on PATH: install git (2.30 or newer)"
                            ) from None
 
+    def start(self, args: Sequence[str]) -> Started:
+        """A git that runs while Python goes on (a checkout overlapping the materialiser);
+        ``Started.wait`` finishes it as ``run`` would."""
+        try:
+            proc = subprocess.Popen(["git", *args], cwd=str(self.cwd), env=hermetic_env(),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise GitError("git is not installed or not on PATH: install git (2.30 or newer)"
+                           ) from None
+        return Started(args, proc)
+
     def out(self, args: Sequence[str], *, input: bytes | None = None,
             env: Mapping[str, str] | None = None, index: Path | None = None) -> str:
         proc = self.run(args, input=input, env=env, index=index)
@@ -121,3 +133,17 @@ class Runner:
            index: Path | None = None) -> bool:
         """Whether git succeeds (for yes/no questions such as ``merge-base --is-ancestor``)."""
         return self.run(args, input=input, check=False, index=index).returncode == 0
+
+
+class Started:
+    """A git started by ``Runner.start``."""
+
+    def __init__(self, args: Sequence[str], proc: subprocess.Popen[bytes]) -> None:
+        self.args, self.proc = list(args), proc
+
+    def wait(self) -> None:
+        """Until git is done; its failure raised as ``Runner.run`` raises it."""
+        _, err = self.proc.communicate()
+        check_interrupted(self.proc.returncode)
+        if self.proc.returncode != 0:
+            raise GitError(describe_failure(self.args, self.proc.returncode, err))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .index import Index
-from .runner import Runner
+from .runner import Runner, Started
 
 CHECKOUT = ("-c", "checkout.workers=0")  # parallel checkout: most of an apply's time
 RERERE = ("-c", "rerere.enabled=true", "-c", "rerere.autoUpdate=true")
@@ -70,10 +70,16 @@ class Worktree:
 
     @classmethod
     def add(cls, mirror: Runner, path: Path, commit: str) -> Worktree:
+        cls.start_add(mirror, path, commit).wait()
+        return cls(path)
+
+    @classmethod
+    def start_add(cls, mirror: Runner, path: Path, commit: str) -> Started:
+        """``git worktree add`` of ``commit`` at ``path``, running while the caller goes on."""
         cls.prune(mirror)
         path.parent.mkdir(parents=True, exist_ok=True)
-        mirror.run([*CHECKOUT, "worktree", "add", "--detach", "--quiet", str(path), commit])
-        return cls(path)
+        return mirror.start([*CHECKOUT, "worktree", "add", "--detach", "--quiet", str(path),
+                             commit])
 
     @staticmethod
     def remove(mirror: Runner, path: Path) -> None:

@@ -163,3 +163,35 @@ def test_report_and_blame_wait_their_turn(tmp_path: Path, args: list[str]) -> No
         holder.release()
     assert r.returncode == 2, r.stderr
     assert "`rebasectl export`" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_git_lock_left_by_a_killed_git_is_removed(tmp_path: Path) -> None:
+    """An index.lock in the mirror that no process holds (a git killed mid-write): the next
+    command removes it, says so, and goes on."""
+    sc = make(tmp_path)
+    assert rebasectl(sc.series, "apply").returncode == 0
+    lock = sc.series / ".rebasectl" / "upstream.git" / "index.lock"
+    lock.write_text("")
+    r = rebasectl(sc.series, "apply", "--base", sc.new_base)
+    assert r.returncode == 1, r.stderr
+    assert not lock.exists() and f"removed {lock}" in r.stderr
+
+
+def test_a_git_still_at_work_is_waited_for(tmp_path: Path) -> None:
+    """A git holding a lock in the mirror (here a process with packed-refs.lock open for a
+    second, as a checkout a killed rebasectl started outlives it): the command waits for it,
+    says so, and then runs, instead of sending the person away."""
+    sc = make(tmp_path)
+    assert rebasectl(sc.series, "apply").returncode == 0
+    lock = sc.series / ".rebasectl" / "upstream.git" / "packed-refs.lock"
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time; f = open(sys.argv[1], 'w'); "
+                               "print('held', flush=True); time.sleep(1.5)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    r = rebasectl(sc.series, "abort")
+    holder.wait()
+    assert "waiting for git (pid" in r.stderr, r.stderr
+    assert time.monotonic() - start >= 0.5  # it did wait for the holder
+    assert r.returncode == 2 and "no apply in progress" in r.stderr  # then ran as usual
