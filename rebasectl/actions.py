@@ -169,7 +169,7 @@ def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path 
         if sha != series.upstream.base and repo.resolve(series.upstream.base):
             _seed_blobs(repo, series.upstream.base, loaded)
         target = ws.path(worktree) if worktree else ws.default_tree
-        return Session(ws, repo, notify).start(sha, target.resolve())
+        return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
 
 
 def _seed_blobs(repo: Repo, base: str, loaded: list[Any]) -> None:

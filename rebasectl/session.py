@@ -227,7 +227,10 @@ class Session:
         return lambda pid: Labels(upstream, f"patch {pid}")
 
     # -- start / resume ------------------------------------------------------------------------
-    def start(self, base: str, worktree: Path) -> ApplyOutcome:
+    def start(self, base: str, worktree: Path,
+              loaded: list[LoadedPatch] | None = None) -> ApplyOutcome:
+        """A new apply onto ``base`` into ``worktree``; ``loaded``: the series' patches when the
+        caller has read them already (a long series is held once, not twice)."""
         previous = self.load()
         if previous is not None:
             if previous.current is None and previous.base == base and \
@@ -235,8 +238,8 @@ class Session:
                 return self.resume()  # the same apply, interrupted: a rerun finishes it
             raise RebasectlError("an apply is in progress: `rebasectl continue`, `skip` or "
                                  "`abort` it")
-        series = load(self.ws.root)
-        loaded = load_patches(self.ws, series)
+        if loaded is None:
+            loaded = load_patches(self.ws, load(self.ws.root))
         check_room(self.ws, worktree)
         state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded], cleared=False,
                            labels=[f"upstream {base[:12]}"])
