@@ -7,14 +7,13 @@ tests/unit/test_bump_golden.py`` and review the diff of ``tests/golden/bump/`` l
 
 from __future__ import annotations
 
-import difflib
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests import goldens
 from tests.sfix import Scenario, copy, template_fixture
 from tests.synth import rebasectl
 
@@ -42,15 +41,5 @@ def test_golden_conflicting_bump(sc: Scenario, tmp_path: Path) -> None:
         "annotations.txt": "".join(ln + "\n" for ln in r.stderr.splitlines()
                                    if ln.startswith("patches/")),
     }
-    if os.environ.get("REBASECTL_UPDATE_GOLDEN"):
-        for name, text in outputs.items():
-            (GOLDEN / name).write_text(text)
-    problems = []
-    for name, text in outputs.items():
-        want = (GOLDEN / name).read_text()
-        if text != want:
-            diff = difflib.unified_diff(want.splitlines(), text.splitlines(), f"golden/{name}",
-                                        f"now/{name}", lineterm="", n=1)
-            problems.append("\n".join(list(diff)[:40]))
-    assert not problems, "\n\n".join(problems)
+    goldens.check(GOLDEN, outputs)
     assert outputs["annotations.txt"], "a conflicting bump annotates its patch files"

@@ -6,11 +6,10 @@ tests/unit/test_report_golden.py`` and review the diff of ``tests/golden/report/
 
 from __future__ import annotations
 
-import difflib
-import os
 from pathlib import Path
 
 from rebasectl.report import render_html, render_markdown, to_json
+from tests import goldens
 from tests.unit.report_pair import build_pair
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "report"
@@ -21,18 +20,7 @@ def test_golden_outputs(tmp_path: Path) -> None:
     outputs = {"pair.md": render_markdown(report),
                "pair.verbose.md": render_markdown(report, verbose=True),
                "pair.html": render_html(report), "pair.json": to_json(report)}
-    if os.environ.get("REBASECTL_UPDATE_GOLDEN"):
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        for name, text in outputs.items():
-            (GOLDEN / name).write_text(text)
-    problems = []
-    for name, text in outputs.items():
-        want = (GOLDEN / name).read_text()
-        if text != want:
-            diff = difflib.unified_diff(want.splitlines(), text.splitlines(), f"golden/{name}",
-                                        f"now/{name}", lineterm="", n=1)
-            problems.append("\n".join(list(diff)[:40]))
-    assert not problems, "\n\n".join(problems)
+    goldens.check(GOLDEN, outputs)
 
 
 def test_golden_pair_states_each_part(tmp_path: Path) -> None:
