@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .errors import RebasectlError
-from .fsutil import atomic_write
+from .fsutil import Confined, atomic_write, plain_relative
 
 MARK = ".rebasectl-artifacts.json"
 # what a bump may write at the top of the folder; checked before the series moves
@@ -28,16 +28,6 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _safe_rel(rel: object) -> str | None:
-    """``rel`` if it is a normalised relative path with no ``..`` (else None)."""
-    if not isinstance(rel, str) or not rel or "\\" in rel or "\0" in rel:
-        return None
-    pure = PurePosixPath(rel)
-    if pure.is_absolute() or any(part in ("..", ".", "") for part in pure.parts):
-        return None
-    return rel if str(pure) == rel else None
-
-
 def _read_mark(mark: Path) -> dict[str, str]:
     """The files an earlier bump wrote, by relative path, with their sha256."""
     try:
@@ -45,7 +35,7 @@ def _read_mark(mark: Path) -> dict[str, str]:
     except (OSError, ValueError, KeyError, TypeError):
         files = None
     if not isinstance(files, dict) or not all(
-            _safe_rel(k) and isinstance(v, str) for k, v in files.items()):
+            plain_relative(k) and isinstance(v, str) for k, v in files.items()):
         raise RebasectlError(f"{mark}: not a list of files rebasectl wrote; pick a new "
                              "--artifacts folder (nothing in this one was touched)")
     return files
@@ -87,13 +77,11 @@ class Artifacts:
         self._mark(self.previous)  # the write test leaves nothing behind, even when killed
 
     def _inside(self, rel: str) -> Path:
-        """``root/rel``, refused when a folder on the way is a link or not a folder."""
-        target = self.root / rel
-        for parent in list(target.parents)[: len(PurePosixPath(rel).parts) - 1]:
-            if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
-                raise RebasectlError(f"{parent}: not a folder rebasectl made; refusing to "
-                                     "write under it")
-        return target
+        """``root/rel``, refused when a link on the way leads out of the folder."""
+        if Confined(self.root).resolve(rel) is None:
+            raise RebasectlError(f"{self.root / rel}: a link on the way leads out of "
+                                 f"{self.root}; refusing to write there")
+        return self.root / rel
 
     def _is_ours(self, rel: str) -> bool:
         """Does root/rel hold exactly what this or an earlier bump wrote there?"""
