@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import RebasectlError
 from .git.worktree import Worktree
 from .session import clear, registered
-from .state import ApplyState, StateError, TreeMap
+from .state import ApplyState, TreeMap, tolerant
 from .workspace import Workspace
 
 
@@ -39,22 +38,12 @@ class AbortResult:
     kept_commits: int = 0
 
 
-def _load(loader: Callable[[Path], object], path: Path) -> tuple[object | None, bool]:
-    """(state, unreadable)."""
-    try:
-        return loader(path), False
-    except StateError:
-        return None, True
-
-
 def abort(ws: Workspace) -> AbortResult:
     """Clear the apply in progress (or an unreadable state) under the caller's lock."""
-    state, bad_state = _load(ApplyState.load, ws.apply_state)
-    tmap, bad_map = _load(TreeMap.load, ws.tree_map)
+    state, bad_state = tolerant(ApplyState.load, ws.apply_state)
+    tmap, bad_map = tolerant(TreeMap.load, ws.tree_map)
     if state is None and not (bad_state or bad_map):
         raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
-    assert state is None or isinstance(state, ApplyState)
-    assert tmap is None or isinstance(tmap, TreeMap)
     tree = Path(state.worktree) if state is not None else ws.default_tree
     known = [t for t in (state.tip if state else None, tmap.tip if tmap else None) if t]
     result = AbortResult()

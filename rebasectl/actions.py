@@ -33,7 +33,7 @@ from .git.worktree import (
 from .lock import RepoLock
 from .series import Series, load
 from .session import ApplyOutcome, Session
-from .state import ApplyState, StateError, TreeMap
+from .state import ApplyState, TreeMap, tolerant
 from .upstream import choose_source, ensure_mirror, open_for, resolve
 from .workspace import Workspace
 
@@ -112,10 +112,8 @@ def _known_trees(ws: Workspace) -> list[Path]:
     """The work trees this checkout's state names (an unreadable state names none: abort
     clears it)."""
     trees = [ws.default_tree, ws.base_tree]
-    try:
-        state, tmap = ApplyState.load(ws.apply_state), TreeMap.load(ws.tree_map)
-    except StateError:
-        return trees
+    state, _ = tolerant(ApplyState.load, ws.apply_state)
+    tmap, _ = tolerant(TreeMap.load, ws.tree_map)
     trees += [Path(state.worktree)] if state else []
     trees += [tmap.worktree] if tmap else []
     return list(dict.fromkeys(trees))
@@ -147,10 +145,7 @@ def _mirror(ws: Workspace) -> Repo:
     """The mirror an apply in progress works in; gone, its work tree is no git checkout any
     more, so the way on is to start the apply again."""
     if not (ws.mirror / "HEAD").exists():
-        try:
-            state = ApplyState.load(ws.apply_state)
-        except StateError:
-            state = None
+        state, _ = tolerant(ApplyState.load, ws.apply_state)
         base = f" --base {state.base[:12]}" if state else ""
         raise RebasectlError(f"no upstream mirror ({ws.mirror} is gone) and the apply in "
                              f"progress needs it: `rebasectl abort`, then `rebasectl apply{base} "

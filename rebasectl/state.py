@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import RebasectlError
 from .faults import boundary
@@ -48,6 +49,18 @@ def _read(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise _fail(path, "not a JSON object")
     return data
+
+
+T = TypeVar("T")
+
+
+def tolerant(load: Callable[[Path], T | None], path: Path) -> tuple[T | None, bool]:
+    """(the state, whether it was unreadable): for the commands that must go on past a bad
+    state file (abort clears it; repairs and advice just do without it)."""
+    try:
+        return load(path), False
+    except StateError:
+        return None, True
 
 
 def _series_root(state_file: Path) -> Path:
@@ -193,10 +206,7 @@ class TreeMap:
     def save(self, path: Path) -> None:
         """Write the map, keeping the previous map's tree (when another one, still there)
         among ``others``."""
-        try:
-            previous = TreeMap.load(path)
-        except StateError:
-            previous = None
+        previous, _ = tolerant(TreeMap.load, path)
         others = dict(previous.others) if previous else {}
         if previous is not None:
             others[previous.worktree.resolve()] = previous.tip
