@@ -37,6 +37,7 @@ from .exchange import LoadedPatch, load_patches
 from .faults import boundary
 from .git import Repo, Worktree
 from .git.runner import Started
+from .git.worktree import linked_to, registration
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .series import load
@@ -94,32 +95,8 @@ class ApplyOutcome:
 
 # -- the work tree and whose it is -----------------------------------------------------------------
 def registered(ws: Workspace, worktree: Path) -> bool:
-    """A linked work tree of our mirror: its ``.git`` names a gitdir in the mirror's
-    ``worktrees/`` whose ``gitdir`` file names it back. Only such a directory is ever removed."""
-    dotgit = worktree / ".git"
-    try:
-        text = dotgit.read_text().strip() if dotgit.is_file() else ""
-    except (OSError, UnicodeDecodeError):
-        return False
-    if not text.startswith("gitdir: "):
-        return _registration(ws, worktree) is not None
-    gitdir = Path(text[len("gitdir: "):]).resolve()
-    return (ws.mirror / "worktrees").resolve() in gitdir.parents
-
-
-def _registration(ws: Workspace, worktree: Path) -> Path | None:
-    """The mirror's registration of ``worktree`` (also for a half-made one with no ``.git``)."""
-    wt = ws.mirror / "worktrees"
-    if not wt.is_dir():
-        return None
-    want = (worktree / ".git").resolve()
-    for reg in wt.iterdir():
-        try:
-            if Path((reg / "gitdir").read_text().strip()).resolve() == want:
-                return reg
-        except OSError:
-            continue
-    return None
+    """A linked work tree of our mirror. Only such a directory is ever removed."""
+    return linked_to(ws.mirror, worktree)
 
 
 def check_room(ws: Workspace, worktree: Path) -> None:
@@ -161,7 +138,7 @@ def _check_exported(ws: Workspace, tree: Worktree) -> None:
 def clear(ws: Workspace, worktree: Path) -> None:
     """Remove a work tree of ours (registered in our mirror) and its registration; anything
     else is left where it is."""
-    reg = _registration(ws, worktree)
+    reg = registration(ws.mirror, worktree)
     if registered(ws, worktree) or reg is not None:
         if (ws.mirror / "HEAD").exists():  # gone, there is no registration left to drop
             Worktree.remove(Repo(ws.mirror).runner, worktree)

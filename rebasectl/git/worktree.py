@@ -265,20 +265,43 @@ def initializing_worktrees(mirror: Path) -> list[Path]:
     return out
 
 
+def _registered_dotgit(reg: Path) -> Path | None:
+    """The ``.git`` a registration (``worktrees/N``) names as its work tree's."""
+    try:
+        return Path((reg / "gitdir").read_text().strip())
+    except OSError:
+        return None
+
+
+def _registrations(mirror: Path) -> list[tuple[Path, Path]]:
+    """(registration, the ``.git`` it names) of every linked work tree of ``mirror``."""
+    wt = mirror / "worktrees"
+    found = [(reg, _registered_dotgit(reg)) for reg in (wt.iterdir() if wt.is_dir() else [])]
+    return [(reg, dotgit) for reg, dotgit in found if dotgit is not None]
+
+
+def registration(mirror: Path, path: Path) -> Path | None:
+    """``mirror``'s registration of the work tree at ``path`` (a half-made one too)."""
+    want = (path / ".git").resolve()
+    return next((reg for reg, dotgit in _registrations(mirror) if dotgit.resolve() == want),
+                None)
+
+
+def linked_to(mirror: Path, path: Path) -> bool:
+    """Is ``path`` a linked work tree of ``mirror``: its ``.git`` names a registration there
+    (or, with no ``.git``, a registration names it)?"""
+    admin = _gitdir_of(path)
+    if admin is None:
+        return registration(mirror, path) is not None
+    return (mirror / "worktrees").resolve() in admin.resolve().parents
+
+
 def half_removed_worktrees(mirror: Path) -> list[Path]:
     """Directories still registered whose ``.git`` is gone: a ``git worktree remove`` killed
     after it deleted the link and before the files (``prune`` would forget them, leaving a
     directory nobody owns)."""
-    wt = mirror / "worktrees"
-    out = []
-    for reg in (wt.iterdir() if wt.is_dir() else []):
-        try:
-            dotgit = Path((reg / "gitdir").read_text().strip())
-        except OSError:
-            continue
-        if dotgit.name == ".git" and not dotgit.exists() and dotgit.parent.is_dir():
-            out.append(dotgit.parent)
-    return out
+    return [dotgit.parent for _, dotgit in _registrations(mirror)
+            if dotgit.name == ".git" and not dotgit.exists() and dotgit.parent.is_dir()]
 
 
 def _gitdir_of(path: Path) -> Path | None:
@@ -293,11 +316,8 @@ def _gitdir_of(path: Path) -> Path | None:
 
 def _links_back(admin: Path, path: Path) -> bool:
     """Does the registration ``admin`` (still there) name ``path`` as its work tree?"""
-    try:
-        named = Path((admin / "gitdir").read_text().strip())
-    except OSError:
-        return False
-    return named.resolve() == (path / ".git").resolve()
+    named = _registered_dotgit(admin)
+    return named is not None and named.resolve() == (path / ".git").resolve()
 
 
 def relink_moved(mirror: Path, path: Path, root: Path) -> bool:
@@ -315,10 +335,10 @@ def relink_moved(mirror: Path, path: Path, root: Path) -> bool:
     if admin is None or admin.parent.parent == mirror.resolve() or _links_back(admin, path):
         return False  # ours already, or another mirror's in good standing (a copied checkout)
     reg = mirror / "worktrees" / admin.name
+    recorded = _registered_dotgit(reg)
     try:
         rel_mirror = mirror.resolve().relative_to(root)
-        recorded = Path((reg / "gitdir").read_text().strip())
-    except (ValueError, OSError):
+    except ValueError:
         return False
     old_mirror = admin.parent.parent
     if old_mirror.parts[-len(rel_mirror.parts):] != rel_mirror.parts or \
