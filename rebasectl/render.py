@@ -89,10 +89,16 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
             f"{stop.id} ({stop.file}): {len(stop.conflicts)} file(s) conflict")
     for text in conflict_lines(stop.conflicts):
         ui.line(f"  {text}")
-    ui.line(f"resolve in {outcome.worktree}: edit the files (markers `upstream` vs "
-            f"`patch {stop.id}`), `git add` them (`git rm` a file you drop), then "
-            "`rebasectl continue`; `rebasectl skip` leaves this patch out, `rebasectl abort` "
-            "gives up")
+    kinds = {c.kind for c in stop.conflicts}
+    how = []
+    if kinds - {ConflictKind.MODIFY_DELETE}:
+        how.append(f"edit the marked files (markers `upstream` vs `patch {stop.id}`) and "
+                   "`git add` them")
+    if ConflictKind.MODIFY_DELETE in kinds:
+        how.append("a file upstream deleted is on disk as the patch left it: carry its change "
+                   "where the code went, then `git rm` it (or `git add` it to keep it)")
+    ui.line(f"resolve in {outcome.worktree}: {'; '.join(how)}; then `rebasectl continue`; "
+            "`rebasectl skip` leaves this patch out, `rebasectl abort` gives up")
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:

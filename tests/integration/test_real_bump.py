@@ -143,6 +143,9 @@ def test_apply_resolve_skip_export_and_replay(tmp_path: Path) -> None:
     tree = series / ".rebasectl" / "tree"
     r = _ok(series, "apply", "--base", JUNE, code=1)
     assert "stopped at 1/9 compat" in r.stdout and "deleted by upstream 32570939300c" in r.stdout
+    # the advice fits the conflict: no markers to edit in a modify/delete; `git rm` (done below
+    # by _resolve_compat, with the change carried into huggingface_tokenizer.py) takes it
+    assert "then `git rm` it" in r.stdout and "edit the marked files" not in r.stdout
     assert _git(tree, "status", "--porcelain", "--untracked-files=no").splitlines()[-1] == \
         f"DU {TOKENIZER}"
     assert "still unresolved" in _ok(series, "continue", code=1).stderr
