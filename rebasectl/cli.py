@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from .errors import ExitCode, Interrupted, RebasectlError
-from .workspace import Workspace
+from .infra.errors import ExitCode, Interrupted, RebasectlError
+from .model.workspace import Workspace
 
 pass_ws = click.make_pass_decorator(Workspace)
 UPSTREAM_HELP = "Upstream URL or path (else $REBASECTL_UPSTREAM, series.yaml)."
@@ -58,7 +58,8 @@ def json_option(f: Any) -> Any:
 @pass_ws
 def status(ws: Workspace, as_json: bool) -> None:
     """Upstream, base, patches (files, +/-) and any apply in progress."""
-    from . import checks, render
+    from . import render
+    from .commands import checks
 
     data = checks.status(ws)
     if as_json:
@@ -75,8 +76,9 @@ def status(ws: Workspace, as_json: bool) -> None:
 @pass_ws
 def check(ws: Workspace, apply_: bool, upstream: str | None, as_json: bool) -> None:
     """Validate series.yaml and the patch files; with --apply, that they apply."""
-    from . import checks, render
-    from .actions import source
+    from . import render
+    from .commands import checks
+    from .commands.actions import source
 
     data = checks.check(ws, apply_, source(ws, upstream))
     render.json(data) if as_json else render.check(data)
@@ -88,7 +90,8 @@ def check(ws: Workspace, apply_: bool, upstream: str | None, as_json: bool) -> N
 @pass_ws
 def fetch(ws: Workspace, upstream: str | None) -> None:
     """Create or update the cached bare mirror of the upstream."""
-    from . import actions, ui
+    from . import ui
+    from .commands import actions
 
     with ui.progress("fetch"):
         path = actions.fetch(ws, upstream)
@@ -108,13 +111,14 @@ def fetch(ws: Workspace, upstream: str | None) -> None:
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
           install: bool, as_json: bool) -> None:
     """Materialise base + one commit per patch in a work tree; stop at a conflict as git does."""
-    from . import actions, render, ui
+    from . import render, ui
+    from .commands import actions
 
     with ui.progress("apply", quiet=as_json) as news:
         outcome = actions.apply(ws, base, upstream, worktree, news)
     render.apply_outcome(outcome, as_json)
     if install and outcome.stop is None:
-        from .pyenv import install_tree
+        from .infra.pyenv import install_tree
 
         pth = install_tree(outcome.worktree)
         if not as_json:
@@ -129,7 +133,8 @@ def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path 
 @pass_ws
 def continue_(ws: Workspace, allow_empty: bool, as_json: bool) -> None:
     """Commit the resolution of the stopped patch and go on."""
-    from . import actions, render, ui
+    from . import render, ui
+    from .commands import actions
 
     with ui.progress("continue", quiet=as_json) as news:
         outcome = actions.cont(ws, allow_empty, news)
@@ -142,7 +147,8 @@ def continue_(ws: Workspace, allow_empty: bool, as_json: bool) -> None:
 @pass_ws
 def skip(ws: Workspace, as_json: bool) -> None:
     """Leave the stopped patch out of this apply (its series entry stays) and go on."""
-    from . import actions, render, ui
+    from . import render, ui
+    from .commands import actions
 
     with ui.progress("skip", quiet=as_json) as news:
         outcome = actions.skip(ws, news)
@@ -154,7 +160,8 @@ def skip(ws: Workspace, as_json: bool) -> None:
 @pass_ws
 def abort(ws: Workspace) -> None:
     """Give up the apply in progress: the work tree and the state go, nothing else changes."""
-    from . import actions, ui
+    from . import ui
+    from .commands import actions
 
     result = actions.abort(ws, ui.note)
     for path in result.removed:
@@ -177,7 +184,8 @@ def abort(ws: Workspace) -> None:
 def forget(ws: Workspace, patch_ids: tuple[str, ...], everything: bool) -> None:
     """Forget the resolutions recorded for these patches (whole and rerere's), so the next
     apply or bump stops at their conflicts again."""
-    from . import actions, ui
+    from . import ui
+    from .commands import actions
 
     if not patch_ids and not everything:
         raise RebasectlError("name the patches whose resolutions to forget (or --all)")
@@ -193,7 +201,8 @@ def forget(ws: Workspace, patch_ids: tuple[str, ...], everything: bool) -> None:
 @pass_ws
 def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...]) -> None:
     """Write patches/ and series.yaml from the work tree's commits."""
-    from . import actions, render
+    from . import render
+    from .commands import actions
 
     series, built, changed = actions.export(ws, worktree, list(drops))
     render.export(series, built, changed)
@@ -207,7 +216,8 @@ def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...]) -> None
 @pass_ws
 def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> None:
     """Build patches/ and series.yaml from a commit range BASE..TIP."""
-    from . import actions, ui
+    from . import ui
+    from .commands import actions
 
     series, changed = actions.do_import(ws, rev_range, repo, branch)
     ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]}; "
@@ -234,7 +244,9 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
           tree: Path | None, upstream: str | None, jobs: int, multi_gpu: int | None,
           as_json: bool) -> None:
     """Run tests/regression against the patched tree (or the base), per patch."""
-    from . import actions, render, testing, ui
+    from . import render, ui
+    from .commands import actions
+    from .engine import testing
 
     testing.preflight(jobs)
     path = actions.test_tree(ws, against, upstream, tree)
@@ -269,8 +281,8 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
            repo: Path | None, upstream: str | None, fmt: str, as_json: bool, verbose: bool,
            output: Path | None) -> None:
     """The rebase report: every patch of the old series mapped to the new one, with evidence."""
-    from . import actions
-    from .fsutil import atomic_write
+    from .commands import actions
+    from .infra.fsutil import atomic_write
     from .report.inputs import choose
 
     def here(path: str | None) -> str | None:  # a series dir is taken from -C, as git does
@@ -299,7 +311,8 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
          run_tests: bool, as_json: bool) -> None:
     """Carry the series onto a new upstream revision; name what broke each failing patch."""
-    from . import actions, render, ui
+    from . import render, ui
+    from .commands import actions
 
     with ui.progress(f"bump to {to_rev}", quiet=as_json) as news:
         result = actions.bump(ws, to_rev, upstream, artifacts, news, run_tests)
@@ -317,7 +330,8 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
 def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | None,
           upstream: str | None, as_json: bool) -> None:
     """The upstream commits that broke or touched one patch between two bases."""
-    from . import actions, render, ui
+    from . import render, ui
+    from .commands import actions
 
     with ui.progress(f"blame {patch_ref}", quiet=as_json) as news:
         data = actions.blame(ws, patch_ref, from_rev, to_rev, upstream, news)

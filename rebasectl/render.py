@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ui
-from .conflicts import ConflictKind, FileConflict
+from .engine.conflicts import ConflictKind, FileConflict
 from .git.history import commits
 
 

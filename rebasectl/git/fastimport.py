@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..diffs import quote_path
-from ..errors import GitError
+from ..infra.errors import GitError
+from ..model.diffs import quote_path
 from .objects import Identity
 from .runner import Runner, check_interrupted, describe_failure
 

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..errors import GitError, Interrupted
+from ..infra.errors import GitError, Interrupted
 
 _INTERRUPTS = (-signal.SIGINT, -signal.SIGTERM, -signal.SIGHUP)
 

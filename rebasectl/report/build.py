@@ -22,14 +22,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import lineage, names
-from ..attribution import Culprits
-from ..attribution import UpstreamRange as Range
+from ..engine.attribution import Culprits
+from ..engine.attribution import UpstreamRange as Range
 from ..git import Repo
-from ..lineage import Change, Group, iso_date
-from ..patches import Patch
+from ..model.patches import Patch
 from . import findings as checks
+from . import lineage, names
 from .interdiff import FilePlan, Jobs, effective, plan_file
+from .lineage import Change, Group, iso_date
 from .model import (
     Entry,
     FileCompare,

@@ -25,11 +25,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..diffs import FileDiff, Hunk
-from ..lineage import Change, significant
-from ..names import NameUse
+from ..model.diffs import FileDiff, Hunk
 from . import pycode
+from .lineage import Change, significant
 from .model import Finding
+from .names import NameUse
 
 MAX_ITEMS = 8  # lines or names quoted per finding; the count of the rest is stated
 Lines = Callable[[str, str], list[str] | None]  # (rev, path) -> the file's lines

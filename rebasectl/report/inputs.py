@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConflictError, RebasectlError
-from ..exchange import linear, load_patches, load_series_dir, parse_range
+from ..engine.exchange import linear, load_patches, load_series_dir, parse_range
+from ..engine.materialize import Materializer
+from ..engine.upstream import open_for
 from ..git import Repo
-from ..materialize import Materializer
-from ..patches import Patch, PatchError
-from ..patches import parse as parse_patch
-from ..series import PATCH_DIR, SERIES_FILE, Series, load, parse
-from ..upstream import open_for
-from ..workspace import Workspace
+from ..infra.errors import ConflictError, RebasectlError
+from ..model.patches import Patch, PatchError
+from ..model.patches import parse as parse_patch
+from ..model.series import PATCH_DIR, SERIES_FILE, Series, load, parse
+from ..model.workspace import Workspace
 from .model import Side
 
 

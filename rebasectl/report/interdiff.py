@@ -27,10 +27,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..attribution import Culprits
-from ..diffs import FileDiff, Hunk, parse
+from ..engine.attribution import Culprits
 from ..git import Repo
-from ..lineage import Change
+from ..model.diffs import FileDiff, Hunk, parse
+from .lineage import Change
 from .model import FileCompare, InterHunk
 
 CONTEXT = 2  # interdiff lines kept around a difference

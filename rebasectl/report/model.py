@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..series import Series
+from ..model.series import Series
 
 SCHEMA = "rebasectl.report/1"
 STATUSES = ("identical", "equivalent", "modified", "merged", "split", "dropped", "upstreamed",

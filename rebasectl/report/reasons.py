@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..lineage import CONTAIN, PAIR_SIMILARITY, STRONG
+from .lineage import CONTAIN, PAIR_SIMILARITY, STRONG
 from .model import FileCompare, Finding, Review, UpstreamCommit
 
 SHORT = 9  # characters of a sha in prose

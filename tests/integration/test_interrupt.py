@@ -2,7 +2,8 @@
 and bump, then ``continue`` or a rerun must give exactly what an uninterrupted run gives (same
 commits, same tree, same series bytes), and nothing of the user's is lost.
 
-The process is stopped at exact boundaries with the ``REBASECTL_FAULT`` hook (rebasectl/faults.py):
+The process is stopped at exact boundaries with the ``REBASECTL_FAULT`` hook
+(rebasectl/infra/faults.py):
 ``kill@commit:N`` is SIGKILL right after the N-th patch commit, ``int@txn-move:N`` SIGINT after
 the N-th file of an export transaction moved into place, and so on. SIGINT must end with exit 130
 and one line; SIGKILL ends the process with no chance to clean up.

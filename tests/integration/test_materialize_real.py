@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.exchange import load_patches
+from rebasectl.engine.exchange import load_patches
+from rebasectl.engine.materialize import Materializer, StepStatus, commit_patch
 from rebasectl.git import Repo
-from rebasectl.materialize import Materializer, StepStatus, commit_patch
-from rebasectl.patches import Patch
-from rebasectl.series import load
-from rebasectl.workspace import Workspace
+from rebasectl.model.patches import Patch
+from rebasectl.model.series import load
+from rebasectl.model.workspace import Workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JUNE = "3346fa8a2614efe6e4f459bca0bdda4f97a2f0a8"

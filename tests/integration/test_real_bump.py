@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.exchange import load_patches
+from rebasectl.engine.exchange import load_patches
+from rebasectl.engine.materialize import Materializer, StepStatus
 from rebasectl.git import Repo
-from rebasectl.materialize import Materializer, StepStatus
-from rebasectl.series import load
-from rebasectl.workspace import Workspace
+from rebasectl.model.series import load
+from rebasectl.model.workspace import Workspace
 from tests.conftest import real_mirror
 from tests.synth import rebasectl
 
@@ -223,8 +223,8 @@ def test_a_merge_that_uses_a_removed_name_is_named(tmp_path: Path) -> None:
     `torch_memory_saver.region(...)` to the same file since. The check names file, line and the
     commits that wrote them — the ones `git log -S torch_memory_saver` finds in the range (the
     patch's conflicting last hunk is left out: the point is what merges)."""
-    from rebasectl.names import uses_of_removed
-    from rebasectl.patches import Patch, parse
+    from rebasectl.model.patches import Patch, parse
+    from rebasectl.report.names import uses_of_removed
 
     repo = Repo(real_mirror())
     old = parse((Path(__file__).parent / "data" / "ipc-tms-round1.patch").read_bytes(), "p")

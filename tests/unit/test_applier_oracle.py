@@ -1,7 +1,8 @@
 """The Python applier against its oracle, ``git apply --check`` itself, on generated cases.
 
 The materialiser and the attribution scan decide "does this patch apply here" in Python
-(rebasectl/applier.py) because asking git at every state of a bump costs thousands of processes.
+(rebasectl/engine/applier.py) because asking git at every state of a bump costs thousands of
+processes.
 A wrong answer is silent (a patch called clean that ``git am`` refuses, or a conflict that is
 none), so the answer is compared with git's on random files: a base, the patch's side and an
 upstream side, each an edit of the base, with and without a final newline, with repeated lines
@@ -20,8 +21,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from rebasectl.applier import NotExact, Unsupported, apply_file
-from rebasectl.diffs import parse as parse_diff
+from rebasectl.engine.applier import NotExact, Unsupported, apply_file
+from rebasectl.model.diffs import parse as parse_diff
 
 CASES = int(os.environ.get("REBASECTL_ORACLE_CASES", "600"))
 SEED = int(os.environ.get("REBASECTL_ORACLE_SEED", "20261130"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rebasectl.attribution import (
+from rebasectl.engine.attribution import (
     UpstreamRange,
     absorbed_by,
     attribute,
@@ -16,10 +16,10 @@ from rebasectl.attribution import (
     same_patch_id,
     scan,
 )
-from rebasectl.exchange import patch_from_commit
+from rebasectl.engine.exchange import patch_from_commit
+from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo as GitRepo
-from rebasectl.materialize import Materializer
-from rebasectl.patches import Patch
+from rebasectl.model.patches import Patch
 from tests.synth import Repo, lines
 
 

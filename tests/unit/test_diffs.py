@@ -1,6 +1,6 @@
 """The diff model against an independent parser: unidiff, on the diffs both can read.
 
-rebasectl parses diffs itself (rebasectl/diffs.py: hunks as views onto the diff bytes, git's
+rebasectl parses diffs itself (rebasectl/model/diffs.py: hunks as views onto the diff bytes, git's
 quoting, renames and modes), so a second parser written by other people checks it: on every
 file of every patch of the series, on the integration data, and (with REBASECTL_MEGATRON_MIRROR)
 on the real upstream's own history, 200 commits of Megatron-LM as ``git log -p`` prints
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from unidiff import PatchSet
 
-from rebasectl.diffs import Diff, parse
+from rebasectl.model.diffs import Diff, parse
 from tests.conftest import real_mirror
 
 ROOT = Path(__file__).resolve().parents[2]

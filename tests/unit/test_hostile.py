@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.diffs import unquote_path
-from rebasectl.patches import PatchError, check_symlink, parse
+from rebasectl.model.diffs import unquote_path
+from rebasectl.model.patches import PatchError, check_symlink, parse
 from tests.sfix import Scenario, run_cli, snapshot, template_fixture
 
 P1 = "patches/0001-change-a-line-3.patch"

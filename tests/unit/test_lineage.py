@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rebasectl.diffs import parse
 from rebasectl.git import Repo as GitRepo
-from rebasectl.lineage import hunk_lines, load_changes, significant
+from rebasectl.model.diffs import parse
+from rebasectl.model.series import PatchEntry, Series, Upstream
 from rebasectl.report import Side, build_report, render_markdown, to_json
-from rebasectl.series import PatchEntry, Series, Upstream
+from rebasectl.report.lineage import hunk_lines, load_changes, significant
 from tests.synth import Repo
 
 DIFF = b"""diff --git a/x.py b/x.py

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from rebasectl.git import Repo as GitRepo
+from rebasectl.model.series import PatchEntry, Series, Upstream
 from rebasectl.report import Side, build_report, render_html, render_markdown, to_json
 from rebasectl.report.model import Report
-from rebasectl.series import PatchEntry, Series, Upstream
 from tests.synth import Repo
 
 Files = dict[str, str]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.lock import LockedError, RepoLock
+from rebasectl.infra.lock import LockedError, RepoLock
 from tests.sfix import make, snapshot, tree_of
 from tests.synth import rebasectl
 

@@ -1,4 +1,4 @@
-"""The multi-GPU launcher of `rebasectl test --multi-gpu N` (rebasectl.testing.run_torchrun).
+"""The multi-GPU launcher of `rebasectl test --multi-gpu N` (rebasectl.engine.testing.run_torchrun).
 
 A tiny fake test file runs under a real torchrun with 2 ranks (no process group, no GPU): one test
 passes everywhere, one fails on rank 1 only, one is skipped everywhere, one is not ``multi_gpu``
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl import testing
+from rebasectl.engine import testing
 
 FAKE_TESTS = """
 import os
@@ -87,7 +87,7 @@ def test_run_torchrun_merges_per_rank_junit(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun)")
 def test_run_torchrun_without_xml_is_an_error(tmp_path: Path) -> None:
-    from rebasectl.errors import RebasectlError
+    from rebasectl.infra.errors import RebasectlError
 
     (tmp_path / "test_crash.py").write_text(
         "import os\nif os.environ.get('RANK') == '1':\n    os._exit(3)\ndef test_x():\n    pass\n"
@@ -98,7 +98,7 @@ def test_run_torchrun_without_xml_is_an_error(tmp_path: Path) -> None:
 
 
 def test_cases_naming_a_patch_count_for_that_patch_only() -> None:
-    from rebasectl.testing import belongs_to
+    from rebasectl.engine.testing import belongs_to
 
     ids = ["compat", "partial-ckpt-load", "mtp-rl"]
     node = "tests/regression/test_upstream_units.py::test_file[cpu-partial-ckpt-load:x.py]"
@@ -109,7 +109,7 @@ def test_cases_naming_a_patch_count_for_that_patch_only() -> None:
 
 
 def test_a_patch_id_that_ends_another_is_not_confused_with_it() -> None:
-    from rebasectl.testing import belongs_to
+    from rebasectl.engine.testing import belongs_to
 
     ids = ["compat", "dp-reshardable-compat"]
     node = "t.py::test_file[cpu-dp-reshardable-compat:dist_checkpointing/test_mapping.py]"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rebasectl.names import bound
+from rebasectl.report.names import bound
 from tests.synth import rebasectl
 from tests.unit.test_attribution import Fork
 from tests.unit.test_bump import imported
@@ -47,7 +47,7 @@ def test_bound_names() -> None:
 def test_an_assignment_rebinds_a_removed_import() -> None:
     """[6/8] of the example pair replaces ``from x import compute_topk`` by ``compute_topk =
     ...``: the name is still bound, so its uses are not dangling."""
-    from rebasectl.names import bound
+    from rebasectl.report.names import bound
 
     assert "compute_topk" in bound([b"compute_topk = wrap(impl)\n"], assignments=True)
     assert "compute_topk" not in bound([b"compute_topk = wrap(impl)\n"])

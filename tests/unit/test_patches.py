@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.patches import (
+from rebasectl.model.patches import (
     Patch,
     PatchError,
     normalise_message,
@@ -135,7 +135,7 @@ def test_bot_address_round_trip() -> None:
 def test_real_megatron_commits_round_trip(mirror_path: Path) -> None:
     """Every commit of 3714d81..1dcf0da: the canonical patch parses back to itself, and only
     true binaries are refused (no false alarm of the safety checks on real diffs)."""
-    from rebasectl.exchange import patch_from_commit
+    from rebasectl.engine.exchange import patch_from_commit
     from rebasectl.git import Repo as GitRepo
 
     git = GitRepo(mirror_path)

@@ -16,9 +16,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rebasectl.patches import Patch, PatchError, parse
-from rebasectl.series import SeriesError, dump
-from rebasectl.series import parse as parse_series
+from rebasectl.model.patches import Patch, PatchError, parse
+from rebasectl.model.series import SeriesError, dump
+from rebasectl.model.series import parse as parse_series
 
 ROOT = Path(__file__).resolve().parent  # check_files=False: no file is looked at
 SETTINGS = settings(max_examples=250, deadline=None,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.series import (
+from rebasectl.model.series import (
     PatchEntry,
     Series,
     SeriesError,
@@ -130,7 +130,7 @@ def test_edit_keeps_what_a_person_wrote() -> None:
     untouched entries stay; what it writes parses back to the series it was given."""
     from dataclasses import replace
 
-    from rebasectl.series import PatchEntry, edit, parse
+    from rebasectl.model.series import PatchEntry, edit, parse
 
     root = Path(__file__).resolve().parents[2]
     text = "# kept: a note on top\n" + (root / "series.yaml").read_text().replace(

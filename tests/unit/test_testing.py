@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rebasectl.testing import FailureKind, classify_failure
+from rebasectl.engine.testing import FailureKind, classify_failure
 from tests.synth import rebasectl
 
 SERIES = """\
@@ -181,8 +181,8 @@ def test_classify_failure(text: str, setup: bool, kind: FailureKind) -> None:
 
 
 def test_apply_install_makes_the_tree_the_environments_megatron(tmp_path: Path) -> None:
-    """A throwaway environment (venv without pip) runs `rebasectl.pyenv.install_tree`; afterwards
-    a fresh interpreter of that environment, started elsewhere, imports the tree's
+    """A throwaway environment (venv without pip) runs `rebasectl.infra.pyenv.install_tree`;
+    afterwards a fresh interpreter of that environment, started elsewhere, imports the tree's
     megatron.core."""
     _, tree = _workspace(tmp_path, PASSING, PASSING)
     venv = tmp_path / "venv"
@@ -191,7 +191,7 @@ def test_apply_install_makes_the_tree_the_environments_megatron(tmp_path: Path) 
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo),
                                                        sysconfig.get_paths()["purelib"]]))
-    script = ("import pathlib; from rebasectl.pyenv import install_tree; "
+    script = ("import pathlib; from rebasectl.infra.pyenv import install_tree; "
               f"print(install_tree(pathlib.Path({str(tree)!r})))")
     install = subprocess.run([str(python), "-c", script], env=env, capture_output=True,
                              text=True, check=False)

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .exchange import load_patches, patch_from_commit, patch_stats
-from .fsutil import recover
-from .git import Repo, Worktree
-from .lock import RepoLock
-from .materialize import Materializer
-from .series import load
-from .state import ApplyState
-from .upstream import open_for, resolve
-from .workspace import Workspace
+from ..engine.exchange import load_patches, patch_from_commit, patch_stats
+from ..engine.materialize import Materializer
+from ..engine.state import ApplyState
+from ..engine.upstream import open_for, resolve
+from ..git import Repo, Worktree
+from ..infra.fsutil import recover
+from ..infra.lock import RepoLock
+from ..model.series import load
+from ..model.workspace import Workspace
 
 
 def finish_interrupted_write(ws: Workspace) -> None:

@@ -34,10 +34,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .errors import ExitCode, RebasectlError
-from .git import Repo, Worktree
-from .series import Series, load
-from .workspace import Workspace
+from ..git import Repo, Worktree
+from ..infra.errors import ExitCode, RebasectlError
+from ..model.series import Series, load
+from ..model.workspace import Workspace
 
 SCHEMA = "rebasectl.test/1"
 MESSAGE_LINES = 6  # lines of a failure's message kept in the JSON and the table

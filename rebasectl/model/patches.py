@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from ..infra.errors import RebasectlError
 from . import diffs
 from .diffs import Diff, DiffError, FileDiff
-from .errors import RebasectlError
 
 MBOX_FROM = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
 ALLOWED_MODES = {"100644", "100755", "120000"}

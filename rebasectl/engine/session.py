@@ -30,19 +30,19 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from . import diffs
+from ..git import Repo, Worktree
+from ..git.runner import Started
+from ..git.worktree import linked_to, registration
+from ..infra.errors import ConflictError, ExitCode, RebasectlError
+from ..infra.faults import boundary
+from ..model import diffs
+from ..model.series import load
+from ..model.workspace import Workspace
 from .conflicts import Engine, FileConflict, Labels, engine_for
-from .errors import ConflictError, ExitCode, RebasectlError
 from .exchange import LoadedPatch, load_patches
-from .faults import boundary
-from .git import Repo, Worktree
-from .git.runner import Started
-from .git.worktree import linked_to, registration
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
-from .series import load
 from .state import ApplyState, TreeMap
-from .workspace import Workspace
 
 Notify = Callable[[str], None]
 

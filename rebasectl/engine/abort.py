@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import RebasectlError
-from .git.worktree import Worktree
+from ..git.worktree import Worktree
+from ..infra.errors import RebasectlError
+from ..model.workspace import Workspace
 from .session import clear, registered
 from .state import ApplyState, TreeMap, tolerant
-from .workspace import Workspace
 
 
 @dataclass

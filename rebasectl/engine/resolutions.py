@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fsutil import atomic_write
+from ..infra.fsutil import atomic_write
 
 BlobOf = Callable[[str], str | None]  # a path's blob sha in the state at hand (None: absent)
 

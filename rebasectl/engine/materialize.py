@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from . import diffs
+from ..git import Entry, Identity, Index, Repo
+from ..git.fastimport import Change, FastImport
+from ..infra.faults import boundary
+from ..model import diffs
+from ..model.patches import Patch, rfc2822_to_raw
 from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
-from .faults import boundary
-from .git import Entry, Identity, Index, Repo
-from .git.fastimport import Change, FastImport
-from .patches import Patch, rfc2822_to_raw
 from .resolutions import Memory, blob_sha
 
 

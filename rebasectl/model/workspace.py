@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import RebasectlError
+from ..infra.errors import RebasectlError
 from .series import PATCH_DIR, SERIES_FILE
 
 STATE_DIR = ".rebasectl"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .diffs import FileDiff, Hunk, Status
+from ..model.diffs import FileDiff, Hunk, Status
 
 
 class Unsupported(Exception):

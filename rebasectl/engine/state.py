@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import RebasectlError
-from .faults import boundary
-from .fsutil import atomic_write
+from ..infra.errors import RebasectlError
+from ..infra.faults import boundary
+from ..infra.fsutil import atomic_write
 
 SHA_LEN = 40
 _SHA = re.compile(r"[0-9a-f]{40}")

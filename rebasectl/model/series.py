@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from .errors import RebasectlError
-from .fsutil import Confined
+from ..infra.errors import RebasectlError
+from ..infra.fsutil import Confined
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

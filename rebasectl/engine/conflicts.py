@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .diffs import FileDiff, Hunk, LineMap, text_lines
-from .git import Entry, Index, Repo, Stages
-from .patches import Patch
+from ..git import Entry, Index, Repo, Stages
+from ..model.diffs import FileDiff, Hunk, LineMap, text_lines
+from ..model.patches import Patch
 
 MARK_START, MARK_BASE, MARK_SEP, MARK_END = b"<<<<<<< ", b"||||||| ", b"=======", b">>>>>>> "
 

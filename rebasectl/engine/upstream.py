@@ -13,9 +13,9 @@ import re
 import shutil
 from pathlib import Path
 
-from .errors import RebasectlError
-from .git import Repo
-from .workspace import Workspace
+from ..git import Repo
+from ..infra.errors import RebasectlError
+from ..model.workspace import Workspace
 
 ENV_UPSTREAM = "REBASECTL_UPSTREAM"
 _SCHEMES = ("https://", "ssh://", "git://", "file://")

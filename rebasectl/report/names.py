@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .diffs import FileDiff, LineMap, text_lines
-from .git import Repo
-from .patches import Patch
+from ..git import Repo
+from ..model.diffs import FileDiff, LineMap, text_lines
+from ..model.patches import Patch
 
 _IMPORT = re.compile(rb"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?\s*(?:#.*)?$")
 _FROM = re.compile(rb"^\s*from\s+[\w.]+\s+import\s+\(?([\w\s,]+?)\)?\s*(?:#.*)?$")

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .conflicts import Engine, Labels
-from .diffs import FileDiff, Hunk, parse
-from .git import EMPTY_TREE, CommitInfo, Repo
-from .patches import Patch
-from .series import PatchEntry, Series, slugify
+from ..engine.conflicts import Engine, Labels
+from ..git import EMPTY_TREE, CommitInfo, Repo
+from ..model.diffs import FileDiff, Hunk, parse
+from ..model.patches import Patch
+from ..model.series import PatchEntry, Series, slugify
 
 _PR = re.compile(r"\(#(\d+)\)")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")

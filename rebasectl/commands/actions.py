@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import RebasectlError
-from .exchange import Built, export_tree, import_range, load_patches
-from .fsutil import recover
-from .git import Repo
-from .git.worktree import (
+from ..engine.exchange import Built, export_tree, import_range, load_patches
+from ..engine.session import ApplyOutcome, Session
+from ..engine.state import ApplyState, TreeMap, tolerant
+from ..engine.upstream import choose_source, ensure_mirror, open_for, resolve
+from ..git import Repo
+from ..git.worktree import (
     Worktree,
     half_removed_worktrees,
     holders,
@@ -30,15 +31,14 @@ from .git.worktree import (
     relink_moved,
     stale_git_locks,
 )
-from .lock import RepoLock
-from .series import Series, load
-from .session import ApplyOutcome, Session
-from .state import ApplyState, TreeMap, tolerant
-from .upstream import choose_source, ensure_mirror, open_for, resolve
-from .workspace import Workspace
+from ..infra.errors import RebasectlError
+from ..infra.fsutil import recover
+from ..infra.lock import RepoLock
+from ..model.series import Series, load
+from ..model.workspace import Workspace
 
 if TYPE_CHECKING:
-    from .abort import AbortResult
+    from ..engine.abort import AbortResult
 
 Notify = Callable[[str], None]
 
@@ -170,7 +170,7 @@ def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path 
 def _seed_blobs(repo: Repo, base: str, loaded: list[Any]) -> None:
     """The series on its own base, in memory: it writes every patch's preimage and result blob
     into the mirror, which git's 3-way merge on another base needs."""
-    from .materialize import Materializer
+    from ..engine.materialize import Materializer
 
     Materializer(repo).run(base, [(lp.entry.id, lp.patch) for lp in loaded], three_way=False,
                            keep_going=True)
@@ -194,7 +194,7 @@ def skip(ws: Workspace, notify: Notify = _quiet) -> ApplyOutcome:
 
 
 def abort(ws: Workspace, notify: Notify = _quiet) -> AbortResult:
-    from .abort import abort as abort_apply
+    from ..engine.abort import abort as abort_apply
 
     with locked(ws, "abort", notify):
         return abort_apply(ws)
@@ -202,7 +202,7 @@ def abort(ws: Workspace, notify: Notify = _quiet) -> AbortResult:
 
 def forget(ws: Workspace, patch_ids: set[str] | None) -> tuple[int, int]:
     """Drop recorded resolutions (see resolutions.Memory.forget); ids must be the series'."""
-    from .resolutions import Memory
+    from ..engine.resolutions import Memory
 
     with locked(ws, "forget"):
         if patch_ids is not None:
@@ -217,7 +217,7 @@ def forget(ws: Workspace, patch_ids: set[str] | None) -> tuple[int, int]:
 
 def export(ws: Workspace, worktree: Path | None, drops: list[str],
            notify: Notify = _quiet) -> tuple[Series, Built, list[str]]:
-    from .state import TreeMap
+    from ..engine.state import TreeMap
 
     with locked(ws, "export", notify):
         if ws.apply_state.exists():
@@ -237,8 +237,8 @@ def do_import(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> 
 def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | None) -> Path:
     """The tree ``rebasectl test`` runs on: given, or the patched work tree (applied if needed),
     or a checkout of the unpatched base."""
-    from .state import TreeMap
-    from .testing import check_tree, ensure_base_tree
+    from ..engine.state import TreeMap
+    from ..engine.testing import check_tree, ensure_base_tree
 
     if tree is not None:
         return check_tree(ws.path(tree))
@@ -264,7 +264,7 @@ def report(ws: Workspace, old: Any, new: Any, repo: Path | None, upstream: str |
            fmt: str, verbose: bool) -> str:
     """The report; under the lock when a side is a series of this checkout (an export may be
     half done; others must keep out), without it for commit ranges of another repository."""
-    from .report.inputs import report_text
+    from ..report.inputs import report_text
 
     if not ws.series_file.exists():
         return report_text(ws, old, new, repo, source(ws, upstream), fmt, verbose)

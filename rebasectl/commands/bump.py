@@ -24,8 +24,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .artifacts import Artifacts
-from .attribution import (
+from ..engine.attribution import (
     Attribution,
     Culprit,
     UpstreamRange,
@@ -35,18 +34,19 @@ from .attribution import (
     reverse_applies,
     same_patch_id,
 )
-from .conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
-from .errors import ExitCode, RebasectlError
-from .exchange import LoadedPatch, export_tree, load_patches
-from .git import Index, Repo
-from .git.history import commits
-from .materialize import Materialised, Materializer, Step, StepStatus
-from .names import NameUse, uses_of_removed
-from .resolutions import Memory
-from .series import PATCH_DIR, Series, load
-from .session import check_room, checkout, clear
-from .state import TreeMap
-from .workspace import Workspace
+from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
+from ..engine.exchange import LoadedPatch, export_tree, load_patches
+from ..engine.materialize import Materialised, Materializer, Step, StepStatus
+from ..engine.resolutions import Memory
+from ..engine.session import check_room, checkout, clear
+from ..engine.state import TreeMap
+from ..git import Index, Repo
+from ..git.history import commits
+from ..infra.artifacts import Artifacts
+from ..infra.errors import ExitCode, RebasectlError
+from ..model.series import PATCH_DIR, Series, load
+from ..model.workspace import Workspace
+from ..report.names import NameUse, uses_of_removed
 
 SCHEMA = "rebasectl.bump/1"
 Notify = Callable[[str], None]
@@ -303,7 +303,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     notify("writing the rebase report")
     write_report(ws, repo, series, loaded, result, out)
     if run_tests:
-        from .testing import run_tests as run_suite
+        from ..engine.testing import run_tests as run_suite
 
         notify("running the regression suite on the bumped tree")
         assert result.worktree is not None
@@ -335,7 +335,7 @@ def carry(ws: Workspace, repo: Repo, result: BumpResult, mat: Materialised,
 def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[LoadedPatch],
                  result: BumpResult, out: Artifacts) -> None:
     """report.md / report.json of the bump: old series on the old base, new on the new."""
-    from .report import Side, build_report, render_markdown, to_json
+    from ..report import Side, build_report, render_markdown, to_json
 
     old_mat = Materializer(repo).run(result.old, [(lp.entry.id, lp.patch) for lp in loaded],
                                      keep_going=True)

@@ -33,11 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..git import Entry, Index, Repo
+from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
+from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
 from .conflicts import ConflictKind, FileConflict, Region
-from .diffs import FileDiff, LineMap, merge_spans, spans, text_lines
-from .git import Entry, Index, Repo
-from .patches import Patch
 
 
 @dataclass(frozen=True)

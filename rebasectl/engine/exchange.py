@@ -22,13 +22,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ExitCode, RebasectlError
-from .fsutil import FileTransaction, atomic_write
-from .git import CommitInfo, Repo, Worktree
-from .patches import Patch, PatchError, parse, raw_to_rfc2822
-from .series import PATCH_DIR, SERIES_FILE, PatchEntry, Series, Upstream, dump, edit, load, slugify
+from ..git import CommitInfo, Repo, Worktree
+from ..infra.errors import ExitCode, RebasectlError
+from ..infra.fsutil import FileTransaction, atomic_write
+from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
+from ..model.series import (
+    PATCH_DIR,
+    SERIES_FILE,
+    PatchEntry,
+    Series,
+    Upstream,
+    dump,
+    edit,
+    load,
+    slugify,
+)
+from ..model.workspace import Workspace
 from .state import TreeMap
-from .workspace import Workspace
 
 FOLD_CONTAINMENT = 0.5  # share of a vanished patch's significant lines found in a survivor
 
