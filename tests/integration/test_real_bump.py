@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 
 from rebasectl.engine.exchange import load_patches
-from rebasectl.engine.materialize import Materializer, StepStatus
+from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo
 from rebasectl.model.series import load
+from rebasectl.model.status import Applied
 from rebasectl.model.workspace import Workspace
 from tests.conftest import real_mirror
 from tests.synth import rebasectl
@@ -87,7 +88,7 @@ def test_bump_regions_are_what_git_apply_3way_finds(bumped: dict[str, object],
     checked = 0
     for p in data["patches"]:
         if p["status"] != "conflict":
-            assert steps[p["id"]].status is not StepStatus.CONFLICT
+            assert steps[p["id"]].status is not Applied.CONFLICT
             continue
         for c in p["conflicts"]:
             if c["kind"] != "content":
