@@ -18,9 +18,7 @@ def test_import_apply_reproduces_tip_tree(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = rebasectl(series, "apply", "--upstream", str(up.path))
     assert r.returncode == 0, r.stderr
-    tree = Repo.__new__(Repo)
-    tree.path = series / ".rebasectl" / "tree"
-    tree.clock = 0
+    tree = Repo.existing(series / ".rebasectl" / "tree")
     assert tree.tree() == up.tree()
     before = {p.name: p.read_bytes() for p in (series / "patches").iterdir()}
     assert "0001-change-a.patch" in before
