@@ -12,7 +12,8 @@ that is ``_entry``'s job, which only a real process runs.
 ``spawn``/``popen`` start ``python -m rebasectl`` (``sys.executable``, never the PATH's python):
 for signals, SIGKILL or SIGSTOP at a fault point (``REBASECTL_FAULT``), a lock held by another
 process, rlimits. ``run`` hands over to ``spawn`` by itself when the environment names a fault
-point, since a fault kills or stops the process that reaches it.
+point (a fault kills or stops the process that reaches it) or sets what only an interpreter's
+start reads (PYTHONIOENCODING, the locale).
 """
 
 from __future__ import annotations
@@ -90,15 +91,22 @@ def _main(argv: list[str]) -> tuple[int, str, str]:
     return code, _text(out), _text(err)
 
 
-def _faulted(env: dict[str, str] | None) -> bool:
-    return bool((env or {}).get("REBASECTL_FAULT") or os.environ.get("REBASECTL_FAULT"))
+_INTERPRETER = ("PYTHON", "LC_", "LANG")  # read when an interpreter starts, not later
+
+
+def _needs_process(env: dict[str, str] | None) -> bool:
+    """A fault point kills or stops the process that reaches it; PYTHONIOENCODING, the locale
+    and the like take effect only when an interpreter starts: both need a real process."""
+    if os.environ.get("REBASECTL_FAULT"):
+        return True
+    return any(key == "REBASECTL_FAULT" or key.startswith(_INTERPRETER) for key in env or {})
 
 
 def run(workdir: Path | str | None, *args: str, env: dict[str, str] | None = None,
         want: int | None = None, timeout: float = 600) -> Result[str]:
-    """rebasectl ``-C workdir ARGS`` in this process (or a real one for a fault point); with
-    ``want`` the exit code must be that. ``timeout`` applies to a real process only."""
-    if _faulted(env):
+    """rebasectl ``-C workdir ARGS`` in this process (or a real one where ``_needs_process``);
+    with ``want`` the exit code must be that. ``timeout`` applies to a real process only."""
+    if _needs_process(env):
         result = spawn(workdir, *args, env=env, timeout=timeout)
     else:
         argv = _argv(workdir, args)

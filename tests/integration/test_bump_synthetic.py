@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 
 FILES = [f"src/f{n:02d}.py" for n in range(20)]
 LINES = 200

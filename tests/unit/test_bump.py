@@ -1,6 +1,6 @@
-"""`rebasectl bump` and `rebasectl blame` end to end (the real CLI in a subprocess) on synthetic
-upstreams: conflicts with culprits and resumable artifacts, a clean bump that exports and reports,
-an absorbed patch, a dependent patch, bad input."""
+"""`rebasectl bump` and `rebasectl blame` end to end (the real CLI, in this process:
+tests/harness/cli.py) on synthetic upstreams: conflicts with culprits and resumable artifacts, a
+clean bump that exports and reports, an absorbed patch, a dependent patch, bad input."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.synth import Repo, lines, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo, lines
 
 
 def test_import_apply_reproduces_tip_tree(tmp_path: Path) -> None:
