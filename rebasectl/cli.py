@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from .infra.errors import ExitCode, Interrupted, RebasectlError
+from .model.ids import short
 from .model.workspace import Workspace
 
 pass_ws = click.make_pass_decorator(Workspace)
@@ -220,7 +221,7 @@ def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> No
     from .commands import actions
 
     series, changed = actions.do_import(ws, rev_range, repo, branch)
-    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]}; "
+    ui.line(f"imported {len(series.patches)} patches on {short(series.upstream.base)}; "
             f"{len(changed)} files changed")
 
 

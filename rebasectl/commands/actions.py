@@ -24,7 +24,6 @@ from ..engine.state import ApplyState, TreeMap, tolerant
 from ..engine.upstream import choose_source, ensure_mirror, open_for, resolve
 from ..git import Repo
 from ..git.worktree import (
-    Worktree,
     half_removed_worktrees,
     holders,
     initializing_worktrees,
@@ -34,7 +33,7 @@ from ..git.worktree import (
 from ..infra.errors import RebasectlError
 from ..infra.fsutil import recover
 from ..infra.lock import RepoLock
-from ..model.ids import is_abbrev
+from ..model.ids import is_abbrev, short
 from ..model.series import Series, load
 from ..model.workspace import Workspace
 
@@ -85,7 +84,7 @@ def repair_git(ws: Workspace, notify: Notify) -> None:
         if ws.inside_state(half):
             shutil.rmtree(half, ignore_errors=True)
             notify(f"removed the rest of {half}, left by an interrupted `git worktree remove`")
-    Worktree.prune(Repo(ws.mirror).runner)
+    Repo(ws.mirror).prune_worktrees()
 
 
 def _after_running_git(ws: Workspace, notify: Notify, patience: float = 60.0) -> list[Path]:
@@ -147,7 +146,7 @@ def _mirror(ws: Workspace) -> Repo:
     more, so the way on is to start the apply again."""
     if not (ws.mirror / "HEAD").exists():
         state, _ = tolerant(ApplyState.load, ws.apply_state)
-        base = f" --base {state.base[:12]}" if state else ""
+        base = f" --base {short(state.base)}" if state else ""
         raise RebasectlError(f"no upstream mirror ({ws.mirror} is gone) and the apply in "
                              f"progress needs it: `rebasectl abort`, then `rebasectl apply{base} "
                              "--upstream URL|PATH` starts it again")
@@ -286,8 +285,8 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
         old = resolve(repo, series.upstream.base, what="base")
         new = resolve(repo, to_rev, what="--to revision")
         if not repo.history.is_ancestor(old, new):
-            raise RebasectlError(f"--to {to_rev}: {new[:12]} does not contain the pinned base "
-                                 f"{old[:12]} (a bump moves the base forward)")
+            raise RebasectlError(f"--to {to_rev}: {short(new)} does not contain the pinned base "
+                                 f"{short(old)} (a bump moves the base forward)")
         return bumping.bump(ws, repo, series, new, upstream=upstream,
                             artifacts=ws.path(artifacts) if artifacts else None, notify=notify,
                             run_tests=run_tests)
@@ -304,7 +303,7 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
         old = resolve(repo, from_rev or series.upstream.base, what="--from revision")
         new = resolve(repo, to_name, what="--to revision")
         if not repo.history.is_ancestor(old, new):
-            raise RebasectlError(f"--from {old[:12]} is not an ancestor of --to {new[:12]}")
+            raise RebasectlError(f"--from {short(old)} is not an ancestor of --to {short(new)}")
         return bumping.blame(ws, repo, series, patch_ref, old, new, notify)
 
 

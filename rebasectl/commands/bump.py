@@ -37,14 +37,14 @@ from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engin
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.resolutions import Memory
-from ..engine.session import check_room, checkout, clear
 from ..engine.state import TreeMap
+from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
-from ..git.history import commits
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
 from ..model.series import PATCH_DIR, Series, load
 from ..model.status import Applied
+from ..model.words import commits
 from ..model.workspace import Workspace
 from ..report.names import NameUse, uses_of_removed
 

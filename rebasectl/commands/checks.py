@@ -18,6 +18,7 @@ from ..engine.upstream import open_for, resolve
 from ..git import Repo, Worktree
 from ..infra.fsutil import recover
 from ..infra.lock import RepoLock
+from ..model.ids import short
 from ..model.series import load
 from ..model.workspace import Workspace
 
@@ -83,7 +84,7 @@ def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
             where = "; ".join(f"{c.path} ({c.kind.value})" for c in stopped.conflicts) or \
                 "it merges only with a 3-way merge"
             problems.append(f"patch {stopped.index} {stopped.id} does not apply exactly on "
-                            f"{base[:12]}: {where}")
+                            f"{short(base)}: {where}")
         else:
             problems += _not_canonical(ws, repo, loaded, done.steps)
     result["valid"] = not problems
