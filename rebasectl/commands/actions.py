@@ -22,6 +22,7 @@ from ..engine.exchange import Built, export_tree, import_range, load_patches
 from ..engine.session import ApplyOutcome, Session
 from ..engine.state import ApplyState, TreeMap, tolerant
 from ..engine.upstream import choose_source, ensure_mirror, open_for, resolve
+from ..engine.worktrees import check_room
 from ..git import Repo
 from ..git.worktree import (
     half_removed_worktrees,
@@ -150,7 +151,7 @@ def _mirror(ws: Workspace) -> Repo:
         raise RebasectlError(f"no upstream mirror ({ws.mirror} is gone) and the apply in "
                              f"progress needs it: `rebasectl abort`, then `rebasectl apply{base} "
                              "--upstream URL|PATH` starts it again")
-    return Repo(ws.mirror)
+    return Repo(ws.mirror, upstream=True)
 
 
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
@@ -281,6 +282,9 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
             raise RebasectlError("an apply is in progress: `rebasectl continue` or `abort` it "
                                  "before a bump")
         series = load(ws.root)
+        # the work tree's own check before anything is fetched or computed: a bump that would
+        # replace unexported work is refused while everything is as the person left it
+        check_room(ws, ws.default_tree.resolve())
         repo = _bump_mirror(ws, upstream, series, to_rev, notify)
         old = resolve(repo, series.upstream.base, what="base")
         new = resolve(repo, to_rev, what="--to revision")
@@ -312,7 +316,8 @@ def _bump_mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: st
     """The mirror holding the revisions; fetched first when ``to_rev`` is a name (a branch moves:
     a bump to `dev` means upstream's `dev` now, not the cached one)."""
     repo = mirror_for(ws, series, upstream, [from_rev or series.upstream.base, to_rev])
-    if not is_abbrev(to_rev):  # a (short) sha names one commit: no fetch needed
+    # a sha names one commit; a mirror made or fetched just now is as new as a fetch
+    if not is_abbrev(to_rev) and not repo.fetched:
         notify(f"fetching the upstream ({to_rev} is a name: it may have moved)")
         # an existing mirror is fetched from where it came from unless --upstream or
         # $REBASECTL_UPSTREAM say otherwise (series.yaml's url must not re-point a local mirror)

@@ -94,10 +94,14 @@ def _person(value: bytes, encoding: str) -> Identity:
 
 
 class Objects:
-    """Blobs and commits of one repository, read through one long-lived cat-file process."""
+    """Blobs and commits of one repository, read through one long-lived cat-file process.
+    ``path`` is where the repository was opened; ``git_dir`` its git dir as git gives it
+    (``rev-parse --absolute-git-dir``), which the cat-file process is told outright."""
 
-    def __init__(self, git_dir: Path) -> None:
-        self.git_dir = git_dir
+    def __init__(self, path: Path, git_dir: Path | None = None) -> None:
+        self.path = path
+        self.git_dir = git_dir or path
+        self._given_dir = git_dir is not None
         self._repo: Any = None
         self._lock = threading.Lock()  # one cat-file process: one question at a time
 
@@ -106,11 +110,15 @@ class Objects:
             import git as gitpython  # ~50 ms: only when objects are read
 
             try:
-                self._repo = gitpython.Repo(str(self.git_dir), odbt=gitpython.GitCmdObjectDB)
+                self._repo = gitpython.Repo(str(self.path), odbt=gitpython.GitCmdObjectDB)
             except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
                 raise GitError(f"{self.git_dir}: not a git repository") from None
-            self._repo.git.update_environment(**{
-                k: v for k, v in hermetic_env().items() if k.startswith(("GIT_", "LC_", "LANG"))})
+            env = {k: v for k, v in hermetic_env().items() if k.startswith(("GIT_", "LC_", "LANG"))}
+            # the git dir as given: GitPython guesses a work tree (the parent) for a bare
+            # repository without a config file, and git then finds no repository there
+            if self._given_dir:
+                env["GIT_DIR"] = str(self.git_dir)
+            self._repo.git.update_environment(**env)
         return self._repo.git
 
     def read(self, spec: str) -> tuple[str, str, bytes] | None:
