@@ -29,14 +29,14 @@ from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engin
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.resolutions import Memory
-from ..engine.session import check_room, checkout, clear
 from ..engine.state import TreeMap
+from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
-from ..git.history import commits
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
 from ..model.series import PATCH_DIR, Series, load
 from ..model.status import Applied
+from ..model.words import commits
 from ..model.workspace import Workspace
 from ..report.names import NameUse, uses_of_removed
 
@@ -278,7 +278,7 @@ def reproduce_command(new: str, upstream: str | None) -> str:
 
 def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
          artifacts: Path | None, notify: Notify, run_tests: bool = False) -> BumpResult:
-    """The whole bump under the caller's lock (see actions.bump)."""
+    """The whole bump under the caller's lock (see ``run``, the command)."""
     old = series.upstream.base
     loaded = load_patches(ws, series)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
@@ -460,3 +460,31 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
                 touching=[{"commit": c, "subject": planner.rng.subject(c)}
                           for c in att.touching])
     return data
+
+
+# -- the command -----------------------------------------------------------------------------------
+def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
+        notify: Notify, run_tests: bool = False) -> BumpResult:
+    """``bump --to REV``: the pipeline above under the lock, once the checkout allows it (no
+    apply in progress, no unexported work in the default tree) and REV contains the base."""
+    from ..engine.upstream import resolve
+    from ..model.ids import short
+    from .common import fetched_mirror, locked
+
+    with locked(ws, "bump", notify):
+        if ws.apply_state.exists():
+            raise RebasectlError("an apply is in progress: `rebasectl continue` or `abort` it "
+                                 "before a bump")
+        series = load(ws.root)
+        # the work tree's own check before anything is fetched or computed: a bump that would
+        # replace unexported work is refused while everything is as the person left it
+        check_room(ws, ws.default_tree.resolve())
+        repo = fetched_mirror(ws, upstream, series, to_rev, notify)
+        old = resolve(repo, series.upstream.base, what="base")
+        new = resolve(repo, to_rev, what="--to revision")
+        if not repo.history.is_ancestor(old, new):
+            raise RebasectlError(f"--to {to_rev}: {short(new)} does not contain the pinned base "
+                                 f"{short(old)} (a bump moves the base forward)")
+        return bump(ws, repo, series, new, upstream=upstream,
+                    artifacts=ws.path(artifacts) if artifacts else None, notify=notify,
+                    run_tests=run_tests)

@@ -327,7 +327,7 @@ def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> 
             try:
                 return python_decides(contents, dict(key), patches)
             except Unsupported:
-                index = Index(repo.runner, Path(tmp) / f"index-{number}")
+                index = repo.index_at(Path(tmp) / f"index-{number}")
                 return stack_applies(index, dict(key), patches, whole)
 
         workers = min(len(distinct), max(1, os.cpu_count() or 2))

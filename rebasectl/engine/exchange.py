@@ -26,6 +26,7 @@ from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.fsutil import FileTransaction, atomic_write
 from ..model import lines
+from ..model.ids import short
 from ..model.lines import significant_lines
 from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
 from ..model.series import (
@@ -205,7 +206,7 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
             if stats is not None:
                 stats[entry.file] = Stats.of(back)
         except PatchError as exc:
-            raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
+            raise PatchError(f"commit {short(info.sha)} ({patch.subject}): {exc.message}") from None
     return entries, files
 
 
@@ -265,7 +266,7 @@ def linear(repo: Repo, base: str, tip: str, what: str) -> list[CommitInfo]:
     infos = repo.commits(repo.history.rev_list([f"{base}..{tip}"], first_parent=True))
     merges = [c for c in infos if len(c.parents) > 1]
     if merges:
-        raise RebasectlError(f"{what}: merge commit {merges[0].sha[:12]} in it; a series is a "
+        raise RebasectlError(f"{what}: merge commit {short(merges[0].sha)} in it; a series is a "
                              "straight line of commits")
     return infos
 
@@ -311,7 +312,7 @@ def export_tree(ws: Workspace, worktree: Path,
     repo = Repo(worktree)
     head = tree.head() or tmap.base
     if not repo.history.is_ancestor(tmap.base, head):
-        raise RebasectlError(f"{worktree}: HEAD is not based on {tmap.base[:12]}")
+        raise RebasectlError(f"{worktree}: HEAD is not based on {short(tmap.base)}")
     infos = linear(repo, tmap.base, head, str(worktree))
     present = {i.sha for i in infos}
     ids = {sha: pid for pid, sha in tmap.commits if sha in present}
