@@ -35,6 +35,7 @@ from ..git.runner import Started
 from ..git.worktree import linked_to, registration
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
+from ..infra.fsutil import confined_parent, write_confined
 from ..model import diffs
 from ..model.series import load
 from ..model.workspace import Workspace
@@ -469,11 +470,11 @@ def write_files(tree: Worktree, paths: list[str], conflicts: list[FileConflict])
     staged = tree.index().entries(paths)
     tree.write_from_index([p for p in paths if p in staged and p not in by_path])
     for path in paths:
-        target = tree.path / path
         if path in by_path:
             content = by_path[path].content
             if content is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-        elif path not in staged and (target.is_file() or target.is_symlink()):
+                write_confined(tree.path, path, content)
+            continue
+        target = Path(confined_parent(tree.path, path)) / Path(path).name
+        if path not in staged and (target.is_file() or target.is_symlink()):
             target.unlink()
