@@ -53,7 +53,10 @@ class Patch:
 
     @property
     def subject(self) -> str:
-        return self.message.split("\n", 1)[0]
+        """The first paragraph as one line, as git and the patch file's ``Subject:`` have it (a
+        subject wrapped over two lines is one subject: its first line alone made export write a
+        title that the next apply + export changed)."""
+        return normalise_message(self.message).split("\n", 1)[0]
 
     @property
     def is_empty(self) -> bool:
