@@ -187,8 +187,7 @@ class Session:
     def patches(self, state: ApplyState) -> dict[str, LoadedPatch]:
         series = load(self.ws.root)
         if [p.id for p in series.patches] != state.ids:
-            raise RebasectlError("series.yaml changed since this apply started (patches added, "
-                                 "removed or reordered): `rebasectl abort`, then apply again")
+            raise RebasectlError(series_changed(state, [p.id for p in series.patches]))
         return {lp.entry.id: lp for lp in load_patches(self.ws, series)}
 
     def engine(self, state: ApplyState) -> Engine:
@@ -454,6 +453,23 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
         f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
         f"`rebasectl abort`, then `rebasectl apply --base {state.base[:12]}` stops at the "
         "patch again (resolutions continue recorded are replayed)")
+
+
+def series_changed(state: ApplyState, now: list[str]) -> str:
+    """series.yaml no longer lists what this apply started with. Putting it back keeps
+    everything, a resolution staged at a stop included; ``abort`` would throw that away, so it
+    is the second way out, said as such."""
+    added = [i for i in now if i not in state.ids]
+    removed = [i for i in state.ids if i not in now]
+    what = [f"added {', '.join(added)}"] if added else []
+    what += [f"removed {', '.join(removed)}"] if removed else []
+    shown = state.ids if len(state.ids) <= 12 else [*state.ids[:12], "..."]
+    keeps = "the resolution you staged" if state.current else "what is applied"
+    return (f"series.yaml changed since this apply started ({'; '.join(what) or 'reordered'}): "
+            f"put it back as it was (these patches, in this order: {', '.join(shown)}) and "
+            f"`rebasectl continue` keeps {keeps}; change series.yaml once the apply is done "
+            "(`rebasectl abort` then apply again also works, but throws "
+            f"{'that resolution' if state.current else 'this apply'} away)")
 
 
 def unresolved_message(state: ApplyState, paths: list[str]) -> str:
