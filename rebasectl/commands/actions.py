@@ -34,6 +34,7 @@ from ..git.worktree import (
 from ..infra.errors import RebasectlError
 from ..infra.fsutil import recover
 from ..infra.lock import RepoLock
+from ..model.ids import is_abbrev
 from ..model.series import Series, load
 from ..model.workspace import Workspace
 
@@ -314,10 +315,9 @@ def _bump_mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: st
                  notify: Notify, from_rev: str | None = None) -> Repo:
     """The mirror holding the revisions; fetched first when ``to_rev`` is a name (a branch moves:
     a bump to `dev` means upstream's `dev` now, not the cached one)."""
-    from .bump import COMMIT_ID
-
     repo = mirror_for(ws, series, upstream, [from_rev or series.upstream.base, to_rev])
-    if not COMMIT_ID.fullmatch(to_rev) and not repo.fetched:  # made or fetched just now: as new
+    # a sha names one commit; a mirror made or fetched just now is as new as a fetch
+    if not is_abbrev(to_rev) and not repo.fetched:
         notify(f"fetching the upstream ({to_rev} is a name: it may have moved)")
         # an existing mirror is fetched from where it came from unless --upstream or
         # $REBASECTL_UPSTREAM say otherwise (series.yaml's url must not re-point a local mirror)

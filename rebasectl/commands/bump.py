@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,19 +23,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..engine.attribution import (
-    Attribution,
-    Culprit,
-    UpstreamRange,
-    absorbed_by,
-    attribute,
-    landing,
-    reverse_applies,
-    same_patch_id,
-)
+from ..engine.attribution import Attribution, Culprit, UpstreamRange, attribute, landing
+from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
-from ..engine.materialize import Materialised, Materializer, Step, StepStatus
+from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.resolutions import Memory
 from ..engine.session import check_room, checkout, clear
 from ..engine.state import TreeMap
@@ -45,6 +36,7 @@ from ..git.history import commits
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
 from ..model.series import PATCH_DIR, Series, load
+from ..model.status import Applied
 from ..model.workspace import Workspace
 from ..report.markdown import code_span, escape
 from ..report.names import NameUse, uses_of_removed
@@ -57,7 +49,9 @@ class BumpStatus(str, Enum):
     CLEAN = "clean"
     RESOLVED = "resolved"  # conflicted; replayed from resolutions recorded at an earlier bump
     CONFLICT = "conflict"
-    UPSTREAMED = "upstreamed"
+    UPSTREAMED = "upstreamed"  # upstream carries its lines: always with the commit that did
+    BLOCKED = "blocked"  # needs lines of an earlier patch that failed (or was left out)
+    NOOP = "no-op"  # applies and changes nothing, and no upstream commit brought its lines
     EMPTY = "empty"
 
 
@@ -71,6 +65,7 @@ class PatchOutcome:
     conflicts: list[FileConflict] = field(default_factory=list)
     attribution: Attribution | None = None
     upstream_commit: str | None = None  # upstreamed: the commit holding the change
+    carried: Carried | None = None  # the carried-lines engine's answer (conflicts, no-ops)
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
     findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
 
@@ -89,6 +84,7 @@ class PatchOutcome:
             "culprits": [c.to_json() for c in att.culprits] if att else [],
             "blocked_by": att.blocked_by if att else [],
             "upstream_commit": self.upstream_commit,
+            "carried": self.carried.to_json() if self.carried else None,
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -174,6 +170,7 @@ class Planner:
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
         self.memory = memory
         self.rng = UpstreamRange(repo, old, new)
+        self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
     def run(self, loaded: list[LoadedPatch]) -> tuple[list[PatchOutcome], Materialised]:
@@ -187,7 +184,7 @@ class Planner:
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay, self.memory).run(
             self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
-        failed = [s.id for s in mat.steps if s.status is StepStatus.CONFLICT]
+        failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         if failed:
             self.notify(f"attributing {len(failed)} failing patches over "
                         f"{commits(self.rng.count())}")
@@ -234,29 +231,27 @@ class Planner:
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
-        elif step.status is StepStatus.RESOLVED:
+        elif step.status is Applied.RERERE:
             out.status = BumpStatus.RESOLVED
-        elif step.status is StepStatus.NOOP or (step.status is StepStatus.CONFLICT and
-                                                self._absorbed(lp)):
-            out.status = BumpStatus.UPSTREAMED
-            out.upstream_commit = absorbed_by(self.rng, lp.patch)
-            if out.upstream_commit:
-                first = landing(self.rng, out.upstream_commit)
-                out.attribution = Attribution(first_break=self.rng.ref(first),
-                                              permanent_break=self.rng.ref(first),
-                                              culprits=[Culprit(out.upstream_commit,
-                                                                self.rng.subject(
-                                                                    out.upstream_commit),
-                                                                lp.patch.paths()[0])])
-        elif step.status is StepStatus.CONFLICT:
-            out.status = BumpStatus.CONFLICT
-            out.conflicts = list(step.conflicts)
-            out.hunk_lines = hunk_lines(lp)
+        elif step.status in (Applied.NOOP, Applied.CONFLICT):
+            out.carried = self.carried.patch(lp.patch)
+            if out.carried.commit is not None:
+                self._upstreamed(out, lp, out.carried.commit)
+            elif step.status is Applied.NOOP:
+                out.status = BumpStatus.NOOP
+            else:
+                out.status = BumpStatus.CONFLICT
+                out.conflicts = list(step.conflicts)
+                out.hunk_lines = hunk_lines(lp)
         return out
 
-    def _absorbed(self, lp: LoadedPatch) -> bool:
-        return reverse_applies(self.repo, self.new, lp.patch) or \
-            same_patch_id(self.rng, lp.patch) is not None
+    def _upstreamed(self, out: PatchOutcome, lp: LoadedPatch, commit: str) -> None:
+        """Upstream carries the patch's lines: named by the commit that brought them."""
+        out.status, out.upstream_commit = BumpStatus.UPSTREAMED, commit
+        first = landing(self.rng, commit)
+        out.attribution = Attribution(
+            first_break=self.rng.ref(first), permanent_break=self.rng.ref(first),
+            culprits=[Culprit(commit, self.rng.subject(commit), lp.patch.paths()[0])])
 
 
 def hunk_lines(lp: LoadedPatch) -> dict[str, int]:
@@ -275,9 +270,6 @@ def _inherit(att: Attribution, blockers: list[PatchOutcome]) -> None:
             if culprit.commit not in seen:
                 seen.add(culprit.commit)
                 att.culprits.append(culprit)
-
-
-COMMIT_ID = re.compile(r"[0-9a-f]{7,40}")  # a (short) sha names one commit: no fetch needed
 
 
 def reproduce_command(new: str, upstream: str | None) -> str:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import re
 
+from ..model.ids import is_abbrev
 from .runner import Runner
 
 UPSTREAM_REFS = "refs/rebasectl/upstream/"
 FETCH_SPECS = (f"+refs/heads/*:{UPSTREAM_REFS}heads/*", f"+refs/tags/*:{UPSTREAM_REFS}tags/*")
 _SPLIT = re.compile(r"^(.*?)((?:[~^:]|@\{).*)?$", re.S)
-_SHA_LIKE = re.compile(r"[0-9a-f]{7,40}")
 
 
 def configure(runner: Runner) -> None:
@@ -73,7 +73,7 @@ def candidates(rev: str) -> tuple[list[str], str]:
     of ``rev`` (``~2``, ``^{tree}``, ``:path``). No candidates for a sha-like name."""
     match = _SPLIT.match(rev)
     name, rest = (match.group(1), match.group(2) or "") if match else (rev, "")
-    if not name or name == "HEAD" or _SHA_LIKE.fullmatch(name):
+    if not name or name == "HEAD" or is_abbrev(name):
         return [], rest
     if name.startswith("refs/"):
         return [UPSTREAM_REFS + name[5:]], rest

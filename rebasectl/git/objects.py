@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.errors import GitError
+from ..model.ids import is_full
 from .runner import hermetic_env
 
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # a missing git is our one-line error
@@ -141,7 +142,7 @@ class Objects:
         return {spec: self.blob(spec) for spec in dict.fromkeys(specs)}
 
     def commit(self, rev: str) -> CommitInfo:
-        found = self.read(f"{rev}^{{commit}}") if not re.fullmatch(r"[0-9a-f]{40}", rev) \
+        found = self.read(f"{rev}^{{commit}}") if not is_full(rev) \
             else self.read(rev)
         if found is None or found[1] != "commit":
             raise GitError(f"{rev}: not a commit in {self.git_dir}")

@@ -7,7 +7,6 @@ author *and* committer, with its date, so materialising the same series twice gi
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -15,13 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..infra.errors import GitError
+from ..model.ids import EMPTY_TREE, is_full
 from . import namespace
 from .history import CANONICAL_DIFF, History
 from .index import Entry, Index
 from .objects import CommitInfo, Identity, Objects
 from .runner import Runner
-
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 def _reason(stderr: bytes) -> str:
@@ -113,7 +111,7 @@ class Repo:
         proc = self.runner.run(["rev-parse", "--verify", "--quiet", "--end-of-options",
                                 f"{rev}^{{commit}}"], check=False)
         sha = proc.stdout.decode().strip()
-        return sha if proc.returncode == 0 and len(sha) == 40 else None
+        return sha if proc.returncode == 0 and is_full(sha) else None
 
     def tree_of(self, rev: str) -> str:
         return self.runner.out(["rev-parse", f"{rev}^{{tree}}"])
@@ -243,8 +241,9 @@ class Repo:
         of them would resolve that conflict the forgotten way."""
         gone = 0
         for rid in ids:
-            match = re.fullmatch(r"([0-9a-f]{40})(?:\.\d+)?", rid)
-            folder = self.path / "rr-cache" / match.group(1) if match else None
+            conflict, _, variant = rid.partition(".")
+            named = is_full(conflict) and (not variant or variant.isdecimal())
+            folder = self.path / "rr-cache" / conflict if named else None
             if folder is not None and folder.is_dir():
                 shutil.rmtree(folder)
                 gone += 1

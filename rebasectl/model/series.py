@@ -19,6 +19,7 @@ import yaml
 
 from ..infra.errors import RebasectlError
 from ..infra.fsutil import Confined, read_regular
+from .ids import is_full
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -46,7 +47,6 @@ SERIES_FILE = "series.yaml"
 PATCH_DIR = "patches"
 KINDS = ("fix", "feature", "compat", "backport", "temporary")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 class SeriesError(RebasectlError):
@@ -88,9 +88,6 @@ class Series:
             if entry.id == patch_id:
                 return entry
         raise SeriesError(f"no patch with id {patch_id!r} in {SERIES_FILE}")
-
-    def index_of(self, patch_id: str) -> int:
-        return [p.id for p in self.patches].index(patch_id)
 
 
 # -- loading ---------------------------------------------------------------------------------------
@@ -173,7 +170,7 @@ def _upstream(up_node: yaml.Node, name: str) -> Upstream:
     up = _mapping(up_node, name, "'upstream'")
     _only_keys(up, set(_UPSTREAM_KEYS), name)
     values = {k: _scalar(up, k, name, (str,), up_node) for k in _UPSTREAM_KEYS}
-    if not SHA_RE.match(values["base"]):
+    if not is_full(values["base"]):
         raise SeriesError(
             f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
             f"sha, got {values['base']!r}"

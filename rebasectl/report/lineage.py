@@ -25,21 +25,21 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..engine.conflicts import Engine, Labels
 from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
-from ..model.patches import Patch
+from ..model.lines import CONTAIN, significant
+from ..model.patches import Patch, raw_datetime
 from ..model.series import PatchEntry, Series, slugify
+from ..model.status import MappingStatus
 
 _PR = re.compile(r"\(#(\d+)\)")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")
 
 # thresholds (stated in the evidence they produce)
 PAIR_SIMILARITY = 0.3  # dice of significant changed lines for a pair without lineage
-CONTAIN = 0.5  # share of a patch's significant lines found in another: merged / split
 # lineage signals that identify a patch across a rebase on their own (a subject can repeat)
 STRONG = ("series_id", "absorbs", "author_date", "pr_tag")
 # a fold by a stronger rule wins over one by a weaker rule
@@ -61,10 +61,7 @@ def changed(h: Hunk) -> tuple[str, ...]:
 
 def iso_date(raw: str) -> str:
     """A git date (``<seconds> <+hhmm>``) in ISO 8601 with its own offset."""
-    seconds, tz = raw.split()
-    sign = 1 if tz[0] == "+" else -1
-    offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5])) * sign
-    return datetime.fromtimestamp(int(seconds), timezone(offset)).isoformat()
+    return raw_datetime(raw).isoformat()
 
 
 # -- one commit as a change ------------------------------------------------------------------------
@@ -101,15 +98,6 @@ class Change:
 
     def file(self, path: str) -> FileDiff | None:
         return next((f for f in self.files if f.path == path), None)
-
-
-def significant(line: str) -> str | None:
-    """A changed line normalised for similarity, or None when it says too little to count
-    (blank, brackets, ``else:``, short keywords)."""
-    norm = " ".join(line[1:].split())
-    if len(norm) < 8 or not re.search(r"[A-Za-z_]{3}", norm):
-        return None
-    return line[0] + norm
 
 
 def load_changes(repo: Repo, side: str, commits: Sequence[str],
@@ -169,7 +157,7 @@ class Group:
 
     old: list[int]
     new: list[int]
-    status: str = ""
+    status: MappingStatus | None = None  # None until the pairing decides
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
@@ -424,14 +412,14 @@ class _Pairing:
             waiting = by_id.get(o.patch_id) if not o.empty else None
             if waiting:
                 n = waiting.pop(0)
-                self.add(Group([o.index], [n.index], "", {"rule": "patch_id"}))
+                self.add(Group([o.index], [n.index], None, {"rule": "patch_id"}))
 
     def empties(self) -> None:
         for o in self.old:
             if o.empty and o.index not in self.used_o:
                 n_match = next((n for n in self.new if n.empty and n.index not in self.used_n
                                 and core_subject(n.subject) == core_subject(o.subject)), None)
-                self.add(Group([o.index], [n_match.index] if n_match else [], "empty",
+                self.add(Group([o.index], [n_match.index] if n_match else [], MappingStatus.EMPTY,
                                {"rule": "empty"}))
 
     def one_to_one(self) -> None:
@@ -449,8 +437,8 @@ class _Pairing:
             if i not in self.used_o and j not in self.used_n:
                 chosen = self.sims.sim(i, j)
                 assert chosen is not None  # a candidate: eligible
-                self.add(Group([i], [j], "", {"rule": pair_rule(chosen),
-                                              **sim_evidence(chosen)}))
+                self.add(Group([i], [j], None, {"rule": pair_rule(chosen),
+                                                **sim_evidence(chosen)}))
 
     def by_o(self, i: int) -> Change:
         return self.old[i - 1]
@@ -471,7 +459,7 @@ class _Pairing:
                          and lineage(o, n)), None)
             if twin is not None:
                 hit["new_commit_empty"] = True
-            self.add(Group([o.index], [twin.index] if twin else [], "upstreamed",
+            self.add(Group([o.index], [twin.index] if twin else [], MappingStatus.UPSTREAMED,
                            {"rule": "upstreamed", **hit}))
 
     def fold(self, part: str) -> None:
@@ -490,7 +478,7 @@ class _Pairing:
             target = used_other.get(k)
             if target is None:
                 pair = ([c.index], [k]) if part == "old" else ([k], [c.index])
-                self.add(Group(pair[0], pair[1], "", ev))
+                self.add(Group(pair[0], pair[1], None, ev))
                 continue
             side = target.old if part == "old" else target.new
             side.append(c.index)
@@ -516,13 +504,13 @@ class _Pairing:
         """What no rule took: empty commits alone, dropped old and new patches, each with why."""
         for n in self.new:
             if n.empty and n.index not in self.used_n:
-                self.add(Group([], [n.index], "empty", {"rule": "empty"}))
+                self.add(Group([], [n.index], MappingStatus.EMPTY, {"rule": "empty"}))
         for o in self.old:
             if o.index not in self.used_o:
-                self.add(Group([o.index], [], "dropped", self.unpaired(o.index, "old")))
+                self.add(Group([o.index], [], MappingStatus.DROPPED, self.unpaired(o.index, "old")))
         for n in self.new:
             if n.index not in self.used_n:
-                self.add(Group([], [n.index], "new", self.unpaired(n.index, "new")))
+                self.add(Group([], [n.index], MappingStatus.NEW, self.unpaired(n.index, "new")))
 
     def unpaired(self, index: int, part: str) -> dict[str, Any]:
         """Why no rule took this patch: its nearest patch of the other side (one that shares a
@@ -558,14 +546,14 @@ def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
         if g.status:
             continue
         if len(g.old) > 1 or len(g.new) > 1:
-            g.status = "merged" if len(g.old) > 1 else "split"
+            g.status = MappingStatus.MERGED if len(g.old) > 1 else MappingStatus.SPLIT
             olds = sum((p.by_o(i).exact for i in g.old), Counter[tuple[str, str]]())
             news = sum((p.by_n(j).exact for j in g.new), Counter[tuple[str, str]]())
             g.evidence["changed_lines_equal"] = olds == news
         else:
             o, n = p.by_o(g.old[0]), p.by_n(g.new[0])
             g.status = classify(o, n, g.evidence)
-            if replay and g.status == "modified":
+            if replay and g.status == MappingStatus.MODIFIED:
                 replay_into(git, o, n, g.evidence)
     return order(p.groups)
 
@@ -580,7 +568,7 @@ def _moved(o: Change, n: Change) -> int | None:
     return None
 
 
-def classify(o: Change, n: Change, evidence: dict[str, Any]) -> str:
+def classify(o: Change, n: Change, evidence: dict[str, Any]) -> MappingStatus:
     """identical / equivalent / modified for one old and one new patch. Same patch-id and the
     same +/- lines is identical, moved or not (patch-id ignores line numbers and whitespace;
     +/- lines that differ in whitespace are a different change: indentation is code)."""
@@ -594,11 +582,11 @@ def classify(o: Change, n: Change, evidence: dict[str, Any]) -> str:
         if shift is not None:
             evidence["line_shift"] = shift
         if o.exact == n.exact:
-            return "identical"
+            return MappingStatus.IDENTICAL
         evidence["whitespace_differs"] = True
     elif o.exact == n.exact:
-        return "equivalent"
-    return "modified"
+        return MappingStatus.EQUIVALENT
+    return MappingStatus.MODIFIED
 
 
 def replay_into(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> None:
