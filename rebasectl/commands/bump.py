@@ -38,6 +38,7 @@ from ..model.series import PATCH_DIR, Series, load
 from ..model.status import Applied
 from ..model.words import commits
 from ..model.workspace import Workspace
+from ..report.markdown import code_span, escape
 from ..report.names import NameUse, uses_of_removed
 
 SCHEMA = "rebasectl.bump/1"
@@ -386,39 +387,41 @@ def conflict_readme(result: BumpResult) -> str:
         att = p.attribution
         fb = f"`{att.first_break.commit[:12]}`" if att and att.first_break else ""
         pb = f"`{att.permanent_break.commit[:12]}`" if att and att.permanent_break else ""
-        lines.append(f"| {p.index} | {p.id} | {p.status.value} | {fb} | {pb} |")
+        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
     warned = [(p, f) for p in result.patches for f in p.findings]
     if warned:
         lines += ["", "## Merged, but uses a name the patch removes", ""]
-        lines += [f"- {p.id}: `{f.path}:{f.line}` uses `{f.name}`" +
+        lines += [f"- {escape(p.id)}: {code_span(f'{f.path}:{f.line}')} uses "
+                  f"{code_span(f.name)}" +
                   (f" (upstream `{f.commit[:12]}`)" if f.commit else "") for p, f in warned]
     return "\n".join(lines) + "\n"
 
 
 def _readme_patch(p: PatchOutcome) -> list[str]:
     att = p.attribution
-    lines = ["", f"## {p.index}. {p.id}: {p.subject}", ""]
+    lines = ["", f"## {p.index}. {escape(p.id)}: {escape(p.subject)}", ""]
     for c in p.conflicts:
-        lines.append(f"- `{c.path}`: {c.kind.value}" + _gone(c))
+        lines.append(f"- {code_span(c.path)}: {c.kind.value}" + _gone(c))
         for r in c.regions:
             culprits = _region_culprits(p, r)
-            where = f"lines {r.start}-{r.end} of `files/{c.path}`" if r.start else "the file"
+            where = f"lines {r.start}-{r.end} of {code_span('files/' + c.path)}" if r.start \
+                else "the file"
             who = ", ".join(f"`{x[:12]}`" for x in culprits) or "no upstream commit found"
             lines.append(f"  - {where}: changed upstream by {who}")
     if att and att.blocked_by:
         lines.append(f"- needs lines added by earlier failing patch(es): "
-                     f"{', '.join(att.blocked_by)}")
+                     f"{escape(', '.join(att.blocked_by))}")
     for key, ref in (("first break", att.first_break if att else None),
                      ("permanent break", att.permanent_break if att else None)):
         if ref:
-            lines.append(f"- {key}: `{ref.commit[:12]}` {ref.subject}")
+            lines.append(f"- {key}: `{ref.commit[:12]}` {escape(ref.subject)}")
     for culprit in att.culprits if att else []:
         when = "" if culprit.by_first_break else " (after the first break)"
-        lines.append(f"- culprit `{culprit.commit[:12]}` ({culprit.path}){when}: "
-                     f"{culprit.subject}")
-    lines.append(f"- files: `conflicts/{p.index:02d}-{p.id}/`")
+        lines.append(f"- culprit `{culprit.commit[:12]}` ({escape(culprit.path)}){when}: "
+                     f"{escape(culprit.subject)}")
+    lines.append(f"- files: {code_span(f'conflicts/{p.index:02d}-{p.id}/')}")
     return lines
 
 
@@ -426,8 +429,8 @@ def _gone(c: FileConflict) -> str:
     if c.kind is not ConflictKind.MODIFY_DELETE:
         return ""
     by = f", deleted upstream by `{c.deleted_by[:12]}`" if c.deleted_by else ""
-    to = f", moved to `{c.moved_to}`" if c.moved_to else ""
-    near = "".join(f", the lines it needs are now in `{p}`" for p in c.code_in)
+    to = f", moved to {code_span(c.moved_to)}" if c.moved_to else ""
+    near = "".join(f", the lines it needs are now in {code_span(p)}" for p in c.code_in)
     return by + to + near
 
 

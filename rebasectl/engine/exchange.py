@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
-from ..infra.fsutil import FileTransaction, atomic_write
-from ..model import lines
+from ..infra.fsutil import FileTransaction, atomic_write, read_regular
+from ..model import lines, links
 from ..model.ids import short
 from ..model.lines import significant_lines
 from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
@@ -56,10 +56,11 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
     for entry in series.patches:
         path = ws.patch_dir / entry.file
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
         loaded.append(LoadedPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
+    links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
     return loaded
 
 
@@ -230,7 +231,7 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
             txn.delete(f"{PATCH_DIR}/{name}")
     for name, data in files.items():
         txn.write(f"{PATCH_DIR}/{name}", data)
-    previous = ws.series_file.read_text(encoding="utf-8") if current else None
+    previous = read_regular(ws.series_file).decode("utf-8") if current else None
     txn.write(SERIES_FILE, edit(previous, series) if previous is not None else dump(series))
     ws.ensure_state_dir()
     return txn.commit()
