@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..engine.exchange import Built, export_tree, import_range, load_patches
+from ..engine.exchange import Built, check_links_on, export_tree, import_range, load_patches
 from ..engine.session import ApplyOutcome, Session, check_room
 from ..engine.state import ApplyState, TreeMap, tolerant
 from ..engine.upstream import choose_source, ensure_mirror, open_for, resolve
@@ -162,6 +162,7 @@ def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path 
         rev = base or series.upstream.base
         repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
         sha = resolve(repo, rev, what="base")
+        check_links_on(repo, sha, loaded)
         if sha != series.upstream.base and repo.resolve(series.upstream.base):
             _seed_blobs(repo, series.upstream.base, loaded)
         target = ws.path(worktree) if worktree else ws.default_tree
