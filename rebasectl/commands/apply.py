@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.exchange import (
+    check_links_on,
     load_patches,
 )
 from ..engine.materialize import Materializer
@@ -31,6 +32,7 @@ def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path 
         rev = base or series.upstream.base
         repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
         sha = resolve(repo, rev, what="base")
+        check_links_on(repo, sha, loaded)
         if sha != series.upstream.base and repo.resolve(series.upstream.base):
             _seed_blobs(repo, series.upstream.base, loaded)
         target = ws.path(worktree) if worktree else ws.default_tree

@@ -26,7 +26,7 @@ from typing import Any
 from ..engine.attribution import Attribution, Culprit, UpstreamRange, attribute, landing
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
-from ..engine.exchange import LoadedPatch, export_tree, load_patches
+from ..engine.exchange import LoadedPatch, check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.resolutions import Memory
 from ..engine.state import TreeMap
@@ -282,6 +282,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     """The whole bump under the caller's lock (see ``run``, the command)."""
     old = series.upstream.base
     loaded = load_patches(ws, series)
+    check_links_on(repo, new, loaded)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
     out.check_writable()
     outcomes, mat = Planner(repo, old, new, notify, Memory(ws.resolutions)).run(loaded)
