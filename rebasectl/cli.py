@@ -250,9 +250,10 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
 
     testing.preflight(jobs)
     path = actions.test_tree(ws, against, upstream, tree)
+    base = actions.default_path_base(ws, upstream) if against == "patched" and not tree else None
     with ui.progress(f"test ({path})", quiet=as_json):
         run = testing.run_tests(ws, path, against=against, device=device, patch_id=patch_id,
-                                jobs=jobs, multi_gpu=multi_gpu or 0)
+                                jobs=jobs, multi_gpu=multi_gpu or 0, base_tree=base)
     render.json(run.to_json()) if as_json else render.test_run(run, path)
     if run.exit_code:
         ui.error(run.verdict())

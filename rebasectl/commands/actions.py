@@ -234,6 +234,17 @@ def do_import(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> 
         return import_range(ws, ws.path(repo), rev_range, branch)
 
 
+def default_path_base(ws: Workspace, upstream: str | None) -> Path:
+    """The unpatched base checkout the regression suite's default-path checks compare the
+    patched tree with (made once under .rebasectl/base-tree)."""
+    from ..engine.testing import ensure_base_tree
+
+    series = load(ws.root)
+    with locked(ws, "test"):
+        repo = mirror_for(ws, series, upstream, [series.upstream.base])
+        return ensure_base_tree(ws, repo, resolve(repo, series.upstream.base, what="base"))
+
+
 def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | None) -> Path:
     """The tree ``rebasectl test`` runs on: given, or the patched work tree (applied if needed),
     or a checkout of the unpatched base."""

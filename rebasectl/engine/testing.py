@@ -251,8 +251,10 @@ def _pytest_args(files: Sequence[str], junit: str) -> list[str]:
 
 
 def run_pytest(root: Path, tree: Path, files: list[str], device: str | None,
-               jobs: int = 1) -> tuple[int, list[CaseResult], str]:
-    """Run pytest on ``files``; returns (exit code, the cases, output tail)."""
+               jobs: int = 1, base_tree: Path | None = None) -> tuple[int, list[CaseResult], str]:
+    """Run pytest on ``files``; returns (exit code, the cases, output tail). ``base_tree``, the
+    unpatched tree the default-path checks compare with, is passed as ``REBASECTL_BASE_TREE``
+    (a value already in the environment wins)."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-test-") as tmp:
         junit = Path(tmp) / "junit.xml"
         args = [sys.executable, *_pytest_args(files, str(junit))]
@@ -262,6 +264,8 @@ def run_pytest(root: Path, tree: Path, files: list[str], device: str | None,
         if expr:
             args += ["-m", expr]
         env = dict(os.environ, REBASECTL_TEST_TREE=str(tree))
+        if base_tree is not None:
+            env.setdefault("REBASECTL_BASE_TREE", str(base_tree))
         proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
         cases = parse_junit(junit) if junit.exists() else []
     return proc.returncode, cases, (proc.stdout + proc.stderr)[-4000:]
@@ -367,12 +371,12 @@ def _files_of(ws: Workspace, selected: list[tuple[str, list[str]]]) -> list[str]
 
 
 def _collect(ws: Workspace, tree: Path, files: list[str], device: str | None, jobs: int,
-             multi_gpu: int) -> tuple[int, list[CaseResult], str]:
+             multi_gpu: int, base_tree: Path | None) -> tuple[int, list[CaseResult], str]:
     """Run pytest (unless ``--multi-gpu`` alone) and torchrun (with ``--multi-gpu``)."""
     code, tail = 5, ""
     cases: list[CaseResult] = []
     if not multi_gpu or device is not None:
-        code, cases, tail = run_pytest(ws.root, tree, files, device, jobs)
+        code, cases, tail = run_pytest(ws.root, tree, files, device, jobs, base_tree)
     if code not in (0, 1, 5) and not (code == 2 and cases):  # 2 with cases: collection errors
         last = tail.strip().splitlines()[-1] if tail.strip() else ""
         raise RebasectlError(f"pytest could not run (exit {code}): {last}")
@@ -386,12 +390,14 @@ def _collect(ws: Workspace, tree: Path, files: list[str], device: str | None, jo
 
 
 def run_tests(ws: Workspace, tree: Path, *, against: str, device: str | None,
-              patch_id: str | None, jobs: int = 1, multi_gpu: int = 0) -> TestRun:
+              patch_id: str | None, jobs: int = 1, multi_gpu: int = 0,
+              base_tree: Path | None = None) -> TestRun:
     preflight(jobs)
     series = load(ws.root)
     selected = select(series, patch_id)
     files = _files_of(ws, selected)
-    code, cases, tail = _collect(ws, tree, files, device, jobs, multi_gpu)
+    base = tree if against == "base" else base_tree or existing_base_tree(ws, series)
+    code, cases, tail = _collect(ws, tree, files, device, jobs, multi_gpu, base)
     results, unmapped = _count(select(series, None), selected, cases, against == "base")
     if not any(r.passed + r.failed for r in results):
         skipped = sum(r.skipped for r in results)
@@ -452,6 +458,14 @@ def tree_id(tree: Path) -> str:
         if head is not None:
             return head
     return str(tree)
+
+
+def existing_base_tree(ws: Workspace, series: Series) -> Path | None:
+    """The checkout of the series' base under .rebasectl/base-tree, if one is there."""
+    tree = Worktree(ws.base_tree)
+    if tree.exists and tree.head() == series.upstream.base:
+        return ws.base_tree
+    return None
 
 
 def ensure_base_tree(ws: Workspace, repo: Repo, base: str) -> Path:
