@@ -234,9 +234,10 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
     from .commands import test as testing
 
     path = testing.prepare(ws, against, upstream, tree, jobs)
+    base = testing.default_path_base(ws, upstream) if against == "patched" and not tree else None
     with ui.progress(f"test ({path})", quiet=as_json):
         run = testing.run(ws, path, against=against, device=device, patch_id=patch_id,
-                          jobs=jobs, multi_gpu=multi_gpu)
+                          jobs=jobs, multi_gpu=multi_gpu, base_tree=base)
     render.json(run.to_json()) if as_json else render.test_run(run, path)
     if run.exit_code:
         ui.error(run.verdict())
