@@ -273,7 +273,7 @@ def report(ws: Workspace, old: Any, new: Any, repo: Path | None, upstream: str |
 
 
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-         notify: Notify = _quiet, run_tests: bool = False) -> Any:
+         notify: Notify = _quiet, run_tests: bool = False, proposals: bool = False) -> Any:
     from . import bump as bumping
 
     with locked(ws, "bump", notify):
@@ -289,7 +289,7 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
                                  f"{old[:12]} (a bump moves the base forward)")
         return bumping.bump(ws, repo, series, new, upstream=upstream,
                             artifacts=ws.path(artifacts) if artifacts else None, notify=notify,
-                            run_tests=run_tests)
+                            run_tests=run_tests, proposals=proposals)
 
 
 def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | None,

@@ -37,6 +37,7 @@ from ..engine.attribution import (
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step, StepStatus
+from ..engine.proposals import GitOracle, Proposal, propose_file, superseded
 from ..engine.resolutions import Memory
 from ..engine.session import check_room, checkout, clear
 from ..engine.state import TreeMap
@@ -72,6 +73,7 @@ class PatchOutcome:
     upstream_commit: str | None = None  # upstreamed: the commit holding the change
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
     findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
+    proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
@@ -80,8 +82,10 @@ class PatchOutcome:
             "index": self.index, "id": self.id, "subject": self.subject,
             "status": self.status.value,
             "conflicts": [{**c.to_json(), "regions": [
-                {**r.to_json(), "culprits": regions[id(r)].commits if id(r) in regions else []}
-                for r in c.regions]} for c in self.conflicts],
+                {"id": region_id(self.id, c.path, n), **r.to_json(),
+                 "culprits": regions[id(r)].commits if id(r) in regions else [],
+                 **self._proposal(region_id(self.id, c.path, n))}
+                for n, r in enumerate(c.regions, 1)]} for c in self.conflicts],
             "first_break": att.first_break.to_json() if att and att.first_break else None,
             "permanent_break": att.permanent_break.to_json()
             if att and att.permanent_break else None,
@@ -90,6 +94,20 @@ class PatchOutcome:
             "upstream_commit": self.upstream_commit,
             "findings": [f.to_json() for f in self.findings],
         }
+
+    def _proposal(self, rid: str) -> dict[str, Any]:
+        p = self.proposals.get(rid)
+        return {"proposal": {k: v for k, v in p.to_json().items() if k != "id"}} if p else {}
+
+    def region_culprits(self, c: FileConflict) -> list[list[str]]:
+        att = self.attribution
+        found = {id(rc.region): rc.commits for rc in att.regions} if att else {}
+        return [found.get(id(r), []) for r in c.regions]
+
+
+def region_id(patch_id: str, path: str, n: int) -> str:
+    """``<patch-id>/<path>/<n>``: n counts the file's regions from 1, in file order."""
+    return f"{patch_id}/{path}/{n}"
 
 
 @dataclass
@@ -284,9 +302,28 @@ def reproduce_command(new: str, upstream: str | None) -> str:
     return f"rebasectl apply --base {new}{extra}"
 
 
+def propose(repo: Repo, new: str, outcomes: list[PatchOutcome],
+            loaded: list[LoadedPatch], notify: Notify) -> None:
+    """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
+    oracle = GitOracle(repo, new)
+    files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
+    for out in outcomes:
+        if out.status is not BumpStatus.CONFLICT:
+            continue
+        notify(f"proposing resolutions for {out.id}")
+        found: list[Proposal | None] = []
+        for c in out.conflicts:
+            found += propose_file(out.id, c, out.region_culprits(c), oracle)
+        if len(out.conflicts) == files.get(out.id):
+            superseded(found)
+        out.proposals = {p.id: p for p in found if p is not None}
+
+
 def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
-         artifacts: Path | None, notify: Notify, run_tests: bool = False) -> BumpResult:
-    """The whole bump under the caller's lock (see actions.bump)."""
+         artifacts: Path | None, notify: Notify, run_tests: bool = False,
+         proposals: bool = False) -> BumpResult:
+    """The whole bump under the caller's lock (see actions.bump). ``proposals``: each open
+    region's proposed resolution, shown (JSON, README, proposals.json), nothing written."""
     old = series.upstream.base
     loaded = load_patches(ws, series)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
@@ -294,7 +331,9 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     outcomes, mat = Planner(repo, old, new, notify, Memory(ws.resolutions)).run(loaded)
     result = BumpResult(old, new, UpstreamRange(repo, old, new).count(), outcomes, out.root,
                         reproduce_command(new, upstream))
-    if not result.clean:
+    if proposals:
+        propose(repo, new, outcomes, loaded, notify)
+    if not result.clean or proposals:  # --propose shows, never carries: nothing else written
         write_conflicts(out, result, {lp.entry.id: lp for lp in loaded})
         out.finish()
         return result
@@ -368,6 +407,10 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
                 out.write(f"{folder}/files/{c.path}", c.content)
         out.write(f"{folder}/culprits.json",
                   (json.dumps(p.to_json(), indent=2) + "\n").encode())
+    found = [{**pr.to_json(), "marked": pr.marked} for p in result.patches
+             for pr in p.proposals.values()]
+    if found:
+        out.write("proposals.json", (json.dumps(found, indent=2) + "\n").encode())
     out.write("README.md", conflict_readme(result).encode())
 
 
@@ -415,6 +458,10 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
             where = f"lines {r.start}-{r.end} of `files/{c.path}`" if r.start else "the file"
             who = ", ".join(f"`{x[:12]}`" for x in culprits) or "no upstream commit found"
             lines.append(f"  - {where}: changed upstream by {who}")
+        for n, _ in enumerate(c.regions, 1):
+            pr = p.proposals.get(region_id(p.id, c.path, n))
+            if pr is not None:
+                lines.append(f"  - `{pr.id}`: {pr.state} ({pr.rule}): {evidence_line(pr)}")
     if att and att.blocked_by:
         lines.append(f"- needs lines added by earlier failing patch(es): "
                      f"{', '.join(att.blocked_by)}")
@@ -428,6 +475,23 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
                      f"{culprit.subject}")
     lines.append(f"- files: `conflicts/{p.index:02d}-{p.id}/`")
     return lines
+
+
+def evidence_line(p: Proposal) -> str:
+    """A proposal's evidence in one line (README, stop message)."""
+    ev = p.evidence
+    if p.rule == "superseded":
+        return "the whole patch is upstream already: drop it (" + \
+            ", ".join(c[:12] for c in ev.get("commits", [])) + ")"
+    if p.rule == "already-upstream":
+        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
+        return f"upstream already has {', '.join(ev['names'][:4])}{by}: keep upstream's side"
+    if p.rule == "both-insert":
+        return "both sides insert here: both kept, " + str(ev["order"])
+    if p.rule == "moved":
+        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
+        return f"the code moved to {ev['to']}:{ev['line']}{by}: the edit goes there"
+    return str(ev.get("context", p.rule))
 
 
 def _gone(c: FileConflict) -> str:
