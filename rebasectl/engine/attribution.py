@@ -572,37 +572,7 @@ def _blockers(stack: Sequence[tuple[str, Patch]], target: int, needs: dict[str, 
     return blocked
 
 
-# -- absorption ------------------------------------------------------------------------------------
-def same_patch_id(rng: UpstreamRange, patch: Patch) -> str | None:
-    """The upstream commit of the range whose change to the patch's files has its patch-id."""
-    own = rng.repo.history.patch_id(patch.diff)
-    if own is None:
-        return None
-    diffs = rng.repo.history.patches(rng.spec, patch.paths())
-    ids = rng.repo.history.patch_ids(diffs)
-    return next((c for c, _ in reversed(diffs) if ids.get(c) == own), None)
-
-
-def absorbed_by(rng: UpstreamRange, patch: Patch) -> str | None:
-    """The upstream commit of the range that holds ``patch``'s change: same patch-id (on the
-    patch's files), else the one whose added lines cover most of the patch's."""
-    if patch.is_empty:
-        return None
-    same = same_patch_id(rng, patch)
-    if same is not None:
-        return same
-    mine = {ln.strip() for f in patch.files for h in f.hunks for ln in h.added}
-    wanted = {t for t in mine if _meaningful(t)} or mine
-    best: tuple[int, str] | None = None
-    for commit, diff in reversed(rng.repo.history.patches(rng.spec, patch.paths())):
-        added = {ln[1:].strip() for ln in diff.split(b"\n")
-                 if ln.startswith(b"+") and not ln.startswith(b"+++")}
-        score = len(wanted & added)  # oldest first: ties go to the one that landed it
-        if score and (best is None or score > best[0]):
-            best = (score, commit)
-    return best[1] if best else None
-
-
+# -- where a commit landed ------------------------------------------------------------------------
 def landing(rng: UpstreamRange, commit: str) -> str:
     """The first commit of the first-parent chain that contains ``commit`` (itself, or the merge
     that brought it in). Containment only grows along the chain, so a bisection is exact here."""
@@ -618,11 +588,3 @@ def landing(rng: UpstreamRange, commit: str) -> str:
             lo = mid + 1
     return chain[lo]
 
-
-def reverse_applies(repo: Repo, rev: str, patch: Patch) -> bool:
-    """Whether ``patch`` reverse-applies cleanly at ``rev`` (its change is there)."""
-    if patch.is_empty:
-        return False
-    with repo.index() as index:
-        index.set_entries(repo.entries_at(rev, patch.paths()))
-        return index.apply(patch.diff, check=True, reverse=True).ok

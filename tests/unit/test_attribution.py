@@ -8,12 +8,9 @@ from pathlib import Path
 
 from rebasectl.engine.attribution import (
     UpstreamRange,
-    absorbed_by,
     attribute,
     breaks,
     relevant_stack,
-    reverse_applies,
-    same_patch_id,
     scan,
 )
 from rebasectl.engine.exchange import patch_from_commit
@@ -156,30 +153,3 @@ def test_dependent_patch_after_a_failing_one(tmp_path: Path) -> None:
     assert first.status == "conflict" and [c.commit for c in att1.culprits] == [culprit]
     unrelated, _ = fork.attribute(shas, 1)
     assert unrelated.status == "clean"
-
-
-def test_absorbed_patch_is_named_by_patch_id_or_content(tmp_path: Path) -> None:
-    fork = Fork(tmp_path, {"a.txt": lines(30), "b.txt": lines(30, "b")})
-    shas = fork.series([
-        ("feat: add a feature line", {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")}),
-        ("feat: tweak b", {"b.txt": ("b 5\n", "b five\n")}),
-    ])
-    fork.change("unrelated", {"a.txt": ("line 2\n", "line 2 x\n")})
-    same = fork.change("upstream lands the feature",
-                       {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
-    mixed = fork.change("upstream lands the tweak with more",
-                        {"b.txt": ("b 5\n", "b five\n"), "a.txt": ("line 29\n", "line 29 y\n")})
-    fork.change("later edit next to it", {"b.txt": ("b 9\n", "b 9 z\n")})
-    fork.up.git("revert", "--no-edit", same)
-    fork.change("upstream lands the feature again",
-                {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
-
-    git = GitRepo(fork.up.path)
-    rng = UpstreamRange(git, fork.base, fork.up.head())
-    stack = fork.stack(shas)
-    assert same_patch_id(rng, stack[0][1]) == same  # the first landing, not the re-land
-    assert absorbed_by(rng, stack[0][1]) == same
-    assert reverse_applies(git, rng.new, stack[0][1])
-    assert same_patch_id(rng, stack[1][1]) == mixed  # its change to b.txt is exactly the patch
-    assert reverse_applies(git, rng.new, stack[1][1])
-    assert not reverse_applies(git, fork.base, stack[1][1])
