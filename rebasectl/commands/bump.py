@@ -297,10 +297,10 @@ def reproduce_command(new: str, upstream: str | None) -> str:
     return f"rebasectl apply --base {new}{extra}"
 
 
-def propose(repo: Repo, new: str, outcomes: list[PatchOutcome],
+def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
             loaded: list[LoadedPatch], notify: Notify) -> None:
     """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
-    oracle = GitOracle(repo, new)
+    oracle = GitOracle(repo, carried.rng.new, carried)
     files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
     for out in outcomes:
         if out.status is not BumpStatus.CONFLICT:
@@ -323,11 +323,12 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     loaded = load_patches(ws, series)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
     out.check_writable()
-    outcomes, mat = Planner(repo, old, new, notify, Memory(ws.resolutions)).run(loaded)
+    planner = Planner(repo, old, new, notify, Memory(ws.resolutions))
+    outcomes, mat = planner.run(loaded)
     result = BumpResult(old, new, UpstreamRange(repo, old, new).count(), outcomes, out.root,
                         reproduce_command(new, upstream))
     if proposals:
-        propose(repo, new, outcomes, loaded, notify)
+        propose(repo, planner.carried, outcomes, loaded, notify)
     if not result.clean or proposals:  # --propose shows, never carries: nothing else written
         write_conflicts(out, result, {lp.entry.id: lp for lp in loaded})
         out.finish()

@@ -21,8 +21,9 @@ from typing import Any
 
 from ...git import Repo
 from ...model.diffs import parse
+from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
-from .rules import Case, Found, Oracle, Sides, first, names
+from .rules import Case, Found, Oracle, Sides, first
 
 STATES = ("proposed", "accepted", "verified", "hand-resolved")
 
@@ -105,8 +106,8 @@ def blocks(text: str) -> list[Block]:
 class GitOracle(Oracle):
     """The rules' view of upstream's history through the git door (cached per bump)."""
 
-    def __init__(self, repo: Repo, new: str) -> None:
-        self.repo, self.new = repo, new
+    def __init__(self, repo: Repo, new: str, carried: CarriedLines) -> None:
+        self.repo, self.new, self.carried = repo, new, carried
         self._diffs: dict[str, bytes] = {}
         self._files: dict[str, list[str] | None] = {}
 
@@ -116,17 +117,12 @@ class GitOracle(Oracle):
             self._diffs.update(self.repo.history.commit_diffs(todo))
         return {c: self._diffs.get(c, b"") for c in commits}
 
-    def brought(self, path: str, wanted: set[str], candidates: Sequence[str]) -> str | None:
-        best: tuple[int, str] | None = None
-        for commit, diff in self._diff(list(candidates)).items():
-            f = parse(diff).file(path) if diff else None
-            if f is None:
-                continue
-            added = names([ln.decode("utf-8", "replace") for h in f.hunks for ln in h.added])
-            score = len(wanted & added)
-            if score and (best is None or score > best[0]):
-                best = (score, commit)
-        return best[1] if best else None
+    def region(self, path: str, base: list[str], theirs: list[str]) -> dict[str, Any] | None:
+        found = self.carried.changes([Change.of_sides(path, _b(base), _b(theirs))])
+        return found.to_json() if found.carried else None
+
+    def brought(self, path: str, lines: list[str]) -> str | None:
+        return self.carried.changes([Change(path, tuple(_b(lines)))]).commit
 
     def files(self, commits: Sequence[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -145,6 +141,10 @@ class GitOracle(Oracle):
             self._files[path] = None if data is None else \
                 data.decode("utf-8", "surrogateescape").split("\n")
         return self._files[path]
+
+
+def _b(lines: list[str]) -> list[bytes]:
+    return [ln.encode("utf-8", "surrogateescape") for ln in lines]
 
 
 def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str]],

@@ -76,8 +76,12 @@ class Found:
 class Oracle:
     """Upstream's history, as the rules need it (engine.proposals gives the real one)."""
 
-    def brought(self, path: str, names: set[str], candidates: Sequence[str]) -> str | None:
-        """The commit that added lines holding ``names`` to ``path``."""
+    def region(self, path: str, base: list[str], theirs: list[str]) -> dict[str, Any] | None:
+        """The carried-lines engine's verdict on a region's change (None: not carried)."""
+        return None
+
+    def brought(self, path: str, lines: list[str]) -> str | None:
+        """The commit of the range that brought these (upstream) lines to ``path``."""
         return None
 
     def files(self, commits: Sequence[str]) -> dict[str, list[str]]:
@@ -99,20 +103,30 @@ def names(lines: Sequence[str]) -> set[str]:
 
 # -- already-upstream ------------------------------------------------------------------------------
 def already_upstream(case: Case, oracle: Oracle) -> Found | None:
+    """Upstream made the patch's change here: its lines are upstream (the carried-lines
+    engine says so, naming the commit), or every name the patch adds is in upstream's side and
+    none it removes is left there, and a commit of the range brought those lines."""
     s = case.sides
+    verdict = oracle.region(case.path, s.base, s.theirs)
+    if verdict is not None:
+        return Found("already-upstream", list(s.ours),
+                     {"commit": verdict["commit"], "subject": verdict.get("subject"),
+                      "how": "lines", "share": verdict.get("share"), "names": []})
     added = names(s.theirs) - names(s.base)
     removed = names(s.base) - names(s.theirs)
     ours = names(s.ours)
     if not added or not added <= ours or removed & ours:
         return None
-    commit = oracle.brought(case.path, added, case.culprits)
-    evidence: dict[str, Any] = {"names": sorted(added), "commit": commit,
-                                "lines": _holding(s.ours, added)}
-    return Found("already-upstream", list(s.ours), evidence)
+    holding = _holding(s.ours, added)
+    commit = oracle.brought(case.path, holding)
+    if commit is None:  # no commit, no verdict
+        return None
+    return Found("already-upstream", list(s.ours),
+                 {"commit": commit, "how": "names", "names": sorted(added), "lines": holding})
 
 
 def _holding(lines: list[str], wanted: set[str]) -> list[str]:
-    return [ln for ln in lines if names([ln]) & wanted][:8]
+    return [ln for ln in lines if names([ln]) & wanted]
 
 
 # -- both-insert / context-only --------------------------------------------------------------------
