@@ -106,16 +106,18 @@ def fetch(ws: Workspace, upstream: str | None) -> None:
               ".rebasectl/tree).")
 @click.option("--install", is_flag=True,
               help="Then make the work tree this Python environment's megatron (a .pth file).")
+@click.option("--propose", is_flag=True,
+              help="At a stop, show each region's proposed resolution (nothing written).")
 @json_option
 @pass_ws
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
-          install: bool, as_json: bool) -> None:
+          install: bool, propose: bool, as_json: bool) -> None:
     """Materialise base + one commit per patch in a work tree; stop at a conflict as git does."""
     from . import render, ui
     from .commands import actions
 
     with ui.progress("apply", quiet=as_json) as news:
-        outcome = actions.apply(ws, base, upstream, worktree, news)
+        outcome = actions.apply(ws, base, upstream, worktree, news, propose)
     render.apply_outcome(outcome, as_json)
     if install and outcome.stop is None:
         from .infra.pyenv import install_tree
@@ -296,6 +298,27 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
         atomic_write(ws.path(output), text.encode("utf-8"))
     else:
         sys.stdout.write(text)
+
+
+@cli.command()
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--list", "action", flag_value="list", default=True,
+              help="The proposals of the stopped patch's regions, with their states (default).")
+@click.option("--accept", "action", flag_value="accept",
+              help="Write the proposals ID... (or --all) into the work tree and stage them.")
+@click.option("--reject", "action", flag_value="reject", help="Take the proposals ID... back.")
+@click.option("--all", "everything", is_flag=True, help="With --accept: every proposal.")
+@json_option
+@pass_ws
+def resolve(ws: Workspace, ids: tuple[str, ...], action: str, everything: bool,
+            as_json: bool) -> None:
+    """At a stop: proposed resolutions of the conflict regions; accept or reject them."""
+    from . import render, ui
+    from .commands import actions
+
+    with ui.progress("resolve", quiet=as_json) as news:
+        b = actions.resolve_regions(ws, action, list(ids), everything, news)
+    render.resolve(b, as_json)
 
 
 # -- bump / blame ----------------------------------------------------------------------------------

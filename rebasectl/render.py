@@ -99,6 +99,34 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
                    "where the code went, then `git rm` it (or `git add` it to keep it)")
     ui.line(f"resolve in {outcome.worktree}: {'; '.join(how)}; then `rebasectl continue`; "
             "`rebasectl skip` leaves this patch out, `rebasectl abort` gives up")
+    if outcome.proposals is not None:
+        ui.line(f"{len(outcome.proposals)} region(s) with a proposed resolution"
+                + (" (`rebasectl resolve --list` shows them, `rebasectl resolve --accept ID` "
+                   "writes one)" if outcome.proposals else ""))
+        for p in outcome.proposals:
+            ui.line(f"  {p['id']}: {p['rule']}")
+
+
+def resolve(b: Any, as_json: bool) -> None:
+    if as_json:
+        ui.emit_json(b.to_json())
+        return
+    ui.line(f"{b.patch}: {b.regions} region(s), {len(b.proposals)} with a proposal")
+    ui.table(None, ["region", "rule", "state", "evidence"],
+             [[p.id, p.rule, p.state, _evidence(p)] for p in b.proposals])
+    if b.tests:
+        ui.line(f"regression tests: {b.tests.get('verdict') or b.tests.get('why')}")
+    if any(p.state == "proposed" for p in b.proposals):
+        ui.line("`rebasectl resolve --accept ID` (or `--accept --all`) writes and stages; "
+                "the diff of each is in `rebasectl resolve --json`")
+    else:
+        ui.line("then `rebasectl continue`")
+
+
+def _evidence(p: Any) -> str:
+    from .commands.bump import evidence_line
+
+    return evidence_line(p)
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
@@ -143,8 +171,14 @@ def bump(result: Any, as_json: bool) -> None:
                                                               p.conflicts),
                len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
     ui.line(f"artifacts: {result.artifacts}")
+    for p in result.patches:
+        for pr in p.proposals.values():
+            ui.line(f"  proposal {pr.id}: {pr.rule}")
     if not result.clean:
         ui.line(f"reproduce and resolve: {result.reproduce}")
+        return
+    if result.worktree is None:
+        ui.line("proposals only (--propose): nothing carried, nothing exported")
         return
     ui.line(f"series carried to {result.new[:12]}; exported ({len(result.changed)} files "
             f"changed); work tree {result.worktree}")

@@ -154,17 +154,29 @@ def _mirror(ws: Workspace) -> Repo:
 
 
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
-          notify: Notify = _quiet) -> ApplyOutcome:
+          notify: Notify = _quiet, propose: bool = False) -> ApplyOutcome:
     with locked(ws, "apply", notify):
-        series = load(ws.root)
-        loaded = load_patches(ws, series)  # bad or hostile patch files are refused before git
-        rev = base or series.upstream.base
-        repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
-        sha = resolve(repo, rev, what="base")
-        if sha != series.upstream.base and repo.resolve(series.upstream.base):
-            _seed_blobs(repo, series.upstream.base, loaded)
-        target = ws.path(worktree) if worktree else ws.default_tree
-        return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
+        outcome = _apply(ws, base, upstream, worktree, notify)
+        if propose and outcome.stop is not None:
+            from ..engine import resolving
+
+            notify("proposing resolutions")
+            outcome.proposals = [p.to_json() for p in resolving.for_stop(ws, _mirror(ws))
+                                 .proposals]
+        return outcome
+
+
+def _apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
+           notify: Notify) -> ApplyOutcome:
+    series = load(ws.root)
+    loaded = load_patches(ws, series)  # bad or hostile patch files are refused before git
+    rev = base or series.upstream.base
+    repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
+    sha = resolve(repo, rev, what="base")
+    if sha != series.upstream.base and repo.resolve(series.upstream.base):
+        _seed_blobs(repo, series.upstream.base, loaded)
+    target = ws.path(worktree) if worktree else ws.default_tree
+    return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
 
 
 def _seed_blobs(repo: Repo, base: str, loaded: list[Any]) -> None:
@@ -191,6 +203,25 @@ def skip(ws: Workspace, notify: Notify = _quiet) -> ApplyOutcome:
     with locked(ws, "skip", notify):
         _in_progress(ws)
         return Session(ws, _mirror(ws), notify).skip()
+
+
+def resolve_regions(ws: Workspace, action: str, ids: list[str], everything: bool,
+                    notify: Notify = _quiet) -> Any:
+    """``resolve --list|--accept|--reject`` at the stop of an apply (engine.resolving)."""
+    from ..engine import resolving
+
+    with locked(ws, "resolve", notify):
+        _in_progress(ws)
+        repo = _mirror(ws)
+        if action == "accept":
+            if not ids and not everything:
+                raise RebasectlError("resolve --accept needs region ids or --all")
+            return resolving.accept(ws, repo, ids, everything, notify)
+        if action == "reject":
+            if not ids:
+                raise RebasectlError("resolve --reject needs region ids")
+            return resolving.reject(ws, repo, ids)
+        return resolving.board(ws, repo)
 
 
 def abort(ws: Workspace, notify: Notify = _quiet) -> AbortResult:

@@ -25,6 +25,7 @@ patch, in ``engine.proposals``):
 
 from __future__ import annotations
 
+import keyword
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,11 @@ from typing import Any
 
 from .merge import Merged, edits, indent, merge, norm, twins
 
-NAME = re.compile(r"[A-Za-z_]\w{2,}")
+NAME = re.compile(r"[A-Za-z_]\w*")
+# names that say nothing about what a change is (Python's keywords and common builtins)
+GENERIC = frozenset(keyword.kwlist) | frozenset(
+    "self cls int str float bool bytes list dict set tuple object type len range print super "
+    "isinstance getattr setattr hasattr Optional List Dict Tuple Any Union Callable".split())
 TELLING = 12  # a line shorter than this (normalised) says too little to be searched for
 
 
@@ -115,7 +120,7 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
     added = names(s.theirs) - names(s.base)
     removed = names(s.base) - names(s.theirs)
     ours = names(s.ours)
-    if not added or not added <= ours or removed & ours:
+    if not added - GENERIC or not added <= ours or removed & ours:
         return None
     holding = _holding(s.ours, added)
     commit = oracle.brought(case.path, holding)
