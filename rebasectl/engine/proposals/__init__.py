@@ -154,9 +154,9 @@ def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str
         return [None] * len(c.regions)
     text = c.content.decode("utf-8", "surrogateescape")
     found = blocks(text)
-    ours_file = _upstream_file(text)
-    pre = c.stages.get(1)
+    pre, up = c.stages.get(1), c.stages.get(2)
     base_file = oracle.blob(pre.blob) if pre is not None else []
+    ours_file = oracle.blob(up.blob) if up is not None else _upstream_file(text)
     out: list[Proposal | None] = []
     for n, block in enumerate(found, 1):
         case = Case(patch_id, c.path, n, block.sides, ours_file, base_file,

@@ -188,3 +188,51 @@ def twins(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[set[str], set[str]]:
 def _telling(line: str) -> bool:
     s = norm(line)
     return len(s) > 3 and not re.fullmatch(r"[\W_]*(?:pass|else:|return|\w+:)?[\W_]*", s)
+
+
+# -- within lines: a token change re-applied on upstream's re-wrapped text --------------------------
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def _tokens(text: str) -> list[tuple[str, int, int]]:
+    return [(m.group(), m.start(), m.end()) for m in TOKEN.finditer(text)]
+
+
+def token_merge(base: list[str], ours: list[str], theirs: list[str]) -> list[str] | None:
+    """The patch's changes of tokens *within* its lines, made on upstream's text of the same
+    code when upstream changed only its layout (re-wrapped, re-indented). None when the patch
+    adds or removes lines or upstream changed a token."""
+    if len(base) != len(theirs) or not base:
+        return None
+    b_text, u_text, p_text = "\n".join(base), "\n".join(ours), "\n".join(theirs)
+    b, u, p = _tokens(b_text), _tokens(u_text), _tokens(p_text)
+    if [t[0] for t in b] != [t[0] for t in u]:
+        return None  # upstream changed the code, not only its layout: a person decides
+    bu = SequenceMatcher(None, [t[0] for t in b], [t[0] for t in u], autojunk=False)
+    bp = SequenceMatcher(None, [t[0] for t in b], [t[0] for t in p], autojunk=False)
+    to_u: dict[int, int] = {}  # base token -> upstream token, where both have it
+    for i1, j1, size in bu.get_matching_blocks():
+        for k in range(size):
+            to_u[i1 + k] = j1 + k
+    edits_p = [op for op in bp.get_opcodes() if op[0] != "equal"]
+    if not edits_p:
+        return None
+    out, at = [], 0
+    for _, i1, i2, j1, j2 in edits_p:
+        span = range(max(0, i1 - 1), min(len(b), i2 + 1))  # the edit and a token each side
+        if any(k not in to_u for k in span):
+            return None  # upstream changed a token the patch's edit touches or borders
+        if i1 < i2:
+            start, end = u[to_u[i1]][1], u[to_u[i2 - 1]][2]
+        else:
+            start = end = u[to_u[i1 - 1]][2] if i1 > 0 else u[to_u[i1]][1]
+        new = p_text[p[j1][1]:p[j2 - 1][2]] if j1 < j2 else ""
+        if "\n" in new:
+            return None
+        if i1 == i2 and new and i1 > 0:
+            gap = p_text[p[j1 - 1][2]:p[j1][1]] if j1 > 0 else ""
+            new = gap + new
+        out.append(u_text[at:start] + new)
+        at = end
+    out.append(u_text[at:])
+    return "".join(out).split("\n")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from .merge import Merged, edits, indent, merge, norm, twins
+from .merge import Merged, edits, indent, merge, norm, token_merge, twins
 
 NAME = re.compile(r"[A-Za-z_]\w*")
 # names that say nothing about what a change is (Python's keywords and common builtins)
@@ -122,7 +122,7 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
     ours = names(s.ours)
     if not added - GENERIC or not added <= ours or removed & ours:
         return None
-    holding = _holding(s.ours, added)
+    holding = _holding(s.ours, added - GENERIC)
     commit = oracle.brought(case.path, holding)
     if commit is None:  # no commit, no verdict
         return None
@@ -138,7 +138,14 @@ def _holding(lines: list[str], wanted: set[str]) -> list[str]:
 def merged(case: Case, oracle: Oracle) -> Found | None:
     s = case.sides
     result = merge(s.base, s.ours, s.theirs)
-    if result is None or not result.patch_edits:
+    if result is None:
+        within = token_merge(s.base, s.ours, s.theirs)
+        if within is None:
+            return None
+        return Found("context-only", within,
+                     {"context": "the patch's change within its lines, made on upstream's "
+                                 "text of them (re-wrapped or re-indented)"})
+    if not result.patch_edits:
         return None
     if result.same_point:
         return _both(result, s)
