@@ -300,13 +300,10 @@ class Scan:
         self.decide([i])
         return self.verdicts[self.states[i][1]]
 
-    def statuses(self) -> list[tuple[str, bool]]:
-        """Every state decided (the whole walk; ``breaks`` needs less)."""
-        self.decide(range(len(self.states)))
-        return [(c, self.verdicts[k]) for c, k in self.states]
-
     def breaks(self) -> tuple[str | None, str | None]:
-        """(first_break, permanent_break), as ``breaks(self.statuses())`` would give them."""
+        """(first_break, permanent_break): the first commit at which the patch stops applying,
+        and the one after which it never applies again; None when it applies at the end (or
+        never applied at all)."""
         n = len(self.states)
         if n < 2 or self.applies(n - 1):
             return None, None
@@ -325,16 +322,6 @@ class Scan:
             if last_good is not None:
                 break
         return first, self.states[last_good + 1][0] if last_good is not None else None
-
-
-def scan(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]],
-         target: int) -> tuple[list[tuple[str, bool]], int]:
-    """Whether ``stack[target]`` applies at each state of the range (all decided), and how many
-    distinct states were tried."""
-    walk = Scan(rng, stack, target)
-    if not walk.states:
-        return [(rng.old, True)], 0
-    return walk.statuses(), len(walk.verdicts)
 
 
 def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> list[bool]:
@@ -363,21 +350,6 @@ def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> 
             return list(pool.map(decide, enumerate(distinct)))
 
 
-def breaks(statuses: Sequence[tuple[str, bool]]) -> tuple[str | None, str | None]:
-    """(first_break, permanent_break) from the scan: the first commit at which the patch stops
-    applying, and the one after which it never applies again; None when it applies at the end
-    (or never applied at all)."""
-    if not statuses or statuses[-1][1]:
-        return None, None
-    first: str | None = None
-    permanent: str | None = None
-    for (_, before), (commit, now) in zip(statuses, statuses[1:]):
-        if before and not now:
-            first = first or commit
-            permanent = commit
-    return first, permanent
-
-
 # -- culprits --------------------------------------------------------------------------------------
 def _meaningful(text: bytes) -> bool:
     return len(re.sub(rb"[\s()\[\]{}:,.;#'\"]", b"", text)) >= 4
@@ -389,9 +361,6 @@ class Culprits:
     def __init__(self, rng: UpstreamRange) -> None:
         self.rng = rng
         self.needs: dict[str, set[bytes]] = {}  # lines the old base lacks: from earlier patches
-
-    def for_region(self, f: FileDiff, region: Region) -> list[str]:
-        return self.for_regions(f, [region])[0]
 
     def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for

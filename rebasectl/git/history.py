@@ -63,6 +63,11 @@ class History:
         out = self.runner.out(["rev-list", "--parents", spec])
         return {f[0]: tuple(f[1:]) for f in (ln.split() for ln in out.splitlines()) if f}
 
+    def parents_of(self, sha: str) -> tuple[str, ...]:
+        """One commit's parents, first parent first (none for a root commit)."""
+        fields = self.runner.out(["rev-list", "--parents", "-n", "1", sha]).split()
+        return tuple(fields[1:])
+
     def first_parent_chain(self, spec: str) -> list[str]:
         return self.rev_list([spec], first_parent=True)
 
