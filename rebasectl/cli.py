@@ -306,17 +306,18 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
               help="New (or rebasectl's own) folder for bump.json, README.md, report.md/json "
                    "and conflicts/ (default .rebasectl/bump).")
 @click.option("--test", "run_tests", is_flag=True, help="When clean, run the regression suite.")
+@click.option("-v", "--verbose", is_flag=True, help="List every conflict region on stderr.")
 @json_option
 @pass_ws
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-         run_tests: bool, as_json: bool) -> None:
+         run_tests: bool, verbose: bool, as_json: bool) -> None:
     """Carry the series onto a new upstream revision; name what broke each failing patch."""
     from . import render, ui
     from .commands import actions
 
     with ui.progress(f"bump to {to_rev}", quiet=as_json) as news:
         result = actions.bump(ws, to_rev, upstream, artifacts, news, run_tests)
-    render.bump(result, as_json)
+    render.bump(result, as_json, verbose)
     finish(result.exit_code)
 
 
