@@ -331,17 +331,18 @@ def resolve(ws: Workspace, ids: tuple[str, ...], action: str, everything: bool,
 @click.option("--test", "run_tests", is_flag=True, help="When clean, run the regression suite.")
 @click.option("--propose", "proposals", is_flag=True,
               help="Propose a resolution for each conflict region (shown, nothing written).")
+@click.option("-v", "--verbose", is_flag=True, help="List every conflict region on stderr.")
 @json_option
 @pass_ws
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-         run_tests: bool, proposals: bool, as_json: bool) -> None:
+         run_tests: bool, proposals: bool, verbose: bool, as_json: bool) -> None:
     """Carry the series onto a new upstream revision; name what broke each failing patch."""
     from . import render, ui
     from .commands import actions
 
     with ui.progress(f"bump to {to_rev}", quiet=as_json) as news:
         result = actions.bump(ws, to_rev, upstream, artifacts, news, run_tests, proposals)
-    render.bump(result, as_json)
+    render.bump(result, as_json, verbose)
     finish(result.exit_code)
 
 

@@ -6,6 +6,7 @@ something to do, the command that does it (each such piece of advice is exercise
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -157,9 +158,19 @@ def test_run(run: Any, path: Path) -> None:
         ui.line(run.log_tail)
 
 
-def bump(result: Any, as_json: bool) -> None:
-    for text in result.annotations():  # one short line per conflict region (CI annotations)
-        ui.note(text)
+ANNOTATE_ENV = ("GITHUB_ACTIONS", "REBASECTL_ANNOTATE")  # CI: one annotation per region
+SHOWN_REGIONS = 5  # a terminal run shows this many region lines, then where the rest are
+
+
+def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
+    """CI (``GITHUB_ACTIONS`` or ``REBASECTL_ANNOTATE`` set): one ``patches/FILE:LINE:``
+    annotation per region on stderr. A terminal: a summary line, one line per failing patch,
+    a few region lines and where the rest are (``-v``: every region)."""
+    if any(os.environ.get(k) for k in ANNOTATE_ENV):
+        for text in result.annotations():
+            ui.note(text)
+    elif not result.clean:
+        _bump_summary(result, verbose)
     if as_json:
         ui.emit_json(result.to_json())
         return
@@ -182,6 +193,22 @@ def bump(result: Any, as_json: bool) -> None:
         return
     ui.line(f"series carried to {result.new[:12]}; exported ({len(result.changed)} files "
             f"changed); work tree {result.worktree}")
+
+
+def _bump_summary(result: Any, verbose: bool) -> None:
+    failing = result.failing()
+    blocked = sum(1 for p in failing if p.status.value == "blocked")
+    regions = result.region_lines()
+    ui.note(f"bump {result.old[:12]} -> {result.new[:12]}: {len(failing)} of "
+            f"{len(result.patches)} patches fail ({len(failing) - blocked} conflict, "
+            f"{blocked} blocked), {len(regions)} regions")
+    for text in result.patch_lines():
+        ui.note(f"  {text}")
+    shown = regions if verbose else regions[:SHOWN_REGIONS]
+    for text in shown:
+        ui.note(f"    {text}")
+    if len(regions) > len(shown):
+        ui.note(f"+{len(regions) - len(shown)} more: {result.artifacts / 'regions.txt'}")
 
 
 def _first(p: Any) -> str:

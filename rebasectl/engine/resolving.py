@@ -27,6 +27,7 @@ from ..git import Repo, Worktree
 from ..infra.errors import RebasectlError
 from ..infra.fsutil import atomic_write
 from ..model.series import load
+from ..model.status import ProposalState
 from ..model.workspace import Workspace
 from .attribution import UpstreamRange
 from .carried import CarriedLines
@@ -135,7 +136,7 @@ def _refresh(b: Board, tree: Worktree) -> None:
         if p.path not in texts:
             texts[p.path] = _blocks_of(tree, p.path)
         if not any(bl.marked == p.marked for bl in texts[p.path]):
-            p.state = "hand-resolved"
+            p.state = ProposalState.HAND_RESOLVED
 
 
 def _blocks_of(tree: Worktree, path: str) -> list[Any]:
@@ -168,13 +169,18 @@ def accept(ws: Workspace, repo: Repo, ids: list[str], everything: bool,
     touched: set[str] = set()
     for p in chosen:
         touched |= _write(tree, p)
-        p.state = "accepted"
-    tree.stage(sorted(path for path in touched if not tree.markers([path])))
+        p.state = ProposalState.ACCEPTED
+    tree.stage(sorted(path for path in touched if not _marked(tree, path)))
     b.save(board_file(ws))
-    if chosen and not tree.markers(sorted({c["path"] for c in state.conflicts})):
+    if chosen and not any(_marked(tree, c["path"]) for c in state.conflicts):
         _verify(ws, b, tree, notify)
         b.save(board_file(ws))
     return b
+
+
+def _marked(tree: Worktree, path: str) -> bool:
+    """Whether a file of the work tree still holds a conflict block."""
+    return bool(_blocks_of(tree, path))
 
 
 def _write(tree: Worktree, p: Proposal) -> set[str]:
@@ -225,7 +231,7 @@ def _verify(ws: Workspace, b: Board, tree: Worktree, notify: Notify) -> None:
     if run.result == "passed":
         for p in b.proposals:
             if p.state == "accepted":
-                p.state = "verified"
+                p.state = ProposalState.VERIFIED
 
 
 def for_stop(ws: Workspace, repo: Repo) -> Board:

@@ -21,11 +21,12 @@ from typing import Any
 
 from ...git import Repo
 from ...model.diffs import parse
+from ...model.status import ProposalState
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
 from .rules import Case, Found, Oracle, Sides, first
 
-STATES = ("proposed", "accepted", "verified", "hand-resolved")
+STATES = tuple(ProposalState)
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Proposal:
     evidence: dict[str, Any]
     marked: list[str]  # the region as the marked-up file holds it, markers included
     port: dict[str, Any] | None = None
-    state: str = "proposed"
+    state: ProposalState = ProposalState.PROPOSED
 
     @property
     def diff(self) -> str:
@@ -53,7 +54,7 @@ class Proposal:
         return "\n".join(out) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "rule": self.rule, "state": self.state,
+        return {"id": self.id, "rule": self.rule, "state": self.state.value,
                 "evidence": self.evidence, "diff": self.diff, "lines": self.lines,
                 "port": self.port}
 
@@ -63,7 +64,7 @@ class Proposal:
         path, _, n = rest.rpartition("/")
         return cls(str(data["id"]), pid, path, int(n), str(data["rule"]), list(data["lines"]),
                    dict(data["evidence"]), list(data.get("marked") or []), data.get("port"),
-                   str(data.get("state", "proposed")))
+                   ProposalState(str(data.get("state", "proposed"))))
 
 
 @dataclass

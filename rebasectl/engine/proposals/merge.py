@@ -190,7 +190,7 @@ def _telling(line: str) -> bool:
     return len(s) > 3 and not re.fullmatch(r"[\W_]*(?:pass|else:|return|\w+:)?[\W_]*", s)
 
 
-# -- within lines: a token change re-applied on upstream's re-wrapped text --------------------------
+# -- within lines: a token change re-applied on upstream's re-wrapped text ----------------------
 TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
