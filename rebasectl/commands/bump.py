@@ -417,7 +417,7 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
     oracle = GitOracle(repo, carried.rng.new, carried)
     files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
     for out in outcomes:
-        if out.status is not BumpStatus.CONFLICT:
+        if out.status not in (BumpStatus.CONFLICT, BumpStatus.BLOCKED):
             continue
         notify(f"proposing resolutions for {out.id}")
         found: list[Proposal | None] = []
