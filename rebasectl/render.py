@@ -147,15 +147,24 @@ def export(series: Any, built: Any, changed: list[str]) -> None:
 
 def test_run(run: Any, path: Path) -> None:
     ui.table(f"regression tests against {run.against} ({path})",
-             ["patch", "passed", "failed", "skipped"],
-             [[p.id, p.passed, p.failed, p.skipped] for p in run.patches])
+             ["patch", "passed", "failed", "skipped", "patch failures", "harness failures"],
+             [[p.id, p.passed, p.failed, p.skipped,
+               sum(1 for f in p.failures if f.category.value == "patch"),
+               sum(1 for f in p.failures if f.category.value == "harness")]
+              for p in run.patches])
     for p in run.patches:
         for failure in p.failures:
-            first = failure.message.splitlines()[0] if failure.message else ""
-            kind = failure.kind.value if failure.kind else ""
-            ui.line(f"FAILED {p.id}: {failure.node} [{kind}] {failure.location}: {first}")
+            _failure_line(p.id, failure, failure.category.value)
+    for failure in run.unmapped:
+        _failure_line("(no series entry)", failure, "unmapped")
     if run.result == "failed" and run.against == "patched":
         ui.line(run.log_tail)
+
+
+def _failure_line(owner: str, failure: Any, category: str) -> None:
+    first = failure.message.splitlines()[0] if failure.message else ""
+    kind = failure.kind.value if failure.kind else ""
+    ui.line(f"FAILED {owner}: {failure.node} [{category}, {kind}] {failure.location}: {first}")
 
 
 ANNOTATE_ENV = ("GITHUB_ACTIONS", "REBASECTL_ANNOTATE")  # CI: one annotation per region
