@@ -45,8 +45,9 @@ class Proposal:
     @property
     def diff(self) -> str:
         """What accepting does to the region (and, for ``moved``, to the code's new place)."""
+        whole = max(len(self.marked), len(self.lines))  # the region shown whole
         out = list(difflib.unified_diff(self.marked, self.lines, f"a/{self.path}",
-                                        f"b/{self.path}", lineterm="", n=0))
+                                        f"b/{self.path}", lineterm="", n=whole))
         if self.port:
             out += difflib.unified_diff(self.port["old"], self.port["new"],
                                         f"a/{self.port['path']}", f"b/{self.port['path']}",

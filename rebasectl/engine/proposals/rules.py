@@ -135,6 +135,25 @@ def _holding(lines: list[str], wanted: set[str]) -> list[str]:
 
 
 # -- both-insert / context-only --------------------------------------------------------------------
+def module_names(lines: Sequence[str]) -> set[str]:
+    """Names a file binds at its top level: imports (``import a.b``, ``from x import y as
+    z``) and top-level ``def``/``class``: a second binding of one is silent in Python."""
+    out: set[str] = set()
+    for line in lines:
+        if line[:1].isspace():
+            continue
+        m = re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", line)
+        if m:
+            out.add(m.group(1))
+        elif line.startswith(("import ", "from ")):
+            body = line.split(" import ", 1)[1] if line.startswith("from ") else line[7:]
+            for part in body.strip("() \\").split(","):
+                words = part.split()
+                if words:
+                    out.add(words[-1].split(".")[0] if len(words) == 1 else words[-1])
+    return out
+
+
 def merged(case: Case, oracle: Oracle) -> Found | None:
     s = case.sides
     result = merge(s.base, s.ours, s.theirs)
@@ -148,7 +167,11 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
     if not result.patch_edits:
         return None
     if result.same_point:
-        return _both(result, s)
+        found = _both(result, s)
+        if found is None:
+            return None
+        bound = module_names([ln for _, _, b in result.same_point for ln in b])
+        return None if bound & module_names(case.ours_file) else found
     return _context(result, s)
 
 
