@@ -36,7 +36,7 @@ from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step, StepStatus
-from ..engine.proposals import GitOracle, Proposal, propose_file, superseded
+from ..engine.proposals import GitOracle, Proposal, consistent, propose_file, superseded
 from ..engine.resolutions import Memory
 from ..engine.session import check_room, checkout, clear
 from ..engine.state import TreeMap
@@ -423,6 +423,7 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
         found: list[Proposal | None] = []
         for c in out.conflicts:
             found += propose_file(out.id, c, out.region_culprits(c), oracle)
+        consistent(found)
         if len(out.conflicts) == files.get(out.id):
             superseded(found)
         out.proposals = {p.id: p for p in found if p is not None}

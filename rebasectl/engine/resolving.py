@@ -31,7 +31,15 @@ from ..model.status import ProposalState
 from ..model.workspace import Workspace
 from .attribution import UpstreamRange
 from .carried import CarriedLines
-from .proposals import GitOracle, Oracle, Proposal, blocks, propose_file, superseded
+from .proposals import (
+    GitOracle,
+    Oracle,
+    Proposal,
+    blocks,
+    consistent,
+    propose_file,
+    superseded,
+)
 from .session import Session
 from .state import ApplyState
 
@@ -102,6 +110,7 @@ def compute(ws: Workspace, repo: Repo, session: Session, state: ApplyState) -> B
     found: list[Proposal | None] = []
     for c in merge.conflicts:
         found += propose_file(lp.entry.id, c, [], oracle)
+    consistent(found)
     if len(merge.conflicts) == len(lp.patch.files):
         superseded(found)
     return Board(lp.entry.id, state.tip, [p for p in found if p is not None], len(found))

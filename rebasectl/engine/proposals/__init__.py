@@ -24,7 +24,7 @@ from ...model.diffs import parse
 from ...model.status import ProposalState
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
-from .rules import Case, Found, Oracle, Sides, first
+from .rules import Case, Found, Oracle, Sides, first, item_names
 
 STATES = tuple(ProposalState)
 
@@ -189,6 +189,19 @@ def _upstream_file(text: str) -> list[str]:
     return out
 
 
+def consistent(props: list[Proposal | None]) -> None:
+    """One patch, one story: when upstream already made the patch's change about a name in one
+    region, an insertion about that same name elsewhere in the patch (a parameter's docstring
+    entry, its keyword at a call) is upstream's business too: that proposal is withdrawn."""
+    made = {n for p in props if p is not None and p.rule == "already-upstream"
+            for n in p.evidence.get("names", [])}
+    for i, p in enumerate(props):
+        if p is not None and p.rule == "both-insert" and made:
+            inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
+            if item_names(inserted) & made:
+                props[i] = None
+
+
 def superseded(props: list[Proposal | None]) -> bool:
     """Every region of a patch is one upstream already made: the patch as a whole is redundant.
     Its proposals become one proposed drop, the commits named."""
@@ -202,5 +215,5 @@ def superseded(props: list[Proposal | None]) -> bool:
     return True
 
 
-__all__ = ["STATES", "Block", "GitOracle", "Oracle", "Proposal", "blocks", "propose_file",
-           "superseded"]
+__all__ = ["STATES", "Block", "GitOracle", "Oracle", "Proposal", "blocks", "consistent",
+           "propose_file", "superseded"]

@@ -154,6 +154,15 @@ def module_names(lines: Sequence[str]) -> set[str]:
     return out
 
 
+ITEM = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\):|:[^=]*=|=)")
+
+
+def item_names(lines: Sequence[str]) -> set[str]:
+    """The name each inserted item is about: a parameter, a keyword argument, a documented
+    argument."""
+    return {m.group(1) for m in (ITEM.match(x) for x in lines) if m}
+
+
 def merged(case: Case, oracle: Oracle) -> Found | None:
     s = case.sides
     result = merge(s.base, s.ours, s.theirs)
@@ -170,8 +179,13 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
         found = _both(result, s)
         if found is None:
             return None
-        bound = module_names([ln for _, _, b in result.same_point for ln in b])
-        return None if bound & module_names(case.ours_file) else found
+        inserted = [ln for _, _, b in result.same_point for ln in b]
+        if module_names(inserted) & module_names(case.ours_file):
+            return None
+        # an item named after something upstream brought to the file since: upstream's own
+        # take on it may be there already (a person looks)
+        fresh = names(case.ours_file) - names(case.base_file) if case.base_file else set()
+        return None if item_names(inserted) & fresh else found
     return _context(result, s)
 
 
@@ -190,18 +204,31 @@ def _both(result: Merged, s: Sides) -> Found | None:
                  {"order": "upstream's lines first, then the patch's", "insertions": where})
 
 
+ARG_DOC = re.compile(r"^\s*\*{0,2}\w+ \([^)]*\):")
+
+
 def _items(lines: tuple[str, ...]) -> bool:
     """Insertions that read as items of a list: arguments, parameters, dict entries, imports,
-    ``elif``/``case`` arms: lines whose order among their neighbours does not matter."""
-    body = [norm(x) for x in lines if x.strip()]
+    ``elif``/``case`` arms, a docstring's argument entries: lines whose order among their
+    neighbours does not matter."""
+    body = [norm(x.split("  #")[0]) for x in lines if x.strip()]
     if not body:
         return False
+    if ARG_DOC.match(lines[0]) and _arg_docs([x for x in lines if x.strip()]):
+        return True
     if all(x.startswith(("import ", "from ")) for x in body):
         return True
     if all(x.endswith(",") and not x.startswith(("#", '"', "'")) for x in body):
         return True
     head = body[0]
     return head.startswith(("elif ", "case ")) and len(body) <= 3
+
+
+def _arg_docs(lines: list[str]) -> bool:
+    """Each line an argument's entry (``name (type): text``) or the continuation of one
+    (indented deeper than the entry)."""
+    at = indent(lines[0])
+    return all(ARG_DOC.match(x) and indent(x) == at or indent(x) > at for x in lines)
 
 
 def _context(result: Merged, s: Sides) -> Found | None:
