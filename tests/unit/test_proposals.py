@@ -163,3 +163,42 @@ def test_no_key_branch_sha_or_path_in_the_proposing_code() -> None:
         assert "megatron/" not in text and "miles" not in text, path
     bench = (ROOT / "bench/resolve.py").read_text()
     assert "answer-keys" in bench and "miles-main-20260619" in bench
+
+
+def test_token_change_made_on_upstreams_rewrapped_line() -> None:
+    base = ["    f(t, cu, cp_size=group.size(), cp_rank=group.rank())"]
+    ours = ["    f(", "        t,", "        cu,", "        cp_size=group.size(),",
+            "        cp_rank=group.rank(),", "    )"]
+    theirs = ["    f(t, cu, cp_size=cp_size, cp_rank=group.rank())"]
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only"
+    assert found.lines == ["    f(", "        t,", "        cu,", "        cp_size=cp_size,",
+                           "        cp_rank=group.rank(),", "    )"]
+    # an alignment that would split a bracket pair proposes nothing
+    twice = ["    f(t, cu, cp_size=cp_size, cp_rank=cp_rank)"]
+    assert first(case(base, ours, twice), Oracle()) is None
+    # upstream changed a token too (not only the layout): a person decides
+    ours[3] = "        cp_size=group.world(),"
+    assert first(case(base, ours, theirs), Oracle()) is None
+
+
+def test_docstring_entries_both_kept_and_a_duplicate_import_refused() -> None:
+    up = ["        e (int): upstream's.", "            More of it."]
+    pa = ["        c (int): the patch's."]
+    found = first(case([], up, pa), Oracle())
+    assert found is not None and found.rule == "both-insert" and found.lines == up + pa
+    dup = Case("p", "f.py", 1, Sides(["import operator"], [], ["import os"]),
+               ["import sys", "import os", "", "import operator"])
+    assert first(dup, Oracle()) is None
+
+
+def test_region_ids_are_stable(tmp_path: Path) -> None:
+    up, base, tip, new = fork(tmp_path)
+    series = series_of(tmp_path, up, base, tip)
+    ids = []
+    for n in (1, 2):
+        r = rebasectl(series, "bump", "--to", new, "--upstream", str(up.path), "--propose",
+                      "--json", "--artifacts", str(tmp_path / f"art{n}"))
+        ids.append([reg["id"] for p in json.loads(r.stdout)["patches"]
+                    for c in p["conflicts"] for reg in c["regions"]])
+    assert ids[0] == ids[1] == ["add-parameter-c/mod.py/1", "compute-fast/run.py/1"]

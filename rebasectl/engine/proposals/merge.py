@@ -198,6 +198,23 @@ def _tokens(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in TOKEN.finditer(text)]
 
 
+def _balanced(words: list[str]) -> bool:
+    depth = 0
+    for w in words:
+        depth += (w in "([{") - (w in ")]}") if len(w) == 1 else 0
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _layout(tokens: list[tuple[str, int, int]]) -> list[str]:
+    """The tokens that are code: a trailing comma before a closing bracket is layout (a
+    formatter adds it when it wraps a call one argument a line)."""
+    words = [t[0] for t in tokens]
+    return [w for i, w in enumerate(words)
+            if not (w == "," and i + 1 < len(words) and words[i + 1] in ")]}")]
+
+
 def token_merge(base: list[str], ours: list[str], theirs: list[str]) -> list[str] | None:
     """The patch's changes of tokens *within* its lines, made on upstream's text of the same
     code when upstream changed only its layout (re-wrapped, re-indented). None when the patch
@@ -206,7 +223,7 @@ def token_merge(base: list[str], ours: list[str], theirs: list[str]) -> list[str
         return None
     b_text, u_text, p_text = "\n".join(base), "\n".join(ours), "\n".join(theirs)
     b, u, p = _tokens(b_text), _tokens(u_text), _tokens(p_text)
-    if [t[0] for t in b] != [t[0] for t in u]:
+    if _layout(b) != _layout(u):
         return None  # upstream changed the code, not only its layout: a person decides
     bu = SequenceMatcher(None, [t[0] for t in b], [t[0] for t in u], autojunk=False)
     bp = SequenceMatcher(None, [t[0] for t in b], [t[0] for t in p], autojunk=False)
@@ -217,6 +234,9 @@ def token_merge(base: list[str], ours: list[str], theirs: list[str]) -> list[str
     edits_p = [op for op in bp.get_opcodes() if op[0] != "equal"]
     if not edits_p:
         return None
+    if not all(_balanced([t[0] for t in b[i1:i2]]) and _balanced([t[0] for t in p[j1:j2]])
+               for _, i1, i2, j1, j2 in edits_p):
+        return None  # an alignment that splits a bracket pair: not sure what changed
     out, at = [], 0
     for _, i1, i2, j1, j2 in edits_p:
         span = range(max(0, i1 - 1), min(len(b), i2 + 1))  # the edit and a token each side
