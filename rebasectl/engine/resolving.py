@@ -106,14 +106,50 @@ def compute(ws: Workspace, repo: Repo, session: Session, state: ApplyState) -> B
         scratch.read_tree(repo.tree_of(state.tip))
         merge = session.engine(state).merge(scratch, lp.patch,
                                             session.labels(state)(lp.entry.id))
+        replayed = repo.rerere_replay(scratch, {c.path: c.content for c in merge.conflicts
+                                                if c.content is not None and c.regions})
     oracle = _oracle(ws, repo, state)
     found: list[Proposal | None] = []
     for c in merge.conflicts:
-        found += propose_file(lp.entry.id, c, [], oracle)
+        if c.path in replayed and c.content is not None:
+            found += recorded(lp.entry.id, c, replayed[c.path])
+        else:
+            found += propose_file(lp.entry.id, c, [], oracle)
     consistent(found)
     if len(merge.conflicts) == len(lp.patch.files):
         superseded(found)
     return Board(lp.entry.id, state.tip, [p for p in found if p is not None], len(found))
+
+
+def recorded(patch_id: str, c: Any, resolved: bytes) -> list[Proposal | None]:
+    """Rule ``recorded``: rerere holds a resolution of this file's conflicts (met at an earlier
+    apply or bump); each region's proposal is what it wrote there."""
+    text = c.content.decode("utf-8", "surrogateescape")
+    marked = text.split("\n")
+    done = resolved.decode("utf-8", "surrogateescape").split("\n")
+    found = blocks(text)
+    out: list[Proposal | None] = []
+    at = 0  # position in the resolved file
+    for n, block in enumerate(found, 1):
+        lead = marked[(found[n - 2].end + 1) if n > 1 else 0:block.start]
+        at += len(lead)
+        tail_end = found[n].start if n < len(found) else len(marked)
+        tail = marked[block.end + 1:tail_end]
+        end = _find(done, tail, at) if tail else len(done) - 0
+        if end is None:
+            return [None] * len(found)
+        out.append(Proposal(f"{patch_id}/{c.path}/{n}", patch_id, c.path, n, "recorded",
+                            done[at:end], {"by": "rerere: a resolution recorded earlier"},
+                            block.marked))
+        at = end
+    return out
+
+
+def _find(lines: list[str], block: list[str], after: int) -> int | None:
+    for k in range(after, len(lines) - len(block) + 1):
+        if lines[k:k + len(block)] == block:
+            return k
+    return None
 
 
 def _oracle(ws: Workspace, repo: Repo, state: ApplyState) -> Oracle:
@@ -145,7 +181,9 @@ def _refresh(b: Board, tree: Worktree) -> None:
         if p.path not in texts:
             texts[p.path] = _blocks_of(tree, p.path)
         if not any(bl.marked == p.marked for bl in texts[p.path]):
-            p.state = ProposalState.HAND_RESOLVED
+            # rerere wrote a recorded resolution itself (apply says so); else a person did
+            p.state = ProposalState.ACCEPTED if p.rule == "recorded" else \
+                ProposalState.HAND_RESOLVED
 
 
 def _blocks_of(tree: Worktree, path: str) -> list[Any]:

@@ -202,3 +202,37 @@ def test_region_ids_are_stable(tmp_path: Path) -> None:
         ids.append([reg["id"] for p in json.loads(r.stdout)["patches"]
                     for c in p["conflicts"] for reg in c["regions"]])
     assert ids[0] == ids[1] == ["add-parameter-c/mod.py/1", "compute-fast/run.py/1"]
+
+
+def test_recorded_resolution_is_its_own_rule(tmp_path: Path) -> None:
+    """rerere resolves one file of a stop with a resolution made at an earlier apply; the other
+    file's conflict is new: resolve lists the first as ``recorded`` (written by rerere)."""
+    up = Repo(tmp_path / "up")
+    a, b = "x = 1\ny = 2\nz = 3\n", "p = 1\nq = 2\nr = 3\n"
+    base = up.commit("base", {"a.py": a, "b.py": b})
+    up.git("checkout", "-q", "-b", "fork")
+    tip = up.commit("patch both", {"a.py": a.replace("y = 2", "y = 20"),
+                                   "b.py": b.replace("q = 2", "q = 20")})
+    up.checkout("main")
+    first_up = up.commit("upstream 1", {"a.py": a.replace("y = 2", "y = 200"),
+                                        "b.py": b.replace("q = 2", "q = 200")})
+    series = series_of(tmp_path, up, base, tip)
+    r = rebasectl(series, "apply", "--base", first_up, "--upstream", str(up.path))
+    assert r.returncode == 1, r.stderr
+    tree = series / ".rebasectl" / "tree"
+    (tree / "a.py").write_text(a.replace("y = 2", "y = 2000"))
+    (tree / "b.py").write_text(b.replace("q = 2", "q = 2000"))
+    staged = Repo.__new__(Repo)
+    staged.path, staged.clock = tree, 0
+    staged.git("add", "a.py", "b.py")
+    assert rebasectl(series, "continue").returncode == 0
+    up.git("checkout", "-q", "-B", "second", first_up)
+    second = up.commit("upstream 2", {"b.py": b.replace("q = 2", "q = 300")})
+    up.checkout("main")
+    r = rebasectl(series, "apply", "--base", second, "--upstream", str(up.path), "--worktree",
+                  str(tmp_path / "tree2"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    board = json.loads(rebasectl(series, "resolve", "--json").stdout)
+    rules = {p["id"]: (p["rule"], p["state"], p["lines"]) for p in board["proposals"]}
+    assert rules["patch-both/a.py/1"] == ("recorded", "accepted", ["y = 2000"])
+    assert "patch-both/b.py/1" not in rules  # a new conflict: no rule holds
