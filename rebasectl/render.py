@@ -120,6 +120,9 @@ def resolve(b: Any, as_json: bool) -> None:
     if any(p.state == "proposed" for p in b.proposals):
         ui.line("`rebasectl resolve --accept ID` (or `--accept --all`) writes and stages; "
                 "the diff of each is in `rebasectl resolve --json`")
+    elif b.unresolved:
+        ui.line(f"still unresolved: {', '.join(b.unresolved)}: edit (or `git rm` a file you "
+                "drop), `git add`, then `rebasectl continue`")
     else:
         ui.line("then `rebasectl continue`")
 
