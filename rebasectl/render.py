@@ -35,6 +35,9 @@ def status(data: dict[str, Any]) -> None:
         ui.line(f"  unmerged: {item['path']} ({item['kind']})")
     if progress["skipped"]:
         ui.line(f"  skipped: {', '.join(progress['skipped'])}")
+    if progress.get("tree_error"):
+        ui.line(f"the work tree could not be read ({progress['tree_error']}); a moved checkout "
+                "is relinked by `rebasectl continue`")
 
 
 def check(data: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from ..engine.exchange import (
 )
 from ..engine.state import ApplyState
 from ..git import Worktree
+from ..infra.errors import GitError
 from ..model.series import load
 from ..model.workspace import Workspace
 from .common import (
@@ -40,8 +41,13 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
         return None
     kinds = {str(c.get("path")): str(c.get("kind")) for c in state.conflicts}
     tree = Worktree(ws.path(state.worktree))
-    unmerged = tree.status().unmerged if tree.exists and state.in_tree else []
+    unmerged: list[str] = []
+    tree_error = None
+    try:
+        unmerged = tree.status().unmerged if tree.exists and state.in_tree else []
+    except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
+        tree_error = str(e)
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
             "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
-            "conflicts": state.conflicts}
+            "conflicts": state.conflicts, "tree_error": tree_error}
