@@ -28,7 +28,8 @@ def status(data: dict[str, Any]) -> None:
     progress = data["apply_in_progress"]
     if not progress:
         return
-    where = f"stopped at {progress['stopped_at']}" if progress["stopped_at"] else "interrupted"
+    stopped = progress["stopped_at"] if progress.get("conflict_written") else None
+    where = f"stopped at {stopped}" if stopped else "interrupted"
     ui.line(f"apply in progress on {progress['base'][:12]}: {progress['applied']}/"
             f"{progress['total']} applied, {where} in {progress['worktree']}")
     for item in progress["unmerged"]:
@@ -38,6 +39,11 @@ def status(data: dict[str, Any]) -> None:
     if progress.get("tree_error"):
         ui.line(f"the work tree could not be read ({progress['tree_error']}); a moved checkout "
                 "is relinked by `rebasectl continue`")
+    elif stopped:
+        ui.line("resolve (edit, `git add`), then `rebasectl continue`; `rebasectl skip` leaves "
+                "the patch out, `rebasectl abort` gives up")
+    else:
+        ui.line("`rebasectl continue` goes on from there, `rebasectl abort` gives up")
 
 
 def check(data: dict[str, Any]) -> None:

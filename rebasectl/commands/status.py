@@ -50,4 +50,5 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
             "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
-            "conflicts": state.conflicts, "tree_error": tree_error}
+            "conflicts": state.conflicts, "tree_error": tree_error,
+            "conflict_written": state.in_tree}
