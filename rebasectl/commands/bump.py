@@ -429,6 +429,19 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
         out.proposals = {p.id: p for p in found if p is not None}
 
 
+def artifacts_folder(ws: Workspace, artifacts: Path | None) -> Path:
+    """``--artifacts``, refused inside ``.rebasectl/`` (its work tree, mirror, state files live
+    there: a bump's README written at .rebasectl/tree blocked every later apply) but for the
+    default folder."""
+    own = ws.default_artifacts.resolve()
+    chosen = (artifacts or own).resolve()
+    if ws.inside_state(chosen) and chosen != own and own not in chosen.parents:
+        raise RebasectlError(f"--artifacts {chosen}: inside {ws.state_dir}, rebasectl's own "
+                             "state; pick a folder outside it (or leave --artifacts out: "
+                             f"{own})")
+    return chosen
+
+
 def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
          artifacts: Path | None, notify: Notify, run_tests: bool = False,
          proposals: bool = False) -> BumpResult:
@@ -437,7 +450,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     old = series.upstream.base
     loaded = load_patches(ws, series)
     check_links_on(repo, new, loaded)
-    out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
+    out = Artifacts.claim(artifacts_folder(ws, artifacts))
     out.check_writable()
     planner = Planner(repo, old, new, notify, Memory(ws.resolutions))
     outcomes, mat = planner.run(loaded)
