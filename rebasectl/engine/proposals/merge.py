@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from ...model.pysyntax import ATTR_ASSIGN, DEF
+
 CLOSE = 0.6  # how alike two lines must be to count as one line rewritten
 
 
@@ -159,8 +161,7 @@ def _reindent(e: Edit, base: list[str], looks: list[str], out: Merged) -> tuple[
     return e.lines
 
 
-_DEFINES = (re.compile(r"^\s*(?:async\s+)?def\s+(\w+)"), re.compile(r"^\s*class\s+(\w+)"),
-            re.compile(r"^\s*(?:self\.)?(\w+)\s*(?::[^=]*)?=(?!=)"),
+_DEFINES = (re.compile(DEF), re.compile(ATTR_ASSIGN),
             re.compile(r"^\s*(\w+)\s*:\s*[\w\[\], .|\"']+,?\s*$"),
             re.compile(r"^\s*(?:from\s+\S+\s+)?import\s+.*?(\w+)\s*,?\s*$"),
             re.compile(r"^\s*[\"'](--[\w-]+)[\"']"))
@@ -174,7 +175,7 @@ def defined(lines: tuple[str, ...]) -> set[str]:
         for pattern in _DEFINES:
             m = pattern.match(line)
             if m:
-                names.add(m.group(1))
+                names.add(m.group("name") if "name" in pattern.groupindex else m.group(1))
                 break
     return names
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from ...model.pysyntax import DEF
 from .merge import Merged, edits, indent, merge, norm, token_merge, twins
 
 NAME = re.compile(r"[A-Za-z_]\w*")
@@ -142,9 +143,9 @@ def module_names(lines: Sequence[str]) -> set[str]:
     for line in lines:
         if line[:1].isspace():
             continue
-        m = re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", line)
+        m = _TOP_DEF.match(line)
         if m:
-            out.add(m.group(1))
+            out.add(m.group("name"))
         elif line.startswith(("import ", "from ")):
             body = line.split(" import ", 1)[1] if line.startswith("from ") else line[7:]
             for part in body.strip("() \\").split(","):
@@ -154,6 +155,7 @@ def module_names(lines: Sequence[str]) -> set[str]:
     return out
 
 
+_TOP_DEF = re.compile(DEF)
 ITEM = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\):|:[^=]*=|=)")
 
 
