@@ -337,6 +337,7 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
     with ui.progress(f"blame {patch_ref}", quiet=as_json) as news:
         data = actions.blame(ws, patch_ref, from_rev, to_rev, upstream, news)
     render.json(data) if as_json else render.blame(data)
+    finish(ExitCode.CONFLICT if data["status"] in ("conflict", "blocked") else 0)
 
 
 # -- entry point -----------------------------------------------------------------------------------

@@ -189,9 +189,23 @@ def blame(data: dict[str, Any]) -> None:
         if data[key]:
             ui.line(f"{key.replace('_', ' ')}: {data[key]['commit'][:12]} "
                     f"{data[key]['subject']}")
+    if data["blocked_by"]:
+        ui.line(f"blocked: needs lines or files of earlier failing patch(es) "
+                f"{', '.join(data['blocked_by'])}")
     for c in data["culprits"]:
         when = "" if c.get("by_first_break", True) else " (after the first break)"
         ui.line(f"culprit {c['commit'][:12]} {c['path']}{when}: {c['subject']}")
-    if data["blocked_by"]:
-        ui.line(f"needs lines of earlier patch(es): {', '.join(data['blocked_by'])}")
+    for c in data.get("touched_by", []):
+        ui.line(f"changed its lines (it still applies) {c['commit'][:12]} {c['path']}: "
+                f"{c['subject']}")
+    for c in data["conflicts"]:
+        for r in c["regions"]:
+            where = f"upstream lines {r['upstream_lines'][0]}-{r['upstream_lines'][1]}" \
+                if r.get("upstream_lines") else "no upstream lines"
+            marked = f", work tree lines {r['start']}-{r['end']} with markers" \
+                if r.get("start") else ""
+            why = f"needs lines of {', '.join(r['blocked_by'])}" if r.get("blocked_by") else \
+                f"changed upstream by {', '.join(x[:12] for x in r['culprits'])}" \
+                if r.get("culprits") else "no upstream commit found"
+            ui.line(f"  {c['path']}: {c['kind']}, {where}{marked}; {why}")
     ui.line(f"{len(data['touching'])} first-parent commits touch its files")

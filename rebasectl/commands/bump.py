@@ -283,18 +283,23 @@ class Planner:
         """Every patch classified; the failing ones attributed (only the one at position
         ``only`` when given: blame asks about one patch)."""
         stack = [(lp.entry.id, lp.patch) for lp in loaded]
-        # the series on its old base first: it puts every patch's preimage blob in the mirror,
-        # so the 3-way merges below and the line mapping of attribution have them
-        self.notify(f"materialising {len(stack)} patches on the old base {self.old[:12]}")
-        Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
+        # the series on its old base first, unless the mirror has them: it puts every patch's
+        # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
+        pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
+        if self.repo.missing_objects(pre):  # an imported series' blobs are there already
+            self.notify(f"materialising {len(stack)} patches on the old base {self.old[:12]}")
+            Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
         self.notify(f"applying {len(stack)} patches on {self.new[:12]}")
         labels = Labels(f"upstream {self.new[:12]}", "")
+        asked = stack[only][0] if only is not None else None
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
-                           self.engine, self._replay, self.memory).run(
+                           self.engine, self._replay, self.memory,
+                           explain=lambda pid: asked is None or pid == asked).run(
             self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
         failed = [s.id for s in mat.steps if s.status is StepStatus.CONFLICT]
         deps = SeriesLines(stack)
-        outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed))
+        outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed),
+                                   only in (None, pos))
                     for pos, (lp, step) in enumerate(zip(loaded, mat.steps))]
         for pos, out in enumerate(outcomes):
             for c in out.conflicts:
@@ -341,9 +346,11 @@ class Planner:
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
 
-    def _classify(self, lp: LoadedPatch, step: Step, needs: list[str]) -> PatchOutcome:
+    def _classify(self, lp: LoadedPatch, step: Step, needs: list[str],
+                  asked: bool = True) -> PatchOutcome:
         """Its status from the step; ``needs``: the failed earlier patches whose lines or files
-        its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged)."""
+        its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
+        Upstream's copy of its lines is looked for when it is ``asked`` about."""
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
@@ -353,7 +360,7 @@ class Planner:
             out.status = BumpStatus.CONFLICT
             out.conflicts = list(step.conflicts)
             out.hunk_lines = hunk_lines(lp)
-            if not needs:
+            if not needs and asked:
                 out.carried = self.carried.patch(lp.patch)
                 if out.carried.commit is not None:
                     out.conflicts, out.hunk_lines = [], {}
@@ -548,13 +555,12 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
 # -- blame: one patch ------------------------------------------------------------------------------
 def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, new: str,
           notify: Notify) -> dict[str, Any]:
-    """Breaks and culprits of one patch (id or file name) between two upstream revisions."""
+    """Breaks and culprits of one patch (id, file name, or the id as an older import cut it)
+    between two upstream revisions. Only that patch is attributed; the ones before it are only
+    applied (a verdict each, no regions: recorded resolutions are not replayed for them). A
+    patch that applies has no culprits: the commits that changed its lines are ``touched_by``."""
     loaded = load_patches(ws, series)
-    pos = next((i for i, lp in enumerate(loaded)
-                if patch_ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}")),
-               None)
-    if pos is None:
-        raise RebasectlError(f"no patch {patch_ref!r} in series.yaml (give an id or a file name)")
+    pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify)
     outcomes, _ = planner.run(loaded[:pos + 1], only=pos)
     out = outcomes[-1]
@@ -564,13 +570,27 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
         touched = attribute(planner.rng, stack, pos, ())
         att = att or touched
         att.touching = touched.touching
+    failing = out.status in FAILED
     data = out.to_json()
     data.update(schema="rebasectl.blame/1", **{"from": old, "to": new},
                 upstream_commits=planner.rng.count(),
-                culprits=[c.to_json() for c in att.culprits],
+                culprits=[c.to_json() for c in att.culprits] if failing else [],
+                touched_by=[] if failing else [c.to_json() for c in att.culprits],
                 first_break=att.first_break.to_json() if att.first_break else None,
                 permanent_break=att.permanent_break.to_json() if att.permanent_break else None,
                 blocked_by=out.blocked_by,
                 touching=[{"commit": c, "subject": planner.rng.subject(c)}
                           for c in att.touching])
     return data
+
+
+def find_patch(loaded: list[LoadedPatch], ref: str) -> int:
+    """The position of the patch ``ref`` names: its id, its file (with or without
+    ``patches/``), or its id cut at 48 characters (how imports named long subjects before)."""
+    for i, lp in enumerate(loaded):
+        if ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}"):
+            return i
+    cut = [i for i, lp in enumerate(loaded) if len(ref) >= 40 and lp.entry.id.startswith(ref)]
+    if len(cut) == 1:
+        return cut[0]
+    raise RebasectlError(f"no patch {ref!r} in series.yaml (give an id or a file name)")

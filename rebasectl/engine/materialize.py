@@ -150,9 +150,13 @@ class Materializer:
 
     def __init__(self, repo: Repo, labels: Callable[[str], Labels] | None = None,
                  engine: Engine | None = None, resolver: Resolver | None = None,
-                 memory: Memory | None = None) -> None:
+                 memory: Memory | None = None,
+                 explain: Callable[[str], bool] | None = None) -> None:
         self.repo = repo
         self.engine = engine or Engine(repo)
+        # which patches' conflicts are worked out (regions, markers); the others are only
+        # known to conflict (blame asks about one patch: the ones before it just need a verdict)
+        self.explain = explain or (lambda pid: True)
         self.labels = labels or (lambda pid: Labels("upstream", f"patch {pid}"))
         self.resolver = resolver
         self.memory = memory
@@ -267,6 +271,10 @@ class Materializer:
             if recorded is not None and index.apply(recorded).ok:
                 paths = dict.fromkeys([*patch.paths(), *diffs.parse(recorded).paths()])
                 return state.take(index, list(paths)), StepStatus.RESOLVED, ()
+            if not self.explain(pid):
+                if three_way and index.apply(patch.diff, three_way=True).ok:
+                    return state.take(index, patch.paths()), StepStatus.MERGED, ()
+                return [], StepStatus.CONFLICT, ()
             merge = self.engine.merge(index, patch, self.labels(pid))
             if not three_way:
                 return [], StepStatus.CONFLICT, tuple(merge.conflicts)

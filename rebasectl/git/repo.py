@@ -97,6 +97,17 @@ class Repo:
     def commits(self, revs: Sequence[str]) -> list[CommitInfo]:
         return self.objects.commits(revs)
 
+    def missing_objects(self, shas: Sequence[str]) -> list[str]:
+        """Those of ``shas`` (full or abbreviated) the repository does not have (one
+        ``cat-file --batch-check``)."""
+        wanted = list(dict.fromkeys(s for s in shas if s))
+        if not wanted:
+            return []
+        out = self.runner.run(["cat-file", "--batch-check"],
+                              input="".join(f"{s}\n" for s in wanted).encode()).stdout
+        return [ln.split()[0] for ln in out.decode(errors="replace").splitlines()
+                if ln.endswith((" missing", " ambiguous"))]
+
     def entries_at(self, rev: str, paths: Sequence[str]) -> dict[str, Entry]:
         """path -> (mode, blob) at ``rev`` for those of ``paths`` that are files there."""
         if not paths:
