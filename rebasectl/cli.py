@@ -216,12 +216,11 @@ def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...]) -> None
 @pass_ws
 def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> None:
     """Build patches/ and series.yaml from a commit range BASE..TIP."""
-    from . import ui
+    from . import render
     from .commands import actions
 
     series, changed = actions.do_import(ws, rev_range, repo, branch)
-    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]}; "
-            f"{len(changed)} files changed")
+    render.imported(ws, series, changed)
 
 
 @cli.command("test")

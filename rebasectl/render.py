@@ -46,8 +46,11 @@ def check(data: dict[str, Any]) -> None:
 
 
 # -- apply / continue / skip -----------------------------------------------------------------------
-def conflict_lines(conflicts: list[FileConflict]) -> list[str]:
-    """``path:line: kind ...`` per region, as a person (and an editor's quickfix) reads them."""
+def conflict_lines(conflicts: list[FileConflict], why: Any = None) -> list[str]:
+    """``path:line: kind ...`` per region, as a person (and an editor's quickfix) reads them:
+    the line is the work tree's (the file with markers), upstream's lines said beside it, and
+    (``why``: region -> its culprits) the upstream commits behind each region or the earlier
+    patch it needs."""
     out = []
     for c in conflicts:
         if c.kind is ConflictKind.MODIFY_DELETE:
@@ -58,18 +61,42 @@ def conflict_lines(conflicts: list[FileConflict]) -> list[str]:
             out.append(f"{c.path}: modify/delete: the patch changes this file, deleted{by}"
                        f"{moved}{near}")
             continue
+        if c.kind is ConflictKind.MISSING:
+            rc = why(c.regions[0]) if why and c.regions else None
+            maker = ", ".join(rc.blocked_by) if rc and rc.blocked_by else c.blocked_by
+            made = f"earlier patch {maker} creates it and is not applied" if maker else \
+                "upstream never had it"
+            out.append(f"{c.path}: missing: the patch changes this file; {made}")
+            continue
         if c.kind is ConflictKind.DELETE_MODIFY:
             out.append(f"{c.path}: delete/modify: the patch deletes this file, which upstream "
                        "changed")
             continue
         for r in c.regions:
             line = r.start or (r.base[0] if r.base else 1)
+            up = f" (work tree line; upstream {_lines(r.ours)})" if r.start and r.ours else ""
             hunks = ("; patch hunk" + ("s " if len(r.hunks) > 1 else " ") +
                      " and ".join(r.hunks)) if r.hunks else ""
-            out.append(f"{c.path}:{line}: {c.kind.value} conflict{hunks}")
+            out.append(f"{c.path}:{line}: {c.kind.value} conflict{up}{hunks}"
+                       f"{_stop_why(why(r) if why else None)}")
         if not c.regions:
             out.append(f"{c.path}: {c.kind.value} conflict")
     return out
+
+
+def _lines(span: tuple[int, int]) -> str:
+    return f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}-{span[1]}"
+
+
+def _stop_why(rc: Any) -> str:
+    if rc is None:
+        return ""
+    if rc.blocked_by:
+        return f"; needs lines of earlier patch {', '.join(rc.blocked_by)}, not applied"
+    if rc.commits:
+        return "; changed upstream by " + ", ".join(c[:12] for c in rc.commits[:3]) + \
+            (f" and {len(rc.commits) - 3} more" if len(rc.commits) > 3 else "")
+    return "; no upstream commit found"
 
 
 def apply_outcome(outcome: Any, as_json: bool) -> None:
@@ -88,7 +115,10 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
     stop = outcome.stop
     ui.line(f"{done}/{outcome.total} committed{skipped}; stopped at {stop.index}/{stop.total} "
             f"{stop.id} ({stop.file}): {len(stop.conflicts)} file(s) conflict")
-    for text in conflict_lines(stop.conflicts):
+    if stop.blocked_by:
+        ui.line(f"  blocked: it needs lines or files of skipped patch(es) "
+                f"{', '.join(stop.blocked_by)}")
+    for text in conflict_lines(stop.conflicts, stop.why):
         ui.line(f"  {text}")
     kinds = {c.kind for c in stop.conflicts}
     how = []
@@ -100,6 +130,26 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
                    "where the code went, then `git rm` it (or `git add` it to keep it)")
     ui.line(f"resolve in {outcome.worktree}: {'; '.join(how)}; then `rebasectl continue`; "
             "`rebasectl skip` leaves this patch out, `rebasectl abort` gives up")
+
+
+def imported(ws: Any, series: Any, changed: list[str]) -> None:
+    """What import did, counted as what it is: patches, the files they touch, the files it
+    wrote; an empty commit said in words (it stays, as a patch with no diff)."""
+    from .model.patches import parse
+
+    touched: set[str] = set()
+    empty = []
+    for entry in series.patches:
+        patch = parse((ws.root / "patches" / entry.file).read_bytes(), entry.file)
+        touched.update(patch.paths())
+        if patch.is_empty:
+            empty.append(entry)
+    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]} "
+            f"({series.upstream.name}), touching {len(touched)} upstream files; wrote "
+            f"{len(changed)} files (patches/ and series.yaml)")
+    for entry in empty:
+        ui.line(f"  {entry.id}: an empty commit (no changes): kept as a patch without a diff; "
+                "bump reports it `empty`")
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:

@@ -586,11 +586,14 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
 
 def find_patch(loaded: list[LoadedPatch], ref: str) -> int:
     """The position of the patch ``ref`` names: its id, its file (with or without
-    ``patches/``), or its id cut at 48 characters (how imports named long subjects before)."""
+    ``patches/``), or, for a long id, its id cut short or the whole subject's slug that import
+    cut at 48 characters."""
     for i, lp in enumerate(loaded):
         if ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}"):
             return i
-    cut = [i for i, lp in enumerate(loaded) if len(ref) >= 40 and lp.entry.id.startswith(ref)]
+    cut = [i for i, lp in enumerate(loaded)
+           if len(ref) >= 40 and lp.entry.id.startswith(ref)
+           or len(lp.entry.id) >= 40 and ref.startswith(lp.entry.id)]
     if len(cut) == 1:
         return cut[0]
     raise RebasectlError(f"no patch {ref!r} in series.yaml (give an id or a file name)")

@@ -550,12 +550,13 @@ def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
 
 def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
               conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = (),
-              deps: SeriesLines | None = None) -> Attribution:
+              deps: SeriesLines | None = None, *, breaks: bool = True) -> Attribution:
     """Breaks and culprits of ``stack[target]`` across ``rng``, region by region of
     ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch).
-    Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's."""
+    Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's.
+    Without ``breaks`` only the regions' culprits (an apply's stop: no scan)."""
     walk = Scan(rng, stack, target)
-    first, permanent = walk.breaks()
+    first, permanent = walk.breaks() if breaks else (None, None)
     patch = stack[target][1]
     lines = deps or SeriesLines(stack[:target + 1])
     regions = _regions(Culprits(rng), patch, conflicts,
