@@ -182,6 +182,7 @@ def test_run(run: Any, path: Path) -> None:
 
 ANNOTATE_ENV = ("GITHUB_ACTIONS", "REBASECTL_ANNOTATE")  # CI: one annotation per region
 SHOWN_REGIONS = 5  # a terminal run shows this many region lines, then where the rest are
+SHOWN_RISKS = 2  # ... and this many warnings of the checks after the merge
 
 
 def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
@@ -193,6 +194,9 @@ def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
             ui.note(text)
     elif not result.clean:
         _bump_summary(result, verbose)
+    else:
+        for text in result.risk_lines():
+            ui.note(f"warning: {text}")
     if as_json:
         ui.emit_json(result.to_json())
         return
@@ -203,6 +207,10 @@ def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
              [[p.index, p.id, p.status.value, _first(p), sum(len(c.regions) for c in
                                                               p.conflicts),
                len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
+    for p in result.patches:
+        for a, b in p.followed.items():
+            ui.line(f"{p.index}/{len(result.patches)} {p.id}: followed upstream's rename "
+                    f"{a} -> {b} (as `git am -3` carries it)")
     ui.line(f"artifacts: {result.artifacts}")
     if not result.clean:
         ui.line(f"reproduce and resolve: {result.reproduce}")
@@ -220,6 +228,11 @@ def _bump_summary(result: Any, verbose: bool) -> None:
             f"{blocked} blocked), {len(regions)} regions")
     for text in result.patch_lines():
         ui.note(f"  {text}")
+    risky = result.risk_lines()
+    for text in risky if verbose else risky[:SHOWN_RISKS]:
+        ui.note(f"  warning: {text}")
+    if len(risky) > SHOWN_RISKS and not verbose:
+        ui.note(f"  +{len(risky) - SHOWN_RISKS} more warnings: {result.artifacts / 'risks.txt'}")
     shown = regions if verbose else regions[:SHOWN_REGIONS]
     for text in shown:
         ui.note(f"    {text}")

@@ -24,6 +24,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
     Attribution,
     Culprit,
@@ -37,7 +38,7 @@ from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engin
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step, StepStatus
 from ..engine.resolutions import Memory
-from ..engine.session import check_room, checkout, clear
+from ..engine.session import check_room, checkout, clear, followed_words
 from ..engine.state import TreeMap
 from ..git import Index, Repo
 from ..git.history import commits
@@ -79,6 +80,8 @@ class PatchOutcome:
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
     findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
     blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
+    followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
+    risks: list[Risk] = field(default_factory=list)  # checks after the merge (warnings)
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
@@ -99,6 +102,8 @@ class PatchOutcome:
             if att and att.permanent_break else None,
             "culprits": [c.to_json() for c in att.culprits] if att else [],
             "blocked_by": self.blocked_by,
+            "renames_followed": self.followed,
+            "risks": [r.to_json() for r in self.risks],
             "upstream_commit": self.upstream_commit,
             "carried": self.carried.to_json() if self.carried else None,
             "findings": [f.to_json() for f in self.findings],
@@ -147,7 +152,13 @@ class BumpResult:
                     out.append(annotation(p, c, r))
             out += [f"{PATCH_DIR}/{p.file}:1: patch {p.index} {p.id}: warning: {f.text()}"
                     for f in p.findings]
+            out += [f"{PATCH_DIR}/{p.file}:{p.hunk_lines.get(r.hunk, 1)}: patch {p.index} "
+                    f"{p.id}: warning: {r.text()}" for r in p.risks]
         return out
+
+    def risk_lines(self) -> list[str]:
+        total = len(self.patches)
+        return [f"{p.index}/{total} {p.id}: {r.text()}" for p in self.patches for r in p.risks]
 
     def region_lines(self) -> list[str]:
         """One line per region, for a person: where it is in upstream's file and in the marked
@@ -311,10 +322,17 @@ class Planner:
             self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
         self._attribute(outcomes, stack, failed, deps, todo)
-        for out, lp, step in zip(outcomes, loaded, mat.steps):
+        self.carried.prefetch(path for pos, lp in enumerate(loaded) if only in (None, pos)
+                              for path in lp.patch.paths())
+        for pos, (out, lp, step) in enumerate(zip(outcomes, loaded, mat.steps)):
             if step.commit and out.status is not BumpStatus.UPSTREAMED:
                 out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
                                                self.new)
+            if only in (None, pos) and out.status not in (BumpStatus.UPSTREAMED,
+                                                          BumpStatus.EMPTY):
+                out.risks = risks(self.carried, lp.patch, merged=step.commit is not None)
+                if out.risks and not out.hunk_lines:
+                    out.hunk_lines = hunk_lines(lp)
         return outcomes, mat
 
     def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
@@ -335,7 +353,7 @@ class Planner:
 
     def _announce(self, total: int) -> Callable[[Step], None]:
         return lambda step: self.notify(f"Applying ({step.index}/{total}) {step.id}: "
-                                        f"{step.status.value}")
+                                        f"{step.status.value}{followed_words(step.followed)}")
 
     def _replay(self, index: Index, conflicts: list[FileConflict]) -> bool:
         """Resolutions recorded by rerere at an earlier apply resolve every conflict: staged."""
@@ -352,6 +370,7 @@ class Planner:
         its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
         Upstream's copy of its lines is looked for when it is ``asked`` about."""
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
+        out.followed = dict(step.followed)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
         elif step.status is StepStatus.RESOLVED:
@@ -416,6 +435,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
         return result
     carry(ws, repo, result, mat, notify)
     out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.risk_lines()).encode())
     notify("writing the rebase report")
     write_report(ws, repo, series, loaded, result, out)
     if run_tests:
@@ -485,6 +505,7 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
         out.write(f"{folder}/culprits.json",
                   (json.dumps(p.to_json(), indent=2) + "\n").encode())
     out.write("regions.txt", "".join(f"{ln}\n" for ln in result.region_lines()).encode())
+    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.risk_lines()).encode())
     out.write("README.md", conflict_readme(result).encode())
 
 
@@ -514,6 +535,9 @@ def conflict_readme(result: BumpResult) -> str:
         lines.append(f"| {p.index} | {p.id} | {p.status.value} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
+    if any(p.risks for p in result.patches):
+        lines += ["", "## Risks after the merge", ""]
+        lines += [f"- {text}" for text in result.risk_lines()]
     warned = [(p, f) for p in result.patches for f in p.findings]
     if warned:
         lines += ["", "## Merged, but uses a name the patch removes", ""]

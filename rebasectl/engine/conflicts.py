@@ -25,7 +25,7 @@ upstream deleted, and nothing applies):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ..git import Entry, Index, Repo, Stages
@@ -100,6 +100,7 @@ class Merge:
     """A patch merged onto the tree in an index: conflicts (empty when it merged)."""
 
     conflicts: list[FileConflict] = field(default_factory=list)
+    followed: dict[str, str] = field(default_factory=dict)  # renames followed: old -> new path
 
     @property
     def ok(self) -> bool:
@@ -132,12 +133,29 @@ class Engine:
         present = index.entries([p for f in patch.files for p in (f.old_path, f.new_path) if p])
         merge = Merge()
         for f in patch.files:
+            f = self._follow(index, f, present, merge)
             conflict = self._file(index, f, present, labels)
             if conflict is not None:
                 merge.conflicts.append(conflict)
         if merge.conflicts:
             index.update({c.path: {0: None, **c.stages} for c in merge.conflicts})
         return merge
+
+    def _follow(self, index: Index, f: FileDiff, present: dict[str, Entry],
+                merge: Merge) -> FileDiff:
+        """A file upstream renamed (rename detection finds it, and the new path is in the
+        tree): the diff retargeted at the new path, as ``git am -3`` carries a hunk over."""
+        if f.old_path is None or f.old_path in present or f.old_path != f.new_path:
+            return f
+        to = self.moved(f.old_path)
+        if to is None:
+            return f
+        found = index.entries([to]).get(to)
+        if found is None:
+            return f
+        present[to] = found
+        merge.followed[f.old_path] = to
+        return retarget(f, to)
 
     def _file(self, index: Index, f: FileDiff, present: dict[str, Entry],
               labels: Labels) -> FileConflict | None:
@@ -230,6 +248,17 @@ class Engine:
         if entry is None:
             return b""
         return self.repo.objects.blob(entry.blob) or b""
+
+
+def retarget(f: FileDiff, to: str) -> FileDiff:
+    """``f`` as a change of ``to`` (its header's names replaced; the index line's blobs kept,
+    so a 3-way apply still finds the preimage)."""
+    old = (f.old_path or "").encode("utf-8", errors="surrogateescape")
+    new = to.encode("utf-8", errors="surrogateescape")
+    header = f.header
+    for prefix in (b"a/", b"b/"):
+        header = header.replace(prefix + old, prefix + new)
+    return replace(f, old_path=to, new_path=to, header=header)
 
 
 def engine_for(repo: Repo, old: str, new: str) -> Engine:

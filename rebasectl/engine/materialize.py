@@ -47,6 +47,7 @@ class Step:
     commit: str | None
     parent: str = ""  # the commit it was applied on
     conflicts: tuple[FileConflict, ...] = ()
+    followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
 
     def to_json(self) -> dict[str, object]:
         return {"index": self.index, "id": self.id, "subject": self.subject,
@@ -209,15 +210,20 @@ class Materializer:
 
         if patch.is_empty:
             return step(StepStatus.EMPTY), []
+        followed: dict[str, str] = {}
         try:
             changes, status = self._python(state, patch, three_way)
         except (Unsupported, NotExact):
-            changes, status, conflicts = self._git(state, pid, patch, three_way)
+            changes, status, conflicts = self._git(state, pid, patch, three_way, followed)
             if status is StepStatus.CONFLICT:
-                return step(status, conflicts), []
+                done = step(status, conflicts)
+                done.followed = followed
+                return done, []
         if not changes and status is not StepStatus.RESOLVED:
             status = StepStatus.NOOP
-        return step(status), changes
+        done = step(status)
+        done.followed = followed
+        return done, changes
 
     def _python(self, state: TreeState, patch: Patch,
                 three_way: bool) -> tuple[list[Change], StepStatus]:
@@ -258,10 +264,12 @@ class Materializer:
             changes.append(Change(path, mode, data=data))
         return changes
 
-    def _git(self, state: TreeState, pid: str, patch: Patch,
-             three_way: bool) -> tuple[list[Change], StepStatus, tuple[FileConflict, ...]]:
+    def _git(self, state: TreeState, pid: str, patch: Patch, three_way: bool,
+             followed: dict[str, str]) -> tuple[list[Change], StepStatus,
+                                                tuple[FileConflict, ...]]:
         """The patch through git: exactly, else the conflict engine (and its resolver). In
-        exact mode a patch that only merges 3-way is a conflict with no region."""
+        exact mode a patch that only merges 3-way is a conflict with no region. Files upstream
+        renamed are followed (``followed``: old -> new path)."""
         with self.repo.index() as index:
             index.set_entries(state.entries())
             if index.apply(patch.diff).ok:
@@ -276,10 +284,12 @@ class Materializer:
                     return state.take(index, patch.paths()), StepStatus.MERGED, ()
                 return [], StepStatus.CONFLICT, ()
             merge = self.engine.merge(index, patch, self.labels(pid))
+            followed.update(merge.followed)
+            touched = [*patch.paths(), *merge.followed.values()]
             if not three_way:
                 return [], StepStatus.CONFLICT, tuple(merge.conflicts)
             if merge.ok:
-                return state.take(index, patch.paths()), StepStatus.MERGED, ()
+                return state.take(index, touched), StepStatus.MERGED, ()
             if self.resolver is not None and self.resolver(index, merge.conflicts):
-                return state.take(index, patch.paths()), StepStatus.RESOLVED, ()
+                return state.take(index, touched), StepStatus.RESOLVED, ()
             return [], StepStatus.CONFLICT, tuple(merge.conflicts)

@@ -320,9 +320,10 @@ class Session:
         total = len(state.ids)
 
         def announce(step: Step) -> None:
-            self.notify(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}")
+            self.notify(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}"
+                        f"{followed_words(step.followed)}")
 
-        mat = Materializer(self.repo, self.labels(state)).run(
+        mat = Materializer(self.repo, self.labels(state), self.engine(state)).run(
             state.tip, [(i, patches[i].patch) for i in remaining],
             start_index=total - len(remaining) + 1, on_step=announce)
         for step in mat.steps:
@@ -459,6 +460,11 @@ class Session:
         self.notify(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped (the series "
                     "entry stays; `rebasectl export` keeps it)")
         return self.run(state, patches)
+
+
+def followed_words(followed: dict[str, str]) -> str:
+    """`` (followed upstream's rename a -> b)``, as ``git am -3`` would have carried it."""
+    return "".join(f" (followed upstream's rename {a} -> {b})" for a, b in followed.items())
 
 
 def _made_by_us(repo: Repo, sha: str, lp: LoadedPatch) -> bool:
