@@ -12,7 +12,7 @@ from typing import Any
 
 from . import ui
 from .engine.conflicts import ConflictKind, FileConflict
-from .git.history import commits
+from .model.words import commits
 
 
 def json(data: Any) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,17 +35,20 @@ from ..engine.attribution import (
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
-from ..engine.materialize import Materialised, Materializer, Step, StepStatus
+from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.resolutions import Memory
-from ..engine.session import check_room, checkout, clear, followed_words
+from ..engine.session import followed_words
 from ..engine.state import TreeMap
+from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
-from ..git.history import commits
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
 from ..model.dependencies import SeriesLines
 from ..model.series import PATCH_DIR, Series, load
+from ..model.status import Applied
+from ..model.words import commits
 from ..model.workspace import Workspace
+from ..report.markdown import code_span, escape
 from ..report.names import NameUse, uses_of_removed
 
 SCHEMA = "rebasectl.bump/1"
@@ -307,7 +309,7 @@ class Planner:
                            self.engine, self._replay, self.memory,
                            explain=lambda pid: asked is None or pid == asked).run(
             self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
-        failed = [s.id for s in mat.steps if s.status is StepStatus.CONFLICT]
+        failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         deps = SeriesLines(stack)
         outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed),
                                    only in (None, pos))
@@ -373,9 +375,9 @@ class Planner:
         out.followed = dict(step.followed)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
-        elif step.status is StepStatus.RESOLVED:
+        elif step.status is Applied.RERERE:
             out.status = BumpStatus.RESOLVED
-        elif step.status is StepStatus.CONFLICT:
+        elif step.status is Applied.CONFLICT:
             out.status = BumpStatus.CONFLICT
             out.conflicts = list(step.conflicts)
             out.hunk_lines = hunk_lines(lp)
@@ -386,7 +388,7 @@ class Planner:
                     self._upstreamed(out, lp, out.carried.commit)
         elif needs:  # it applied, but only because the lines it needs are not there
             out.status, out.blocked_by = BumpStatus.BLOCKED, list(needs)
-        elif step.status is StepStatus.NOOP:
+        elif step.status is Applied.NOOP:
             out.carried = self.carried.patch(lp.patch)
             if out.carried.commit is not None:
                 self._upstreamed(out, lp, out.carried.commit)
@@ -411,9 +413,6 @@ def hunk_lines(lp: LoadedPatch) -> dict[str, int]:
     return {h.header: first + h.line - 1 for f in lp.patch.files for h in f.hunks}
 
 
-COMMIT_ID = re.compile(r"[0-9a-f]{7,40}")  # a (short) sha names one commit: no fetch needed
-
-
 def reproduce_command(new: str, upstream: str | None) -> str:
     extra = f" --upstream {shlex.quote(upstream)}" if upstream else ""
     return f"rebasectl apply --base {new}{extra}"
@@ -421,7 +420,7 @@ def reproduce_command(new: str, upstream: str | None) -> str:
 
 def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
          artifacts: Path | None, notify: Notify, run_tests: bool = False) -> BumpResult:
-    """The whole bump under the caller's lock (see actions.bump)."""
+    """The whole bump under the caller's lock (see ``run``, the command)."""
     old = series.upstream.base
     loaded = load_patches(ws, series)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
@@ -532,7 +531,7 @@ def conflict_readme(result: BumpResult) -> str:
         att = p.attribution
         fb = f"`{att.first_break.commit[:12]}`" if att and att.first_break else ""
         pb = f"`{att.permanent_break.commit[:12]}`" if att and att.permanent_break else ""
-        lines.append(f"| {p.index} | {p.id} | {p.status.value} | {fb} | {pb} |")
+        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
     if any(p.risks for p in result.patches):
@@ -541,25 +540,26 @@ def conflict_readme(result: BumpResult) -> str:
     warned = [(p, f) for p in result.patches for f in p.findings]
     if warned:
         lines += ["", "## Merged, but uses a name the patch removes", ""]
-        lines += [f"- {p.id}: `{f.path}:{f.line}` uses `{f.name}`" +
+        lines += [f"- {escape(p.id)}: {code_span(f'{f.path}:{f.line}')} uses "
+                  f"{code_span(f.name)}" +
                   (f" (upstream `{f.commit[:12]}`)" if f.commit else "") for p, f in warned]
     return "\n".join(lines) + "\n"
 
 
 def _readme_patch(p: PatchOutcome) -> list[str]:
     att = p.attribution
-    lines = ["", f"## {p.index}. {p.id}: {p.subject}", ""]
+    lines = ["", f"## {p.index}. {escape(p.id)}: {escape(p.subject)}", ""]
     if p.blocked_by:
         lines.append(f"- blocked: needs lines or files of earlier failing patch(es) "
-                     f"{', '.join(p.blocked_by)}; resolve those first")
+                     f"{escape(', '.join(p.blocked_by))}; resolve those first")
     for c in p.conflicts:
-        lines.append(f"- `{c.path}`: {c.kind.value}" + _why(p, c, None)
+        lines.append(f"- {code_span(c.path)}: {c.kind.value}" + _why(p, c, None)
                      if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING)
-                     else f"- `{c.path}`: {c.kind.value}")
+                     else f"- {code_span(c.path)}: {c.kind.value}")
         for r in c.regions if c.kind not in (ConflictKind.MODIFY_DELETE,
                                              ConflictKind.MISSING) else ():
             up = f"upstream lines {_span(r.ours)}" if r.ours else "no upstream lines"
-            where = f"work tree lines {r.start}-{r.end} of `files/{c.path}` ({up})"
+            where = f"work tree lines {r.start}-{r.end} of {code_span('files/' + c.path)} ({up})"
             core = differing(c, r)
             if core:
                 where += f", differing at {core[0]}-{core[1]}"
@@ -567,12 +567,12 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
     for key, ref in (("first break", att.first_break if att else None),
                      ("permanent break", att.permanent_break if att else None)):
         if ref:
-            lines.append(f"- {key}: `{ref.commit[:12]}` {ref.subject}")
+            lines.append(f"- {key}: `{ref.commit[:12]}` {escape(ref.subject)}")
     for culprit in att.culprits if att else []:
         when = "" if culprit.by_first_break else " (after the first break)"
-        lines.append(f"- culprit `{culprit.commit[:12]}` ({culprit.path}){when}: "
-                     f"{culprit.subject}")
-    lines.append(f"- files: `conflicts/{p.index:02d}-{p.id}/`")
+        lines.append(f"- culprit `{culprit.commit[:12]}` ({escape(culprit.path)}){when}: "
+                     f"{escape(culprit.subject)}")
+    lines.append(f"- files: {code_span(f'conflicts/{p.index:02d}-{p.id}/')}")
     return lines
 
 
@@ -621,3 +621,31 @@ def find_patch(loaded: list[LoadedPatch], ref: str) -> int:
     if len(cut) == 1:
         return cut[0]
     raise RebasectlError(f"no patch {ref!r} in series.yaml (give an id or a file name)")
+
+
+# -- the command -----------------------------------------------------------------------------------
+def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
+        notify: Notify, run_tests: bool = False) -> BumpResult:
+    """``bump --to REV``: the pipeline above under the lock, once the checkout allows it (no
+    apply in progress, no unexported work in the default tree) and REV contains the base."""
+    from ..engine.upstream import resolve
+    from ..model.ids import short
+    from .common import fetched_mirror, locked
+
+    with locked(ws, "bump", notify):
+        if ws.apply_state.exists():
+            raise RebasectlError("an apply is in progress: `rebasectl continue` or `abort` it "
+                                 "before a bump")
+        series = load(ws.root)
+        # the work tree's own check before anything is fetched or computed: a bump that would
+        # replace unexported work is refused while everything is as the person left it
+        check_room(ws, ws.default_tree.resolve())
+        repo = fetched_mirror(ws, upstream, series, to_rev, notify)
+        old = resolve(repo, series.upstream.base, what="base")
+        new = resolve(repo, to_rev, what="--to revision")
+        if not repo.history.is_ancestor(old, new):
+            raise RebasectlError(f"--to {to_rev}: {short(new)} does not contain the pinned base "
+                                 f"{short(old)} (a bump moves the base forward)")
+        return bump(ws, repo, series, new, upstream=upstream,
+                    artifacts=ws.path(artifacts) if artifacts else None, notify=notify,
+                    run_tests=run_tests)

@@ -41,7 +41,7 @@ from ..model.dependencies import SeriesLines
 from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
-from .conflicts import ConflictKind, FileConflict, Region
+from .conflicts import ConflictKind, FileConflict, Region, applies
 
 
 @dataclass(frozen=True)
@@ -201,19 +201,6 @@ def relevant_stack(stack: Sequence[tuple[str, Patch]], target: int) -> list[int]
     return sorted(chosen)
 
 
-def _applies(index: Index, patch: Patch, *, keep: bool = True) -> bool:
-    """The rule of materialising: exactly, else 3-way. With ``keep`` the index holds the result,
-    and is left as it was when the patch does not apply."""
-    if patch.is_empty or index.apply(patch.diff).ok:
-        return True
-    snapshot = index.write_tree() if keep else None
-    if index.apply(patch.diff, three_way=True).ok:
-        return True
-    if snapshot is not None:
-        index.read_tree(snapshot)
-    return False
-
-
 class Contents:
     """Blob contents and 3-way merges, each asked of git once per scan (states share most of
     their blobs, and the same merge comes back at every state that did not change the file)."""
@@ -289,10 +276,10 @@ def stack_applies(index: Index, entries: dict[str, Entry], patches: Sequence[Pat
         if index.apply_files(files):
             return True
         if len(files) > 1 and index.apply_files(files[:-1]):
-            return _applies(index, patches[-1], keep=False)
+            return applies(index, patches[-1], keep=False)
     for patch in patches[:-1]:
-        _applies(index, patch)
-    return _applies(index, patches[-1], keep=False)
+        applies(index, patch)
+    return applies(index, patches[-1], keep=False)
 
 
 State = frozenset[tuple[str, Entry]]
@@ -339,13 +326,10 @@ class Scan:
         self.decide([i])
         return self.verdicts[self.states[i][1]]
 
-    def statuses(self) -> list[tuple[str, bool]]:
-        """Every state decided (the whole walk; ``breaks`` needs less)."""
-        self.decide(range(len(self.states)))
-        return [(c, self.verdicts[k]) for c, k in self.states]
-
     def breaks(self) -> tuple[str | None, str | None]:
-        """(first_break, permanent_break), as ``breaks(self.statuses())`` would give them."""
+        """(first_break, permanent_break): the first commit at which the patch stops applying,
+        and the one after which it never applies again; None when it applies at the end (or
+        never applied at all)."""
         n = len(self.states)
         if n < 2 or self.applies(n - 1):
             return None, None
@@ -366,16 +350,6 @@ class Scan:
         return first, self.states[last_good + 1][0] if last_good is not None else None
 
 
-def scan(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]],
-         target: int) -> tuple[list[tuple[str, bool]], int]:
-    """Whether ``stack[target]`` applies at each state of the range (all decided), and how many
-    distinct states were tried."""
-    walk = Scan(rng, stack, target)
-    if not walk.states:
-        return [(rng.old, True)], 0
-    return walk.statuses(), len(walk.verdicts)
-
-
 def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> list[bool]:
     """Each state decided in Python where it can be (``python_decides``), by git otherwise."""
     repo = contents.repo
@@ -392,7 +366,7 @@ def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> 
             try:
                 return python_decides(contents, dict(key), patches)
             except Unsupported:
-                index = Index(repo.runner, Path(tmp) / f"index-{number}")
+                index = repo.index_at(Path(tmp) / f"index-{number}")
                 return stack_applies(index, dict(key), patches, whole)
 
         workers = min(len(distinct), max(1, os.cpu_count() or 2))
@@ -400,21 +374,6 @@ def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> 
             return [decide(item) for item in enumerate(distinct)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(decide, enumerate(distinct)))
-
-
-def breaks(statuses: Sequence[tuple[str, bool]]) -> tuple[str | None, str | None]:
-    """(first_break, permanent_break) from the scan: the first commit at which the patch stops
-    applying, and the one after which it never applies again; None when it applies at the end
-    (or never applied at all)."""
-    if not statuses or statuses[-1][1]:
-        return None, None
-    first: str | None = None
-    permanent: str | None = None
-    for (_, before), (commit, now) in zip(statuses, statuses[1:]):
-        if before and not now:
-            first = first or commit
-            permanent = commit
-    return first, permanent
 
 
 # -- culprits --------------------------------------------------------------------------------------
@@ -427,9 +386,6 @@ class Culprits:
 
     def __init__(self, rng: UpstreamRange) -> None:
         self.rng = rng
-
-    def for_region(self, f: FileDiff, region: Region) -> list[str]:
-        return self.for_regions(f, [region])[0]
 
     def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for

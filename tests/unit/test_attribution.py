@@ -7,17 +7,39 @@ from __future__ import annotations
 from pathlib import Path
 
 from rebasectl.engine.attribution import (
+    Scan,
     UpstreamRange,
     attribute,
-    breaks,
     relevant_stack,
-    scan,
 )
 from rebasectl.engine.exchange import patch_from_commit
 from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo as GitRepo
 from rebasectl.model.patches import Patch
-from tests.synth import Repo, lines
+from tests.harness.git import Repo, lines
+
+
+def scan(rng: UpstreamRange, stack: list[tuple[str, Patch]],
+         target: int) -> tuple[list[tuple[str, bool]], int]:
+    """Every state of the walk decided (``Scan.breaks`` decides only what it needs), and how
+    many distinct states were tried."""
+    walk = Scan(rng, stack, target)
+    walk.decide(range(len(walk.states)))
+    return [(c, walk.verdicts[k]) for c, k in walk.states], len(walk.verdicts)
+
+
+def breaks(statuses: list[tuple[str, bool]]) -> tuple[str | None, str | None]:
+    """The definition ``Scan.breaks`` walks less of the range to answer: the first commit at
+    which the patch stops applying, and the one after which it never applies again."""
+    if not statuses or statuses[-1][1]:
+        return None, None
+    first: str | None = None
+    permanent: str | None = None
+    for (_, before), (commit, now) in zip(statuses, statuses[1:]):
+        if before and not now:
+            first = first or commit
+            permanent = commit
+    return first, permanent
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -92,7 +114,7 @@ def test_revert_and_reland_give_different_first_and_permanent_break(tmp_path: Pa
     statuses, tried = scan(rng, fork.stack(shas), 0)
     assert [ok for _, ok in statuses] == [True, False, True, True, False]
     assert tried == 4  # 5 states; the revert restores the base's blob, decided once
-    assert breaks(statuses) == (land, reland)
+    assert breaks(statuses) == (land, reland) == Scan(rng, fork.stack(shas), 0).breaks()
 
 
 def test_culprit_on_a_merge_side_branch(tmp_path: Path) -> None:

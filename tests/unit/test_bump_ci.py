@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.synth import lines
+from tests.harness.git import lines
 from tests.unit.test_attribution import Fork
 from tests.unit.test_bump import conflicted_history, imported
 
