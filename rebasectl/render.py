@@ -35,6 +35,9 @@ def status(data: dict[str, Any]) -> None:
         ui.line(f"  unmerged: {item['path']} ({item['kind']})")
     if progress["skipped"]:
         ui.line(f"  skipped: {', '.join(progress['skipped'])}")
+    if progress.get("blocked_by"):
+        ui.line(f"  {progress['stopped_at']} is blocked: it needs lines or files of skipped "
+                f"patch(es) {', '.join(progress['blocked_by'])}")
 
 
 def check(data: dict[str, Any]) -> None:

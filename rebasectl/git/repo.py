@@ -94,6 +94,11 @@ class Repo:
         proc = self.runner.run(["config", "--get", "remote.origin.url"], check=False)
         return proc.stdout.decode().strip() or None
 
+    def head_branch(self) -> str | None:
+        """The branch HEAD names (a bare mirror's default branch), None when detached."""
+        proc = self.runner.run(["symbolic-ref", "--short", "-q", "HEAD"], check=False)
+        return proc.stdout.decode().strip() or None
+
     def set_remote_url(self, url: str) -> None:
         self.runner.run(["remote", "set-url", "origin", "--", url])
 

@@ -91,3 +91,6 @@ def test_apply_stop_after_a_skip_names_the_blocker(tmp_path: Path) -> None:
     assert "new.txt: missing: the patch changes this file; earlier patch one creates it" \
         in r.stdout
     assert "modify/delete" not in r.stdout
+    r = rebasectl(series, "status")
+    assert "two-uses-the-helper is blocked: it needs lines or files of skipped patch(es) one" \
+        in r.stdout
