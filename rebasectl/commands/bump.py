@@ -13,6 +13,7 @@ patch, a README and bump.json, and the one command that reproduces the conflict 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shlex
@@ -193,8 +194,7 @@ def _where(c: FileConflict, r: Region | None) -> str:
         return f"{c.path}: {c.kind.value}"
     up = f"upstream lines {_span(r.ours)}" if r.ours else "upstream: none"
     marked = f", work tree lines {r.start}-{r.end} with markers" if r.start else ""
-    core = differing(c, r)
-    trim = f" (differs at work tree lines {core[0]}-{core[1]})" if core else ""
+    trim = _trimmed(c, r)
     return f"{c.path}: {c.kind.value}, {up}{marked}{trim}"
 
 
@@ -229,31 +229,38 @@ def _gone_words(c: FileConflict) -> str:
 HUGE = 40  # a region longer than this is also shown trimmed to the lines that differ
 
 
-def differing(c: FileConflict, r: Region) -> tuple[int, int] | None:
-    """For a huge region: the work-tree lines of its upstream part that differ from the
-    patch's part (their common first and last lines trimmed); None for a small one."""
+def differing(c: FileConflict, r: Region) -> list[tuple[int, int]]:
+    """For a huge region: the work-tree lines of its patch side that the patch changed (its
+    side against the preimage's, diffed): what a person has to carry, trimmed out of the many
+    lines upstream rewrote around it. Empty for a small region."""
     if not c.content or not r.start or r.end - r.start <= HUGE:
-        return None
+        return []
     block = c.content.split(b"\n")[r.start:r.end - 1]
-    ours, theirs, part = [], [], 0
-    for ln in block:
-        if ln.startswith(b"||||||| "):
+    parts: list[list[bytes]] = [[], [], []]
+    part, theirs_at = 0, 0
+    for n, ln in enumerate(block):
+        if ln.startswith(b"||||||| ") and part == 0:
             part = 1
-        elif ln == b"=======":
-            part = 2
-        elif part == 0:
-            ours.append(ln)
-        elif part == 2:
-            theirs.append(ln)
-    head = 0
-    while head < min(len(ours), len(theirs)) and ours[head] == theirs[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(ours), len(theirs)) - head and ours[-1 - tail] == theirs[-1 - tail]:
-        tail += 1
-    if head + tail == 0 or head >= len(ours) - tail:
-        return None
-    return r.start + 1 + head, r.start + len(ours) - tail
+        elif ln == b"=======" and part < 2:
+            part, theirs_at = 2, r.start + 1 + n + 1
+        else:
+            parts[part].append(ln)
+    spans = []
+    matcher = difflib.SequenceMatcher(None, parts[1], parts[2], autojunk=False)
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            first = theirs_at + j1
+            spans.append((first, max(first, theirs_at + j2 - 1)))
+    return spans
+
+
+def _trimmed(c: FileConflict, r: Region) -> str:
+    spans = differing(c, r)
+    if not spans:
+        return ""
+    shown = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans[:3])
+    more = f" and {len(spans) - 3} more" if len(spans) > 3 else ""
+    return f" (the patch's change: work tree lines {shown}{more})"
 
 
 def annotation(p: PatchOutcome, c: FileConflict, region: Region | None) -> str:
@@ -560,9 +567,7 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
                                              ConflictKind.MISSING) else ():
             up = f"upstream lines {_span(r.ours)}" if r.ours else "no upstream lines"
             where = f"work tree lines {r.start}-{r.end} of {code_span('files/' + c.path)} ({up})"
-            core = differing(c, r)
-            if core:
-                where += f", differing at {core[0]}-{core[1]}"
+            where += _trimmed(c, r)
             lines.append(f"  - {where}{_why(p, c, r)}")
     for key, ref in (("first break", att.first_break if att else None),
                      ("permanent break", att.permanent_break if att else None)):

@@ -135,10 +135,12 @@ class Engine:
         self.moved = moved or (lambda path: None)
         self.code_in = code_in or (lambda f: [])
 
-    def merge(self, index: Index, patch: Patch, labels: Labels) -> Merge:
+    def merge(self, index: Index, patch: Patch, labels: Labels, *,
+              tried: bool = False) -> Merge:
         """Apply ``patch`` to ``index``: exactly, else 3-way, else file by file. The index ends
-        with every merged file staged and, for each conflict, its unmerged stages."""
-        if applies(index, patch):
+        with every merged file staged and, for each conflict, its unmerged stages. ``tried``:
+        the caller knows the whole patch neither applies nor merges (straight to the files)."""
+        if not tried and applies(index, patch):
             return Merge()
         present = index.entries([p for f in patch.files for p in (f.old_path, f.new_path) if p])
         merge = Merge()

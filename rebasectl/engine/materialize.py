@@ -204,8 +204,11 @@ class Materializer:
         followed: dict[str, str] = {}
         try:
             changes, status = self._python(state, patch, three_way)
-        except (Unsupported, NotExact):
-            changes, status, conflicts = self._git(state, pid, patch, three_way, followed)
+        except (Unsupported, NotExact) as exc:
+            # Python's NotExact in 3-way mode is git's answer already: the whole patch neither
+            # applies nor merges, so git is only asked to explain it
+            known = three_way and isinstance(exc, NotExact)
+            changes, status, conflicts = self._git(state, pid, patch, three_way, followed, known)
             if status is Applied.CONFLICT:
                 done = step(status, conflicts)
                 done.followed = followed
@@ -256,14 +259,15 @@ class Materializer:
         return changes
 
     def _git(self, state: TreeState, pid: str, patch: Patch, three_way: bool,
-             followed: dict[str, str]) -> tuple[list[Change], Applied,
-                                                tuple[FileConflict, ...]]:
+             followed: dict[str, str], known: bool = False) -> tuple[list[Change], Applied,
+                                                                     tuple[FileConflict, ...]]:
         """The patch through git: exactly, else the conflict engine (and its resolver). In
         exact mode a patch that only merges 3-way is a conflict with no region. Files upstream
-        renamed are followed (``followed``: old -> new path)."""
+        renamed are followed (``followed``: old -> new path). ``known``: the whole patch is
+        known not to apply nor merge (git is not asked again)."""
         with self.repo.index() as index:
             index.set_entries(state.entries())
-            if index.apply(patch.diff).ok:
+            if not known and index.apply(patch.diff).ok:
                 return state.take(index, patch.paths()), Applied.CLEAN, ()
             recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
                 self.memory else None
@@ -271,10 +275,10 @@ class Materializer:
                 paths = dict.fromkeys([*patch.paths(), *diffs.parse(recorded).paths()])
                 return state.take(index, list(paths)), Applied.RERERE, ()
             if not self.explain(pid):
-                if three_way and index.apply(patch.diff, three_way=True).ok:
+                if three_way and not known and index.apply(patch.diff, three_way=True).ok:
                     return state.take(index, patch.paths()), Applied.MERGED, ()
                 return [], Applied.CONFLICT, ()
-            merge = self.engine.merge(index, patch, self.labels(pid))
+            merge = self.engine.merge(index, patch, self.labels(pid), tried=known)
             followed.update(merge.followed)
             touched = [*patch.paths(), *merge.followed.values()]
             if not three_way:
