@@ -198,7 +198,7 @@ def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
     elif not result.clean:
         _bump_summary(result, verbose)
     else:
-        for text in result.risk_lines():
+        for text in result.warning_lines():
             ui.note(f"warning: {text}")
     if as_json:
         ui.emit_json(result.to_json())
@@ -231,7 +231,7 @@ def _bump_summary(result: Any, verbose: bool) -> None:
             f"{blocked} blocked), {len(regions)} regions")
     for text in result.patch_lines():
         ui.note(f"  {text}")
-    risky = result.risk_lines()
+    risky = result.warning_lines()
     for text in risky if verbose else risky[:SHOWN_RISKS]:
         ui.note(f"  warning: {text}")
     if len(risky) > SHOWN_RISKS and not verbose:

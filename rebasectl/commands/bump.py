@@ -34,7 +34,7 @@ from ..engine.attribution import (
     landing,
 )
 from ..engine.carried import Carried, CarriedLines
-from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
+from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.resolutions import Memory
@@ -160,8 +160,16 @@ class BumpResult:
         return out
 
     def risk_lines(self) -> list[str]:
+        """The checks after the merge, one line each."""
         total = len(self.patches)
         return [f"{p.index}/{total} {p.id}: {r.text()}" for p in self.patches for r in p.risks]
+
+    def warning_lines(self) -> list[str]:
+        """Every warning, one line each: the checks after the merge, then the names the patch
+        unbinds that the merged file still uses (``risks.txt``; the terminal shows a few)."""
+        total = len(self.patches)
+        return self.risk_lines() + [f"{p.index}/{total} {p.id}: {f.text()}"
+                                    for p in self.patches for f in p.findings]
 
     def region_lines(self) -> list[str]:
         """One line per region, for a person: where it is in upstream's file and in the marked
@@ -235,18 +243,9 @@ def differing(c: FileConflict, r: Region) -> list[tuple[int, int]]:
     lines upstream rewrote around it. Empty for a small region."""
     if not c.content or not r.start or r.end - r.start <= HUGE:
         return []
-    block = c.content.split(b"\n")[r.start:r.end - 1]
-    parts: list[list[bytes]] = [[], [], []]
-    part, theirs_at = 0, 0
-    for n, ln in enumerate(block):
-        if ln.startswith(b"||||||| ") and part == 0:
-            part = 1
-        elif ln == b"=======" and part < 2:
-            part, theirs_at = 2, r.start + 1 + n + 1
-        else:
-            parts[part].append(ln)
+    _, base, theirs, theirs_at = sides(c.content, r)
     spans = []
-    matcher = difflib.SequenceMatcher(None, parts[1], parts[2], autojunk=False)
+    matcher = difflib.SequenceMatcher(None, base, theirs, autojunk=False)
     for tag, _, _, j1, j2 in matcher.get_opcodes():
         if tag != "equal":
             first = theirs_at + j1
@@ -441,7 +440,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
         return result
     carry(ws, repo, result, mat, notify)
     out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
-    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.risk_lines()).encode())
+    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     notify("writing the rebase report")
     write_report(ws, repo, series, loaded, result, out)
     if run_tests:
@@ -511,7 +510,7 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
         out.write(f"{folder}/culprits.json",
                   (json.dumps(p.to_json(), indent=2) + "\n").encode())
     out.write("regions.txt", "".join(f"{ln}\n" for ln in result.region_lines()).encode())
-    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.risk_lines()).encode())
+    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     out.write("README.md", conflict_readme(result).encode())
 
 

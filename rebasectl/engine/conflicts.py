@@ -406,6 +406,22 @@ def _blocks(lines: list[bytes]) -> list[tuple[int, int, list[bytes], list[bytes]
     return out
 
 
+def sides(text: bytes, region: Region) -> tuple[list[bytes], list[bytes], list[bytes], int]:
+    """One region's (upstream, preimage, patch) lines in a marked file, and the line of its
+    patch side's first line there (what a person edits)."""
+    block = text.split(b"\n")[region.start:region.end - 1]
+    parts: list[list[bytes]] = [[], [], []]
+    part, theirs_at = 0, region.end
+    for n, ln in enumerate(block):
+        if ln.startswith(MARK_BASE) and part == 0:
+            part = 1
+        elif ln == MARK_SEP and part < 2:
+            part, theirs_at = 2, region.start + n + 2
+        else:
+            parts[part].append(ln)
+    return parts[0], parts[1], parts[2], theirs_at
+
+
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
@@ -415,4 +431,4 @@ def kinds_summary(conflicts: list[FileConflict]) -> str:
 
 
 __all__ = ["ConflictKind", "Engine", "FileConflict", "Labels", "Merge", "Region",
-           "find_regions", "kinds_summary"]
+           "find_regions", "kinds_summary", "sides"]
