@@ -133,6 +133,34 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
                    "where the code went, then `git rm` it (or `git add` it to keep it)")
     ui.line(f"resolve in {outcome.worktree}: {'; '.join(how)}; then `rebasectl continue`; "
             "`rebasectl skip` leaves this patch out, `rebasectl abort` gives up")
+    if outcome.proposals is not None:
+        ui.line(f"{len(outcome.proposals)} region(s) with a proposed resolution"
+                + (" (`rebasectl resolve --list` shows them, `rebasectl resolve --accept ID` "
+                   "writes one)" if outcome.proposals else ""))
+        for p in outcome.proposals:
+            ui.line(f"  {p['id']}: {p['rule']}")
+
+
+def resolve(b: Any, as_json: bool) -> None:
+    if as_json:
+        ui.emit_json(b.to_json())
+        return
+    ui.line(f"{b.patch}: {b.regions} region(s), {len(b.proposals)} with a proposal")
+    ui.table(None, ["region", "rule", "state", "evidence"],
+             [[p.id, p.rule, p.state, _evidence(p)] for p in b.proposals])
+    if b.tests:
+        ui.line(f"regression tests: {b.tests.get('verdict') or b.tests.get('why')}")
+    if any(p.state == "proposed" for p in b.proposals):
+        ui.line("`rebasectl resolve --accept ID` (or `--accept --all`) writes and stages; "
+                "the diff of each is in `rebasectl resolve --json`")
+    else:
+        ui.line("then `rebasectl continue`")
+
+
+def _evidence(p: Any) -> str:
+    from .commands.bump import evidence_line
+
+    return evidence_line(p)
 
 
 def imported(ws: Any, series: Any, changed: list[str]) -> None:
@@ -172,15 +200,24 @@ def export(series: Any, built: Any, changed: list[str]) -> None:
 
 def test_run(run: Any, path: Path) -> None:
     ui.table(f"regression tests against {run.against} ({path})",
-             ["patch", "passed", "failed", "skipped"],
-             [[p.id, p.passed, p.failed, p.skipped] for p in run.patches])
+             ["patch", "passed", "failed", "skipped", "patch failures", "harness failures"],
+             [[p.id, p.passed, p.failed, p.skipped,
+               sum(1 for f in p.failures if f.category.value == "patch"),
+               sum(1 for f in p.failures if f.category.value == "harness")]
+              for p in run.patches])
     for p in run.patches:
         for failure in p.failures:
-            first = failure.message.splitlines()[0] if failure.message else ""
-            kind = failure.kind.value if failure.kind else ""
-            ui.line(f"FAILED {p.id}: {failure.node} [{kind}] {failure.location}: {first}")
+            _failure_line(p.id, failure, failure.category.value)
+    for failure in run.unmapped:
+        _failure_line("(no series entry)", failure, "unmapped")
     if run.result == "failed" and run.against == "patched":
         ui.line(run.log_tail)
+
+
+def _failure_line(owner: str, failure: Any, category: str) -> None:
+    first = failure.message.splitlines()[0] if failure.message else ""
+    kind = failure.kind.value if failure.kind else ""
+    ui.line(f"FAILED {owner}: {failure.node} [{category}, {kind}] {failure.location}: {first}")
 
 
 ANNOTATE_ENV = ("GITHUB_ACTIONS", "REBASECTL_ANNOTATE")  # CI: one annotation per region
@@ -215,8 +252,14 @@ def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
             ui.line(f"{p.index}/{len(result.patches)} {p.id}: followed upstream's rename "
                     f"{a} -> {b} (as `git am -3` carries it)")
     ui.line(f"artifacts: {result.artifacts}")
+    for p in result.patches:
+        for pr in p.proposals.values():
+            ui.line(f"  proposal {pr.id}: {pr.rule}")
     if not result.clean:
         ui.line(f"reproduce and resolve: {result.reproduce}")
+        return
+    if result.worktree is None:
+        ui.line("proposals only (--propose): nothing carried, nothing exported")
         return
     ui.line(f"series carried to {result.new[:12]}; exported ({len(result.changed)} files "
             f"changed); work tree {result.worktree}")

@@ -35,8 +35,9 @@ from ..engine.attribution import (
 )
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
-from ..engine.exchange import LoadedPatch, export_tree, load_patches
+from ..engine.exchange import LoadedPatch, check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
+from ..engine.proposals import GitOracle, Proposal, consistent, propose_file, superseded
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -85,20 +86,23 @@ class PatchOutcome:
     blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
     risks: list[Risk] = field(default_factory=list)  # checks after the merge (warnings)
+    proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
         regions = {id(r.region): r for r in att.regions} if att else {}
 
-        def region(r: Region) -> dict[str, Any]:
+        def region(c: FileConflict, n: int, r: Region) -> dict[str, Any]:
             rc = regions.get(id(r))
-            return {**r.to_json(), "culprits": rc.commits if rc else [],
-                    "blocked_by": rc.blocked_by if rc else []}
+            rid = region_id(self.id, c.path, n)
+            return {"id": rid, **r.to_json(), "culprits": rc.commits if rc else [],
+                    "blocked_by": rc.blocked_by if rc else [], **self._proposal(rid)}
 
         return {
             "index": self.index, "id": self.id, "subject": self.subject,
             "status": self.status.value,
-            "conflicts": [{**c.to_json(), "regions": [region(r) for r in c.regions]}
+            "conflicts": [{**c.to_json(), "regions": [region(c, n, r) for n, r in
+                                                      enumerate(c.regions, 1)]}
                           for c in self.conflicts],
             "first_break": att.first_break.to_json() if att and att.first_break else None,
             "permanent_break": att.permanent_break.to_json()
@@ -111,6 +115,20 @@ class PatchOutcome:
             "carried": self.carried.to_json() if self.carried else None,
             "findings": [f.to_json() for f in self.findings],
         }
+
+    def _proposal(self, rid: str) -> dict[str, Any]:
+        p = self.proposals.get(rid)
+        return {"proposal": {k: v for k, v in p.to_json().items() if k != "id"}} if p else {}
+
+    def region_culprits(self, c: FileConflict) -> list[list[str]]:
+        att = self.attribution
+        found = {id(rc.region): rc.commits for rc in att.regions} if att else {}
+        return [found.get(id(r), []) for r in c.regions]
+
+
+def region_id(patch_id: str, path: str, n: int) -> str:
+    """``<patch-id>/<path>/<n>``: n counts the file's regions from 1, in file order."""
+    return f"{patch_id}/{path}/{n}"
 
 
 @dataclass
@@ -419,22 +437,48 @@ def hunk_lines(lp: LoadedPatch) -> dict[str, int]:
     return {h.header: first + h.line - 1 for f in lp.patch.files for h in f.hunks}
 
 
+
+
 def reproduce_command(new: str, upstream: str | None) -> str:
     extra = f" --upstream {shlex.quote(upstream)}" if upstream else ""
     return f"rebasectl apply --base {new}{extra}"
 
 
+def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
+            loaded: list[LoadedPatch], notify: Notify) -> None:
+    """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
+    oracle = GitOracle(repo, carried.rng.new, carried)
+    files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
+    for out in outcomes:
+        if out.status not in (BumpStatus.CONFLICT, BumpStatus.BLOCKED):
+            continue
+        notify(f"proposing resolutions for {out.id}")
+        found: list[Proposal | None] = []
+        for c in out.conflicts:
+            found += propose_file(out.id, c, out.region_culprits(c), oracle)
+        consistent(found)
+        if len(out.conflicts) == files.get(out.id):
+            superseded(found)
+        out.proposals = {p.id: p for p in found if p is not None}
+
+
 def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
-         artifacts: Path | None, notify: Notify, run_tests: bool = False) -> BumpResult:
-    """The whole bump under the caller's lock (see ``run``, the command)."""
+         artifacts: Path | None, notify: Notify, run_tests: bool = False,
+         proposals: bool = False) -> BumpResult:
+    """The whole bump under the caller's lock (see ``run``, the command). ``proposals``: each open
+    region's proposed resolution, shown (JSON, README, proposals.json), nothing written."""
     old = series.upstream.base
     loaded = load_patches(ws, series)
+    check_links_on(repo, new, loaded)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
     out.check_writable()
-    outcomes, mat = Planner(repo, old, new, notify, Memory(ws.resolutions)).run(loaded)
+    planner = Planner(repo, old, new, notify, Memory(ws.resolutions))
+    outcomes, mat = planner.run(loaded)
     result = BumpResult(old, new, UpstreamRange(repo, old, new).count(), outcomes, out.root,
                         reproduce_command(new, upstream))
-    if not result.clean:
+    if proposals:
+        propose(repo, planner.carried, outcomes, loaded, notify)
+    if not result.clean or proposals:  # --propose shows, never carries: nothing else written
         write_conflicts(out, result, {lp.entry.id: lp for lp in loaded})
         out.finish()
         return result
@@ -509,6 +553,10 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
                 out.write(f"{folder}/files/{c.path}", c.content)
         out.write(f"{folder}/culprits.json",
                   (json.dumps(p.to_json(), indent=2) + "\n").encode())
+    found = [{**pr.to_json(), "marked": pr.marked} for p in result.patches
+             for pr in p.proposals.values()]
+    if found:
+        out.write("proposals.json", (json.dumps(found, indent=2) + "\n").encode())
     out.write("regions.txt", "".join(f"{ln}\n" for ln in result.region_lines()).encode())
     out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     out.write("README.md", conflict_readme(result).encode())
@@ -568,6 +616,10 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
             where = f"work tree lines {r.start}-{r.end} of {code_span('files/' + c.path)} ({up})"
             where += _trimmed(c, r)
             lines.append(f"  - {where}{_why(p, c, r)}")
+        for n, _ in enumerate(c.regions, 1):
+            pr = p.proposals.get(region_id(p.id, c.path, n))
+            if pr is not None:
+                lines.append(f"  - {code_span(pr.id)}: {pr.state} ({pr.rule}): {evidence_line(pr)}")
     for key, ref in (("first break", att.first_break if att else None),
                      ("permanent break", att.permanent_break if att else None)):
         if ref:
@@ -578,6 +630,23 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
                      f"{escape(culprit.subject)}")
     lines.append(f"- files: {code_span(f'conflicts/{p.index:02d}-{p.id}/')}")
     return lines
+
+
+def evidence_line(p: Proposal) -> str:
+    """A proposal's evidence in one line (README, stop message)."""
+    ev = p.evidence
+    if p.rule == "superseded":
+        return "the whole patch is upstream already: drop it (" + \
+            ", ".join(c[:12] for c in ev.get("commits", [])) + ")"
+    if p.rule == "already-upstream":
+        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
+        return f"upstream already has {', '.join(ev['names'][:4])}{by}: keep upstream's side"
+    if p.rule == "both-insert":
+        return "both sides insert here: both kept, " + str(ev["order"])
+    if p.rule == "moved":
+        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
+        return f"the code moved to {ev['to']}:{ev['line']}{by}: the edit goes there"
+    return str(ev.get("context", p.rule))
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
@@ -629,7 +698,7 @@ def find_patch(loaded: list[LoadedPatch], ref: str) -> int:
 
 # -- the command -----------------------------------------------------------------------------------
 def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-        notify: Notify, run_tests: bool = False) -> BumpResult:
+        notify: Notify, run_tests: bool = False, proposals: bool = False) -> BumpResult:
     """``bump --to REV``: the pipeline above under the lock, once the checkout allows it (no
     apply in progress, no unexported work in the default tree) and REV contains the base."""
     from ..engine.upstream import resolve
@@ -652,4 +721,4 @@ def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None
                                  f"{short(old)} (a bump moves the base forward)")
         return bump(ws, repo, series, new, upstream=upstream,
                     artifacts=ws.path(artifacts) if artifacts else None, notify=notify,
-                    run_tests=run_tests)
+                    run_tests=run_tests, proposals=proposals)
