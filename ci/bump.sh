@@ -5,7 +5,8 @@
 #
 # Environment: REBASECTL (command, default `rebasectl`), REBASECTL_DIR (the series checkout,
 # default .), REBASECTL_UPSTREAM (upstream URL or mirror path, else series.yaml's url),
-# ARTIFACTS (default artifacts/bump), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
+# ARTIFACTS (default artifacts/bump), PROPOSE (default 1: pass --propose when this rebasectl has
+# it), RUN_TESTS=1 (bump --test: the regression suite on the bumped tree), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
 # rebasectl writes its artifacts into $ARTIFACTS/rebasectl (a folder it owns); this script writes
 # bump-stdout.json and pr-body.md beside it.
 # Exit: 0 clean (series exported, report in $ARTIFACTS/rebasectl/report.md, PR body in
@@ -32,6 +33,10 @@ $REBASECTL -C "$DIR" fetch "${up[@]}" || exit $?
 
 extra=()
 [ "${RUN_TESTS:-0}" = 1 ] && extra+=(--test)
+# proposals for the conflict regions (bump.json's "proposal"), where this rebasectl makes them
+if [ "${PROPOSE:-1}" = 1 ] && $REBASECTL bump --help 2>/dev/null | grep -q -- '--propose'; then
+  extra+=(--propose)
+fi
 $REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json "${extra[@]}" \
   > "$ARTIFACTS/bump-stdout.json"
 rc=$?
