@@ -19,6 +19,8 @@ DIR=${REBASECTL_DIR:-.}
 ARTIFACTS=${ARTIFACTS:-artifacts/bump}
 mkdir -p "$ARTIFACTS"
 ARTIFACTS=$(cd "$ARTIFACTS" && pwd)
+# the folder ignores itself (rebasectl's own folder inside it does the same): never clutter
+[ -e "$ARTIFACTS/.gitignore" ] || printf '# written by ci/bump.sh: bump artifacts\n*\n' > "$ARTIFACTS/.gitignore"
 OWN="$ARTIFACTS/rebasectl"
 
 target=${1:-}
@@ -37,7 +39,7 @@ extra=()
 if [ "${PROPOSE:-1}" = 1 ] && $REBASECTL bump --help 2>/dev/null | grep -q -- '--propose'; then
   extra+=(--propose)
 fi
-$REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json "${extra[@]}" \
+$REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json --annotations "${extra[@]}" \
   > "$ARTIFACTS/bump-stdout.json"
 rc=$?
 

@@ -250,9 +250,9 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
 
     testing.preflight(jobs)
     path = actions.test_tree(ws, against, upstream, tree)
-    with ui.progress(f"test ({path})", quiet=as_json):
+    with ui.progress(f"test ({path})", quiet=as_json) as news:
         run = testing.run_tests(ws, path, against=against, device=device, patch_id=patch_id,
-                                jobs=jobs, multi_gpu=multi_gpu or 0)
+                                jobs=jobs, multi_gpu=multi_gpu or 0, notify=news)
     render.json(run.to_json()) if as_json else render.test_run(run, path)
     if run.exit_code:
         ui.error(run.verdict())
@@ -306,17 +306,20 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
               help="New (or rebasectl's own) folder for bump.json, README.md, report.md/json "
                    "and conflicts/ (default .rebasectl/bump).")
 @click.option("--test", "run_tests", is_flag=True, help="When clean, run the regression suite.")
+@click.option("--annotations", is_flag=True,
+              help="Print one `patches/FILE:LINE: ...` line per conflict region on stderr (for a "
+                   "CI problem matcher; the default where GITHUB_ACTIONS is set).")
 @json_option
 @pass_ws
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-         run_tests: bool, as_json: bool) -> None:
+         run_tests: bool, annotations: bool, as_json: bool) -> None:
     """Carry the series onto a new upstream revision; name what broke each failing patch."""
     from . import render, ui
     from .commands import actions
 
     with ui.progress(f"bump to {to_rev}", quiet=as_json) as news:
         result = actions.bump(ws, to_rev, upstream, artifacts, news, run_tests)
-    render.bump(result, as_json)
+    render.bump(result, as_json, annotate=ui.annotating(annotations))
     finish(result.exit_code)
 
 

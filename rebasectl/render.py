@@ -129,8 +129,8 @@ def test_run(run: Any, path: Path) -> None:
         ui.line(run.log_tail)
 
 
-def bump(result: Any, as_json: bool) -> None:
-    for text in result.annotations():  # one short line per conflict region (CI annotations)
+def bump(result: Any, as_json: bool, annotate: bool = True) -> None:
+    for text in result.annotations() if annotate else ():  # CI annotations: one per region
         ui.note(text)
     if as_json:
         ui.emit_json(result.to_json())

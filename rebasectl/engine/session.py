@@ -35,6 +35,7 @@ from ..git.runner import Started
 from ..git.worktree import linked_to, registration
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
+from ..infra.progress import Counted
 from ..model import diffs
 from ..model.series import load
 from ..model.workspace import Workspace
@@ -304,7 +305,8 @@ class Session:
         total = len(state.ids)
 
         def announce(step: Step) -> None:
-            self.notify(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}")
+            self.notify(Counted(f"Applying ({step.index}/{total}) {step.id}: "
+                                f"{step.status.value}", step.index, total))
 
         mat = Materializer(self.repo, self.labels(state)).run(
             state.tip, [(i, patches[i].patch) for i in remaining],
