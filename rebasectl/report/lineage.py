@@ -35,6 +35,9 @@ from ..model.patches import Patch
 from ..model.series import PatchEntry, Series, slugify
 
 _PR = re.compile(r"\(#(\d+)\)")
+_PAREN = re.compile(r"\(([^()]*)\)")
+_HASH_WORD = re.compile(r"#(\w+)")
+_HEX = re.compile(r"[0-9a-f]{7,40}")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")
 
 # thresholds (stated in the evidence they produce)
@@ -180,7 +183,23 @@ def core_subject(subject: str) -> str:
 
 
 def pr_tags(subject: str) -> set[str]:
-    return set(_PR.findall(subject))
+    return cited(subject)[0]
+
+
+def cited(subject: str) -> tuple[set[str], set[str]]:
+    """The PR numbers and the commit shas a subject cites in parentheses: ``(#6)``, ``(#17,
+    #18)``, ``(#19, fp32 leaf detach)``, ``(#23924a0b6)``. Up to six digits is a PR number; seven
+    to forty hex digits with a letter among them is a sha (all-digit ones stay PR numbers)."""
+    prs: set[str] = set()
+    shas: set[str] = set()
+    for group in _PAREN.findall(subject):
+        for word in _HASH_WORD.findall(group):
+            low = word.lower()
+            if low.isdigit() and len(low) <= 6:
+                prs.add(str(int(low)))
+            elif _HEX.fullmatch(low) and not low.isdigit():
+                shas.add(low)
+    return prs, shas
 
 
 def lineage(o: Change, n: Change) -> dict[str, Any]:
@@ -305,6 +324,46 @@ class _Pairing:
                 self.add(Group([o.index], [n_match.index] if n_match else [], "empty",
                                {"rule": "empty"}))
 
+    def by_citation(self) -> None:
+        """A patch whose subject cites two or more patches of the other side, by their PR tags
+        or their shas (``feat: TMS regions (#17, #18)`` ← ``... (#17)`` + ``... (#18)``), takes
+        them all: merged (or split) by what its authors wrote, provided each shares a file or a
+        changed line with it. Runs before the content rules, which would pair it with one of
+        them and call the other dropped."""
+        for part, mine, others in (("new", self.new, self.old), ("old", self.old, self.new)):
+            used_mine = self.used_n if part == "new" else self.used_o
+            used_other = self.used_o if part == "new" else self.used_n
+            for c in mine:
+                if c.index in used_mine or c.empty:
+                    continue
+                hits = self._cited_by(c, part, [x for x in others if x.index not in used_other])
+                if len(hits) < 2:
+                    continue
+                tags = sorted(f"#{t}" for t in cited(c.subject)[0] | cited(c.subject)[1])
+                ev = {"rule": "citation", "cited": tags,
+                      "by_patch": {str(k): how for k, how in hits}}
+                many = [k for k, _ in hits]
+                self.add(Group(many, [c.index], "", ev) if part == "new"
+                         else Group([c.index], many, "", ev))
+
+    def _cited_by(self, c: Change, part: str, others: list[Change]) -> list[tuple[int, str]]:
+        """The patches of ``others`` that ``c``'s subject cites (a PR tag of theirs, or a prefix
+        of their sha) and that share a file or a changed line with ``c``, with what matched."""
+        prs, shas = cited(c.subject)
+        hits: list[tuple[int, str]] = []
+        for other in others:
+            if other.empty:
+                continue
+            key = (other.index, c.index) if part == "new" else (c.index, other.index)
+            s = self.sims.get(key)
+            if s is None or not s.eligible:
+                continue
+            tag = sorted(pr_tags(other.subject) & prs, key=int)
+            sha = next((x for x in shas if other.sha.startswith(x)), None)
+            if tag or sha:
+                hits.append((other.index, f"#{tag[0]}" if tag else f"sha {sha}"))
+        return hits
+
     def one_to_one(self) -> None:
         """Pairs by similarity or lineage, best score first, so a strong pair is never taken by a
         weaker candidate that happened to come first."""
@@ -417,6 +476,7 @@ def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
     p = _Pairing(git, old, new, old_base, new_base)
     p.same_patch_id()
     p.empties()
+    p.by_citation()
     p.one_to_one()
     p.upstreamed()
     p.fold("old")

@@ -47,6 +47,8 @@ def rule_words(ev: dict[str, Any]) -> str:
         return f"containment: {ev['contained']:.0%} ≥ {CONTAIN:.0%} of its lines are there"
     if rule in ("lineage", "absorbs"):
         return f"{rule}: {lineage_words(ev.get('lineage', {}))}"
+    if rule == "citation":
+        return f"citation: the subject names {', '.join(ev.get('cited', []))}"
     return str(rule)
 
 
@@ -163,7 +165,8 @@ def review(status: str, ev: dict[str, Any], files: Sequence[FileCompare],
     if "moved" in codes and ev.get("line_shift"):
         words.append(f"moved {ev['line_shift']:+d} lines")
     if status in ("merged", "split"):
-        many = len(ev.get("folded" if status == "merged" else "split_off", {})) + 1
+        many = (len(ev.get("by_patch") or {})
+                or len(ev.get("folded" if status == "merged" else "split_off", {})) + 1)
         words.insert(0, f"{many} patches into one" if status == "merged" else f"split in {many}")
     if status == "upstreamed" and ev.get("upstream_commit"):
         words = [f"upstream {ev['upstream_commit'][:SHORT]} has it"]
