@@ -24,16 +24,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..engine.attribution import (
-    Attribution,
-    Culprit,
-    UpstreamRange,
-    absorbed_by,
-    attribute,
-    landing,
-    reverse_applies,
-    same_patch_id,
-)
+from ..engine.attribution import Attribution, Culprit, UpstreamRange, attribute, landing
+from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step, StepStatus
@@ -57,7 +49,9 @@ class BumpStatus(str, Enum):
     CLEAN = "clean"
     RESOLVED = "resolved"  # conflicted; replayed from resolutions recorded at an earlier bump
     CONFLICT = "conflict"
-    UPSTREAMED = "upstreamed"
+    UPSTREAMED = "upstreamed"  # upstream carries its lines: always with the commit that did
+    BLOCKED = "blocked"  # needs lines of an earlier patch that failed (or was left out)
+    NOOP = "no-op"  # applies and changes nothing, and no upstream commit brought its lines
     EMPTY = "empty"
 
 
@@ -71,6 +65,7 @@ class PatchOutcome:
     conflicts: list[FileConflict] = field(default_factory=list)
     attribution: Attribution | None = None
     upstream_commit: str | None = None  # upstreamed: the commit holding the change
+    carried: Carried | None = None  # the carried-lines engine's answer (conflicts, no-ops)
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
     findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
 
@@ -89,6 +84,7 @@ class PatchOutcome:
             "culprits": [c.to_json() for c in att.culprits] if att else [],
             "blocked_by": att.blocked_by if att else [],
             "upstream_commit": self.upstream_commit,
+            "carried": self.carried.to_json() if self.carried else None,
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -174,6 +170,7 @@ class Planner:
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
         self.memory = memory
         self.rng = UpstreamRange(repo, old, new)
+        self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
     def run(self, loaded: list[LoadedPatch]) -> tuple[list[PatchOutcome], Materialised]:
@@ -236,27 +233,25 @@ class Planner:
             out.status = BumpStatus.EMPTY
         elif step.status is StepStatus.RESOLVED:
             out.status = BumpStatus.RESOLVED
-        elif step.status is StepStatus.NOOP or (step.status is StepStatus.CONFLICT and
-                                                self._absorbed(lp)):
-            out.status = BumpStatus.UPSTREAMED
-            out.upstream_commit = absorbed_by(self.rng, lp.patch)
-            if out.upstream_commit:
-                first = landing(self.rng, out.upstream_commit)
-                out.attribution = Attribution(first_break=self.rng.ref(first),
-                                              permanent_break=self.rng.ref(first),
-                                              culprits=[Culprit(out.upstream_commit,
-                                                                self.rng.subject(
-                                                                    out.upstream_commit),
-                                                                lp.patch.paths()[0])])
-        elif step.status is StepStatus.CONFLICT:
-            out.status = BumpStatus.CONFLICT
-            out.conflicts = list(step.conflicts)
-            out.hunk_lines = hunk_lines(lp)
+        elif step.status in (StepStatus.NOOP, StepStatus.CONFLICT):
+            out.carried = self.carried.patch(lp.patch)
+            if out.carried.commit is not None:
+                self._upstreamed(out, lp, out.carried.commit)
+            elif step.status is StepStatus.NOOP:
+                out.status = BumpStatus.NOOP
+            else:
+                out.status = BumpStatus.CONFLICT
+                out.conflicts = list(step.conflicts)
+                out.hunk_lines = hunk_lines(lp)
         return out
 
-    def _absorbed(self, lp: LoadedPatch) -> bool:
-        return reverse_applies(self.repo, self.new, lp.patch) or \
-            same_patch_id(self.rng, lp.patch) is not None
+    def _upstreamed(self, out: PatchOutcome, lp: LoadedPatch, commit: str) -> None:
+        """Upstream carries the patch's lines: named by the commit that brought them."""
+        out.status, out.upstream_commit = BumpStatus.UPSTREAMED, commit
+        first = landing(self.rng, commit)
+        out.attribution = Attribution(
+            first_break=self.rng.ref(first), permanent_break=self.rng.ref(first),
+            culprits=[Culprit(commit, self.rng.subject(commit), lp.patch.paths()[0])])
 
 
 def hunk_lines(lp: LoadedPatch) -> dict[str, int]:

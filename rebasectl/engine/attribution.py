@@ -300,13 +300,10 @@ class Scan:
         self.decide([i])
         return self.verdicts[self.states[i][1]]
 
-    def statuses(self) -> list[tuple[str, bool]]:
-        """Every state decided (the whole walk; ``breaks`` needs less)."""
-        self.decide(range(len(self.states)))
-        return [(c, self.verdicts[k]) for c, k in self.states]
-
     def breaks(self) -> tuple[str | None, str | None]:
-        """(first_break, permanent_break), as ``breaks(self.statuses())`` would give them."""
+        """(first_break, permanent_break): the first commit at which the patch stops applying,
+        and the one after which it never applies again; None when it applies at the end (or
+        never applied at all)."""
         n = len(self.states)
         if n < 2 or self.applies(n - 1):
             return None, None
@@ -325,16 +322,6 @@ class Scan:
             if last_good is not None:
                 break
         return first, self.states[last_good + 1][0] if last_good is not None else None
-
-
-def scan(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]],
-         target: int) -> tuple[list[tuple[str, bool]], int]:
-    """Whether ``stack[target]`` applies at each state of the range (all decided), and how many
-    distinct states were tried."""
-    walk = Scan(rng, stack, target)
-    if not walk.states:
-        return [(rng.old, True)], 0
-    return walk.statuses(), len(walk.verdicts)
 
 
 def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> list[bool]:
@@ -363,21 +350,6 @@ def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> 
             return list(pool.map(decide, enumerate(distinct)))
 
 
-def breaks(statuses: Sequence[tuple[str, bool]]) -> tuple[str | None, str | None]:
-    """(first_break, permanent_break) from the scan: the first commit at which the patch stops
-    applying, and the one after which it never applies again; None when it applies at the end
-    (or never applied at all)."""
-    if not statuses or statuses[-1][1]:
-        return None, None
-    first: str | None = None
-    permanent: str | None = None
-    for (_, before), (commit, now) in zip(statuses, statuses[1:]):
-        if before and not now:
-            first = first or commit
-            permanent = commit
-    return first, permanent
-
-
 # -- culprits --------------------------------------------------------------------------------------
 def _meaningful(text: bytes) -> bool:
     return len(re.sub(rb"[\s()\[\]{}:,.;#'\"]", b"", text)) >= 4
@@ -389,9 +361,6 @@ class Culprits:
     def __init__(self, rng: UpstreamRange) -> None:
         self.rng = rng
         self.needs: dict[str, set[bytes]] = {}  # lines the old base lacks: from earlier patches
-
-    def for_region(self, f: FileDiff, region: Region) -> list[str]:
-        return self.for_regions(f, [region])[0]
 
     def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
@@ -572,37 +541,7 @@ def _blockers(stack: Sequence[tuple[str, Patch]], target: int, needs: dict[str, 
     return blocked
 
 
-# -- absorption ------------------------------------------------------------------------------------
-def same_patch_id(rng: UpstreamRange, patch: Patch) -> str | None:
-    """The upstream commit of the range whose change to the patch's files has its patch-id."""
-    own = rng.repo.history.patch_id(patch.diff)
-    if own is None:
-        return None
-    diffs = rng.repo.history.patches(rng.spec, patch.paths())
-    ids = rng.repo.history.patch_ids(diffs)
-    return next((c for c, _ in reversed(diffs) if ids.get(c) == own), None)
-
-
-def absorbed_by(rng: UpstreamRange, patch: Patch) -> str | None:
-    """The upstream commit of the range that holds ``patch``'s change: same patch-id (on the
-    patch's files), else the one whose added lines cover most of the patch's."""
-    if patch.is_empty:
-        return None
-    same = same_patch_id(rng, patch)
-    if same is not None:
-        return same
-    mine = {ln.strip() for f in patch.files for h in f.hunks for ln in h.added}
-    wanted = {t for t in mine if _meaningful(t)} or mine
-    best: tuple[int, str] | None = None
-    for commit, diff in reversed(rng.repo.history.patches(rng.spec, patch.paths())):
-        added = {ln[1:].strip() for ln in diff.split(b"\n")
-                 if ln.startswith(b"+") and not ln.startswith(b"+++")}
-        score = len(wanted & added)  # oldest first: ties go to the one that landed it
-        if score and (best is None or score > best[0]):
-            best = (score, commit)
-    return best[1] if best else None
-
-
+# -- where a commit landed ------------------------------------------------------------------------
 def landing(rng: UpstreamRange, commit: str) -> str:
     """The first commit of the first-parent chain that contains ``commit`` (itself, or the merge
     that brought it in). Containment only grows along the chain, so a bisection is exact here."""
@@ -618,11 +557,3 @@ def landing(rng: UpstreamRange, commit: str) -> str:
             lo = mid + 1
     return chain[lo]
 
-
-def reverse_applies(repo: Repo, rev: str, patch: Patch) -> bool:
-    """Whether ``patch`` reverse-applies cleanly at ``rev`` (its change is there)."""
-    if patch.is_empty:
-        return False
-    with repo.index() as index:
-        index.set_entries(repo.entries_at(rev, patch.paths()))
-        return index.apply(patch.diff, check=True, reverse=True).ok

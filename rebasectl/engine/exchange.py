@@ -35,6 +35,7 @@ from ..model.series import (
     dump,
     edit,
     load,
+    patch_filename,
     slugify,
 )
 from ..model.workspace import Workspace
@@ -192,7 +193,7 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
             entry = old.with_changes(title=patch.subject)
         else:
             pid = _unique(slugify(patch.subject), used | set(old_by_id))
-            name = f"{_next_number(names):04d}-{pid}.patch"
+            name = patch_filename(_next_number(names), pid)
             names.append(name)
             entry = PatchEntry(id=pid, file=name, title=patch.subject,
                                kind=guess_kind(patch.subject))

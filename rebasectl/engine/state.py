@@ -27,7 +27,6 @@ from ..infra.errors import RebasectlError
 from ..infra.faults import boundary
 from ..infra.fsutil import atomic_write
 
-SHA_LEN = 40
 _SHA = re.compile(r"[0-9a-f]{40}")
 
 

@@ -89,9 +89,6 @@ class Series:
                 return entry
         raise SeriesError(f"no patch with id {patch_id!r} in {SERIES_FILE}")
 
-    def index_of(self, patch_id: str) -> int:
-        return [p.id for p in self.patches].index(patch_id)
-
 
 # -- loading ---------------------------------------------------------------------------------------
 _UPSTREAM_KEYS = {"name": str, "url": str, "branch": str, "base": str}

@@ -14,8 +14,6 @@ from typing import Any
 from ..model.series import Series
 
 SCHEMA = "rebasectl.report/1"
-STATUSES = ("identical", "equivalent", "modified", "merged", "split", "dropped", "upstreamed",
-            "new", "empty")
 
 
 @dataclass(frozen=True)
@@ -166,12 +164,6 @@ class Report:
     upstream: UpstreamRange
     mapping: tuple[Entry, ...]
     schema: str = SCHEMA
-
-    def entry_for_old(self, index: int) -> Entry:
-        return next(e for e in self.mapping if index in e.old)
-
-    def entry_for_new(self, index: int) -> Entry:
-        return next(e for e in self.mapping if index in e.new)
 
     @property
     def to_review(self) -> tuple[int, ...]:
