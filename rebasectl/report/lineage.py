@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..engine.attribution import UpstreamRange
+from ..engine.carried import CARRIED_SHARE, CarriedLines
 from ..engine.conflicts import Engine, Labels
 from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
@@ -301,6 +303,8 @@ class _Pairing:
         self.groups: list[Group] = []
         self.sims = {(o.index, n.index): similarity(o, n) for o in old for n in new
                      if not (o.empty or n.empty)}
+        self.carried = (CarriedLines(UpstreamRange(git, old_base, new_base))
+                        if old_base != new_base else None)
 
     def add(self, group: Group) -> None:
         self.groups.append(group)
@@ -389,7 +393,7 @@ class _Pairing:
         for o in self.old:
             if o.index in self.used_o or o.empty:
                 continue
-            hit = upstreamed(self.git, o, self.old_base, self.new_base)
+            hit = upstreamed(self.carried, o)
             if hit is None:
                 continue
             # the same patch carried to the new base became an empty commit: same entry
@@ -553,42 +557,23 @@ def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dic
                       for c in merge.conflicts]
 
 
-def upstreamed(git: Repo, o: Change, old_base: str, new_base: str) -> dict[str, Any] | None:
-    """Evidence that the new base already holds ``o``'s change (every added line present in
-    its file there, no significant removed line left as often as before), with the upstream
-    commit that brought its most telling added line; None otherwise."""
-    if old_base == new_base:
+def upstreamed(carried: CarriedLines | None, o: Change) -> dict[str, Any] | None:
+    """Evidence that upstream already carries ``o``'s change, from the one engine that answers
+    it (engine/carried.py: a same-patch-id commit, or at least its share of the telling lines
+    carried by the new base *and* the upstream commit that brought them); None otherwise, and
+    always None when the two sides share their base (``carried`` is None)."""
+    if carried is None:
         return None
-    specs = [f"{rev}:{f.path}" for f in o.files for rev in (new_base, o.parent)]
-    blobs = git.objects.blobs(specs)
-    telling: list[tuple[str, str]] = []
-    for f in o.files:
-        after, before = (blobs.get(f"{rev}:{f.path}") for rev in (new_base, o.parent))
-        have = Counter((after or b"").decode("utf-8", errors="replace").split("\n"))
-        had = Counter((before or b"").decode("utf-8", errors="replace").split("\n"))
-        added = {x[1:] for h in f.hunks for x in hunk_lines(h) if x.startswith("+")}
-        for h in f.hunks:
-            for line in changed(h):
-                body = line[1:]
-                if line.startswith("+"):
-                    if have[body] <= 0:
-                        return None
-                    if significant(line):
-                        telling.append((f.path, body))
-                elif significant(line) and body not in added and have[body] >= had[body] > 0:
-                    return None  # a line the patch removes is still there as often as before
-    if not telling:  # nothing telling added: no way to name the upstream commit
+    answer = carried.patch(Patch("", "", "", "", o.diff))
+    if not answer.carried:
         return None
-    evidence: dict[str, Any] = {"contained_in_new_base": True}
-    for path, line in sorted(set(telling), key=lambda t: (-len(t[1].strip()), t))[:3]:
-        shas = git.history.pickaxe(f"{old_base}..{new_base}", line.strip(), path)
-        if shas:
-            info = git.commit(shas[0])
-            evidence["upstream_commit"] = info.sha
-            evidence["upstream_subject"] = info.subject
-            evidence["telling_line"] = line.strip()
-            break
-    return evidence
+    assert answer.commit is not None
+    telling_line = max((ln.decode("utf-8", errors="replace") for ln in answer.lines),
+                       key=lambda x: (len(x), x), default="")
+    return {"upstream_commit": answer.commit, "upstream_subject": answer.subject,
+            "how": answer.how, "carried_share": round(answer.share, 3),
+            "carried_lines": [answer.found, answer.total], "threshold": CARRIED_SHARE,
+            "telling_line": telling_line}
 
 
 def order(groups: list[Group]) -> list[Group]:

@@ -101,13 +101,22 @@ def describe(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[
                 if status == "dropped" else "")
         return head + _unpaired(ev, other)
     if status == "upstreamed":
-        sha = ev.get("upstream_commit")
-        who = (f" Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\" brought "
-               f"`{ev.get('telling_line', '')}`." if sha else "")
-        return f"Every line it adds is already in the new base.{who}"
+        return _upstreamed(ev)
     if status in ("merged", "split"):
         return _merged(status, ev, old, new)
     return _pair(status, ev)
+
+
+def _upstreamed(ev: dict[str, Any]) -> str:
+    """Which upstream commit carries the patch, and how much of it the new base holds."""
+    sha = ev.get("upstream_commit", "")
+    who = f"Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\""
+    if ev.get("how") == "patch-id":
+        return f"{who} is the same change (same patch-id)."
+    found, total = ev.get("carried_lines", [0, 0])
+    line = f"; e.g. `{ev['telling_line']}`" if ev.get("telling_line") else ""
+    return (f"{who} made this change: the new base carries {found} of its {total} telling "
+            f"lines (needs {ev.get('threshold', 0.8):.0%}){line}.")
 
 
 def _pair(status: str, ev: dict[str, Any]) -> str:
