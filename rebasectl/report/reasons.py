@@ -16,15 +16,17 @@ from .lineage import CONTAIN, PAIR_SIMILARITY, STRONG
 from .model import FileCompare, Finding, Review, UpstreamCommit
 
 SHORT = 9  # characters of a sha in prose
-# review reasons (codes, in JSON) and how they read on the first screen
-REASONS = {"same-change": "same change", "moved": "moved", "context": "same +/- lines, new context",
-           "changed": "change differs", "same-lines": "same lines together",
-           "dropped": "not carried, not upstream", "upstreamed": "upstream has it",
+# review reasons: the codes (the rules' names) go in the JSON, the words on the first screen
+REASONS = {"same-change": "same change", "moved": "moved",
+           "context": "same change, the code around it moved",
+           "changed": "the change differs", "same-lines": "same lines, regrouped",
+           "dropped": "left out, and upstream does not have it", "upstreamed": "upstream has it",
            "new": "new patch", "empty": "empty commit",
-           "redundant": "redundant line", "lost-in-resolution": "old lines lost",
-           "stale-message": "message names code it lacks",
-           "partial-revert": "adds back lines upstream removed",
-           "removed-name-used": "removes a name upstream uses"}
+           "redundant": "adds a line the file already has",
+           "lost-in-resolution": "lines of the old patch are missing",
+           "stale-message": "the message mentions code the patch does not touch",
+           "partial-revert": "puts back lines upstream removed",
+           "removed-name-used": "removes a name upstream code still uses"}
 _LINEAGE = {"series_id": "same series id `{}`", "absorbs": "series.yaml absorbs `{}`",
             "author_date": "same author and date ({})", "pr_tag": "same PR tag {}",
             "subject": "same subject"}
@@ -97,7 +99,7 @@ def describe(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[
         return "No diff against its parent (an empty commit, e.g. a marker)."
     if status in ("dropped", "new"):
         other = "new" if status == "dropped" else "old"
-        head = ("Not in the new series, and not all its added lines are in the new base. "
+        head = ("Not in the new series, and upstream does not carry it. "
                 if status == "dropped" else "")
         return head + _unpaired(ev, other)
     if status == "upstreamed":
@@ -167,10 +169,11 @@ def review(status: str, ev: dict[str, Any], files: Sequence[FileCompare],
     """Whether to look at the entry, the reasons (codes), a few words, and the commits that
     forced its difference, most lines first."""
     codes = _codes(status, ev, moved) + list(dict.fromkeys(f.kind for f in found))
-    needed = bool(found) or bool({"changed", "dropped", "new"} & set(codes))
+    # a finding the old side states as well held before this bump: said, not a reason to look
+    needed = any(not f.standing for f in found) or bool({"changed", "dropped", "new"} & set(codes))
     words = [REASONS[codes[0]]]
     if codes[0] == "changed" and _differs(files):
-        words = [f"change differs: {_differs(files)}"]
+        words = [f"the change differs: {_differs(files)}"]
     if "moved" in codes and ev.get("line_shift"):
         words.append(f"moved {ev['line_shift']:+d} lines")
     if status in ("merged", "split"):
@@ -179,13 +182,14 @@ def review(status: str, ev: dict[str, Any], files: Sequence[FileCompare],
         words.insert(0, f"{many} patches into one" if status == "merged" else f"split in {many}")
     if status == "upstreamed" and ev.get("upstream_commit"):
         words = [f"upstream {ev['upstream_commit'][:SHORT]} has it"]
-    words += [REASONS[f.kind] for f in _first_of_kind(found)]
+    words += [REASONS[f.kind] + (" (as before)" if f.standing else "")
+              for f in _first_of_kind(found)]
     ranked = sorted(commits, key=lambda c: -c.lines)
     return Review(needed, tuple(codes), "; ".join(words), tuple(c.commit for c in ranked))
 
 
 def _first_of_kind(found: Sequence[Finding]) -> list[Finding]:
     seen: dict[str, Finding] = {}
-    for f in found:
+    for f in sorted(found, key=lambda x: x.standing):  # a new one first: it is the reason
         seen.setdefault(f.kind, f)
     return list(seen.values())

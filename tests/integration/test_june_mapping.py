@@ -94,6 +94,20 @@ def test_evidence_names_the_citation_and_the_upstream_commit(june: dict[str, Any
     assert "2e4a5d48" in gate["details"]
 
 
+def test_no_review_without_a_reason_of_this_bump(june: dict[str, Any]) -> None:
+    """CUDA IPC (#11) is the same change, moved; its message names a file its diff does not
+    touch, on the old side as before the bump: said ("as before"), not a reason to review."""
+    by_old = {o: m for o, _, _, m in _rows(june)}
+    ipc = by_old[("57784b872",)]
+    assert ipc["status"] == "identical" and not ipc["review"]["needed"]
+    assert "stale-message" in ipc["review"]["reasons"] and "(as before)" in ipc["review"]["summary"]
+    assert all(f["standing"] for f in ipc["findings"])
+    for o, _, status, m in _rows(june):  # every flagged entry has a reason of this bump
+        if m["review"]["needed"]:
+            assert status in ("modified", "merged", "split", "dropped", "new") or any(
+                not f["standing"] for f in m["findings"]), (o, m["review"])
+
+
 def test_answer_key_is_the_data_here() -> None:
     """The rows above are the answer key's, where the shared answer keys are beside the repo."""
     key = Path(__file__).resolve().parents[2] / ".." / "shared" / "answer-keys" / "june" / \

@@ -183,3 +183,19 @@ def test_range_tip_series_gives_intent(fork: dict[str, str | Path]) -> None:
         ("beta-scaling", "beta needs scaling for RL", "upstream scales beta")
     md = _ranges(fork).stdout
     assert "- why: beta needs scaling for RL" in md and "- drop when: upstream scales beta" in md
+
+
+def test_range_without_repo_says_to_pass_it(fork: dict[str, str | Path]) -> None:
+    """--old-range/--new-range without --repo are looked for in the checkout; when they are not
+    there the error says so, and the advice (pass --repo) works."""
+    ws = Path(fork["tmp"]) / "ws3"
+    Repo(ws)
+    ranges = ["--old-range", f"{fork['base1']}..old", "--new-range", f"{fork['base2']}..new"]
+    r = rebasectl(ws, "report", *ranges)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "unknown revision" in r.stderr and "pass --repo PATH" in r.stderr
+    bare = Path(fork["tmp"]) / "not-git"
+    bare.mkdir()
+    r = rebasectl(bare, "report", *ranges)
+    assert r.returncode == 2 and "pass --repo PATH" in r.stderr
+    assert rebasectl(ws, "report", *ranges, "--repo", str(fork["up"])).returncode == 0
