@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,14 @@ def real_mirror() -> Path:
 def mirror_path() -> Path:
     """The real Megatron-LM mirror, for tests that need it (skipped without it)."""
     return real_mirror()
+
+
+@pytest.fixture(scope="session")
+def june_carried(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """This repository's series carried onto the June upstream (3346fa8a2) with the resolutions
+    kept under tests/integration/resolutions/3346fa8a2 (tests/june.py); skipped without
+    REBASECTL_MEGATRON_MIRROR. Session-wide: one carry serves every test that reads it."""
+    from tests.june import carry, copy_series
+
+    mirror = real_mirror()
+    return carry(copy_series(tmp_path_factory.mktemp("june") / "series"), mirror)

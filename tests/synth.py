@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -74,6 +75,6 @@ def rebasectl(workdir: Path, *args: str, env: dict[str, str] | None = None,
     full = dict(os.environ)
     if env:
         full.update(env)
-    return subprocess.run(["python", "-m", "rebasectl", "-C", str(workdir), *args],
+    return subprocess.run([sys.executable, "-m", "rebasectl", "-C", str(workdir), *args],
                           capture_output=True, text=True, env=full, timeout=timeout, check=False)
 

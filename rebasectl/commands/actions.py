@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..engine.exchange import Built, export_tree, import_range, load_patches
-from ..engine.session import ApplyOutcome, Session
+from ..engine.session import ApplyOutcome, Session, check_room
 from ..engine.state import ApplyState, TreeMap, tolerant
 from ..engine.upstream import choose_source, ensure_mirror, open_for, resolve
 from ..git import Repo
@@ -34,6 +34,7 @@ from ..git.worktree import (
 from ..infra.errors import RebasectlError
 from ..infra.fsutil import recover
 from ..infra.lock import RepoLock
+from ..model.ids import is_abbrev
 from ..model.series import Series, load
 from ..model.workspace import Workspace
 
@@ -150,7 +151,7 @@ def _mirror(ws: Workspace) -> Repo:
         raise RebasectlError(f"no upstream mirror ({ws.mirror} is gone) and the apply in "
                              f"progress needs it: `rebasectl abort`, then `rebasectl apply{base} "
                              "--upstream URL|PATH` starts it again")
-    return Repo(ws.mirror)
+    return Repo(ws.mirror, upstream=True)
 
 
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
@@ -281,6 +282,9 @@ def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | Non
             raise RebasectlError("an apply is in progress: `rebasectl continue` or `abort` it "
                                  "before a bump")
         series = load(ws.root)
+        # the work tree's own check before anything is fetched or computed: a bump that would
+        # replace unexported work is refused while everything is as the person left it
+        check_room(ws, ws.default_tree.resolve())
         repo = _bump_mirror(ws, upstream, series, to_rev, notify)
         old = resolve(repo, series.upstream.base, what="base")
         new = resolve(repo, to_rev, what="--to revision")
@@ -311,10 +315,9 @@ def _bump_mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: st
                  notify: Notify, from_rev: str | None = None) -> Repo:
     """The mirror holding the revisions; fetched first when ``to_rev`` is a name (a branch moves:
     a bump to `dev` means upstream's `dev` now, not the cached one)."""
-    from .bump import COMMIT_ID
-
     repo = mirror_for(ws, series, upstream, [from_rev or series.upstream.base, to_rev])
-    if not COMMIT_ID.fullmatch(to_rev):
+    # a sha names one commit; a mirror made or fetched just now is as new as a fetch
+    if not is_abbrev(to_rev) and not repo.fetched:
         notify(f"fetching the upstream ({to_rev} is a name: it may have moved)")
         # an existing mirror is fetched from where it came from unless --upstream or
         # $REBASECTL_UPSTREAM say otherwise (series.yaml's url must not re-point a local mirror)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +27,7 @@ from ..engine.attribution import Attribution, Culprit, UpstreamRange, attribute,
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
 from ..engine.exchange import LoadedPatch, export_tree, load_patches
-from ..engine.materialize import Materialised, Materializer, Step, StepStatus
+from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.resolutions import Memory
 from ..engine.session import check_room, checkout, clear
 from ..engine.state import TreeMap
@@ -38,6 +37,7 @@ from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.progress import Counted
 from ..model.series import PATCH_DIR, Series, load
+from ..model.status import Applied
 from ..model.workspace import Workspace
 from ..report.names import NameUse, uses_of_removed
 
@@ -184,7 +184,7 @@ class Planner:
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay, self.memory).run(
             self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
-        failed = [s.id for s in mat.steps if s.status is StepStatus.CONFLICT]
+        failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         if failed:
             self.notify(f"attributing {len(failed)} failing patches over "
                         f"{commits(self.rng.count())}")
@@ -231,13 +231,13 @@ class Planner:
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
-        elif step.status is StepStatus.RESOLVED:
+        elif step.status is Applied.RERERE:
             out.status = BumpStatus.RESOLVED
-        elif step.status in (StepStatus.NOOP, StepStatus.CONFLICT):
+        elif step.status in (Applied.NOOP, Applied.CONFLICT):
             out.carried = self.carried.patch(lp.patch)
             if out.carried.commit is not None:
                 self._upstreamed(out, lp, out.carried.commit)
-            elif step.status is StepStatus.NOOP:
+            elif step.status is Applied.NOOP:
                 out.status = BumpStatus.NOOP
             else:
                 out.status = BumpStatus.CONFLICT
@@ -270,9 +270,6 @@ def _inherit(att: Attribution, blockers: list[PatchOutcome]) -> None:
             if culprit.commit not in seen:
                 seen.add(culprit.commit)
                 att.culprits.append(culprit)
-
-
-COMMIT_ID = re.compile(r"[0-9a-f]{7,40}")  # a (short) sha names one commit: no fetch needed
 
 
 def reproduce_command(new: str, upstream: str | None) -> str:

@@ -37,7 +37,7 @@ from ..git import Entry, Index, Repo
 from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
-from .conflicts import ConflictKind, FileConflict, Region
+from .conflicts import ConflictKind, FileConflict, Region, applies
 
 
 @dataclass(frozen=True)
@@ -184,19 +184,6 @@ def relevant_stack(stack: Sequence[tuple[str, Patch]], target: int) -> list[int]
     return sorted(chosen)
 
 
-def _applies(index: Index, patch: Patch, *, keep: bool = True) -> bool:
-    """The rule of materialising: exactly, else 3-way. With ``keep`` the index holds the result,
-    and is left as it was when the patch does not apply."""
-    if patch.is_empty or index.apply(patch.diff).ok:
-        return True
-    snapshot = index.write_tree() if keep else None
-    if index.apply(patch.diff, three_way=True).ok:
-        return True
-    if snapshot is not None:
-        index.read_tree(snapshot)
-    return False
-
-
 class Contents:
     """Blob contents and 3-way merges, each asked of git once per scan (states share most of
     their blobs, and the same merge comes back at every state that did not change the file)."""
@@ -250,10 +237,10 @@ def stack_applies(index: Index, entries: dict[str, Entry], patches: Sequence[Pat
         if index.apply_files(files):
             return True
         if len(files) > 1 and index.apply_files(files[:-1]):
-            return _applies(index, patches[-1], keep=False)
+            return applies(index, patches[-1], keep=False)
     for patch in patches[:-1]:
-        _applies(index, patch)
-    return _applies(index, patches[-1], keep=False)
+        applies(index, patch)
+    return applies(index, patches[-1], keep=False)
 
 
 State = frozenset[tuple[str, Entry]]

@@ -102,6 +102,20 @@ class Merge:
 
 
 # -- the engine ------------------------------------------------------------------------------------
+def applies(index: Index, patch: Patch, *, keep: bool = True) -> bool:
+    """The rule of materialising: exactly, else 3-way (the engine's merge goes file by file
+    only when this fails; the attribution scan asks only this). With ``keep`` the index holds
+    the result, and is left as it was when the patch does not apply."""
+    if patch.is_empty or index.apply(patch.diff).ok:
+        return True
+    snapshot = index.write_tree() if keep else None
+    if index.apply(patch.diff, three_way=True).ok:
+        return True
+    if snapshot is not None:
+        index.read_tree(snapshot)
+    return False
+
+
 class Engine:
     """Merges patches onto trees held in scratch indexes of ``repo``."""
 
@@ -116,12 +130,8 @@ class Engine:
     def merge(self, index: Index, patch: Patch, labels: Labels) -> Merge:
         """Apply ``patch`` to ``index``: exactly, else 3-way, else file by file. The index ends
         with every merged file staged and, for each conflict, its unmerged stages."""
-        if patch.is_empty or index.apply(patch.diff).ok:
+        if applies(index, patch):
             return Merge()
-        snapshot = index.write_tree()
-        if index.apply(patch.diff, three_way=True).ok:
-            return Merge()
-        index.read_tree(snapshot)
         present = index.entries([p for f in patch.files for p in (f.old_path, f.new_path) if p])
         merge = Merge()
         for f in patch.files:

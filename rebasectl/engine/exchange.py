@@ -25,6 +25,8 @@ from pathlib import Path
 from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.fsutil import FileTransaction, atomic_write
+from ..model import lines
+from ..model.lines import significant_lines
 from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
 from ..model.series import (
     PATCH_DIR,
@@ -40,8 +42,6 @@ from ..model.series import (
 )
 from ..model.workspace import Workspace
 from .state import TreeMap
-
-FOLD_CONTAINMENT = 0.5  # share of a vanished patch's significant lines found in a survivor
 
 
 @dataclass(frozen=True)
@@ -357,17 +357,6 @@ def _account(ws: Workspace, previous: Series, built: Built, skipped: set[str],
     built.new = [e.id for e in built.entries if e.id not in {p.id for p in previous.patches}]
 
 
-def _significant(diff: Patch) -> Counter[bytes]:
-    out: Counter[bytes] = Counter()
-    for f in diff.files:
-        for h in f.hunks:
-            for line in h.changed:
-                norm = b" ".join(line[1:].split())
-                if len(norm) >= 8 and re.search(rb"[A-Za-z_]{3}", norm):
-                    out[line[:1] + norm] += 1
-    return out
-
-
 def _folded_into(ws: Workspace, entry: PatchEntry, built: Built) -> str | None:
     """The surviving patch that holds ``entry``'s change (most of its significant lines; for a
     patch with none, all its changed lines and its subject in the message, as a ``git rebase
@@ -377,14 +366,14 @@ def _folded_into(ws: Workspace, entry: PatchEntry, built: Built) -> str | None:
         gone = parse((ws.patch_dir / entry.file).read_bytes(), entry.file)
     except (OSError, PatchError):
         return None
-    mine, every = _significant(gone), _changed(gone)
+    mine, every = significant_lines(gone.files), _changed(gone)
     best: tuple[float, str] | None = None
     for survivor in built.entries:
         patch = parse(built.files[survivor.file], survivor.file)
         named = bool(gone.subject) and gone.subject in patch.message
         if mine:
-            share = sum((mine & _significant(patch)).values()) / sum(mine.values())
-            holds = share >= FOLD_CONTAINMENT
+            theirs = significant_lines(patch.files)
+            share, holds = lines.share(mine, theirs), lines.contained(mine, theirs)
         else:
             share = 1.0
             holds = named and bool(every) and not every - _changed(patch)

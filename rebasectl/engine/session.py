@@ -38,6 +38,7 @@ from ..infra.faults import boundary
 from ..infra.progress import Counted
 from ..model import diffs
 from ..model.series import load
+from ..model.status import Applied
 from ..model.workspace import Workspace
 from .conflicts import Engine, FileConflict, Labels, engine_for
 from .exchange import LoadedPatch, load_patches
@@ -258,7 +259,8 @@ class Session:
             for pid, sha in zip(state.remaining(), extra):
                 if not _made_by_us(self.repo, sha, patches[pid]):
                     break  # a commit the user made: the HEAD guard of continue speaks
-                state.record(pid, sha, "resolved" if state.current == pid else "applied")
+                state.record(pid, sha,
+                             Applied.RESOLVED if state.current == pid else Applied.ADOPTED)
                 if state.current == pid:
                     state.current, state.in_tree = None, False
             self.save(state)
@@ -289,7 +291,7 @@ class Session:
             self.notify(f"{stopped.id}: every conflict resolved by a recorded resolution "
                         "(rerere); committed")
             self.commit_resolution(state, tree, patches[stopped.id], allow_empty=False,
-                                   how="rerere")
+                                   how=Applied.RERERE)
 
     @staticmethod
     def _discard_leftovers(worktree: Path) -> None:
@@ -313,7 +315,7 @@ class Session:
             start_index=total - len(remaining) + 1, on_step=announce)
         for step in mat.steps:
             if step.commit:
-                state.record(step.id, step.commit, step.status.value)
+                state.record(step.id, step.commit, step.status)
         stopped = mat.first_conflict()
         state.current = stopped.id if stopped else None
         state.conflicts = [c.to_json() for c in stopped.conflicts] if stopped else []
@@ -338,7 +340,7 @@ class Session:
         state.in_tree = True
         self.save(state)
         self.notify(f"{lp.entry.id}: resolved as recorded at an earlier apply")
-        self.commit_resolution(state, tree, lp, allow_empty=False, how="recorded")
+        self.commit_resolution(state, tree, lp, allow_empty=False, how=Applied.RECORDED)
         return True
 
     def _write_conflict(self, state: ApplyState, tree: Worktree,
@@ -355,7 +357,7 @@ class Session:
         return [c for c in merge.conflicts if c.path not in resolved]
 
     def commit_resolution(self, state: ApplyState, tree: Worktree, lp: LoadedPatch,
-                          allow_empty: bool, how: str = "resolved") -> None:
+                          allow_empty: bool, how: Applied = Applied.RESOLVED) -> None:
         assert state.current is not None
         guard_head(tree, state)
         status = tree.status()

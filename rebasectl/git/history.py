@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..model.ids import ZERO, is_full
 from .runner import Runner
 
 # Options that make `git diff`/`git log -p` output canonical whatever the user's config says.
@@ -35,10 +36,6 @@ class FileChange:
 class RawCommit:
     commit: str
     changes: tuple[FileChange, ...]
-
-
-def _hexsha(word: str) -> bool:
-    return len(word) == 40 and all(c in "0123456789abcdef" for c in word)
 
 
 class History:
@@ -190,7 +187,7 @@ class History:
             return found
         for line in proc.stdout.decode(errors="replace").splitlines():
             parts = line.split()  # header: sha, line in the commit, line in the blamed file, [n]
-            if len(parts) >= 3 and _hexsha(parts[0]):
+            if len(parts) >= 3 and is_full(parts[0]):
                 found[int(parts[2])] = parts[0]
         return found
 
@@ -206,7 +203,7 @@ class History:
         return {parts[1]: parts[0] for parts in (ln.split() for ln in out) if len(parts) == 2}
 
     def patch_id(self, diff: bytes) -> str | None:
-        return self.patch_ids([("0" * 40, diff)]).get("0" * 40)
+        return self.patch_ids([(ZERO, diff)]).get(ZERO)
 
 
 def commits(n: int) -> str:

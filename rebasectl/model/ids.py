@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 SHORT = 12  # the abbreviation shown to people (tables, messages, marker labels)
+SHORT_PROSE = 9  # in running text (the report's sentences, where a sha is quoted in passing)
 FULL = re.compile(r"[0-9a-f]{40}")  # a full sha: the only form stored or compared
 ABBREV = re.compile(r"[0-9a-f]{7,40}")  # what a person may type for one commit
 

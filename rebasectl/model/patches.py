@@ -78,13 +78,18 @@ class Patch:
 
 
 # -- dates -----------------------------------------------------------------------------------------
-def raw_to_rfc2822(raw: str) -> str:
-    """git's raw date ``"1739492930 +0100"`` to ``"Sat, 14 Feb 2026 01:28:50 +0100"``."""
+def raw_datetime(raw: str) -> datetime:
+    """git's raw date ``"1739492930 +0100"`` as an aware datetime in its own offset (the one
+    parse of that format: mails and the report's ISO dates both start here)."""
     seconds, tz = raw.split()
     sign = 1 if tz[0] == "+" else -1
     offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5])) * sign
-    when = datetime.fromtimestamp(int(seconds), timezone(offset))
-    return email.utils.format_datetime(when)
+    return datetime.fromtimestamp(int(seconds), timezone(offset))
+
+
+def raw_to_rfc2822(raw: str) -> str:
+    """git's raw date ``"1739492930 +0100"`` to ``"Sat, 14 Feb 2026 01:28:50 +0100"``."""
+    return email.utils.format_datetime(raw_datetime(raw))
 
 
 def rfc2822_to_raw(date: str) -> str:

@@ -19,6 +19,7 @@ import yaml
 
 from ..infra.errors import RebasectlError
 from ..infra.fsutil import Confined
+from .ids import is_full
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -46,7 +47,6 @@ SERIES_FILE = "series.yaml"
 PATCH_DIR = "patches"
 KINDS = ("fix", "feature", "compat", "backport", "temporary")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 class SeriesError(RebasectlError):
@@ -191,7 +191,7 @@ def _upstream(up_node: yaml.Node, name: str) -> Upstream:
     _only_keys(up, {*_UPSTREAM_KEYS, "web"}, name)
     values = {k: _scalar(up, k, name, (str,), up_node) for k in _UPSTREAM_KEYS}
     values["web"] = _web(up, name, up_node)
-    if not SHA_RE.match(values["base"]):
+    if not is_full(values["base"]):
         raise SeriesError(
             f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
             f"sha, got {values['base']!r}"

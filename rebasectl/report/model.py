@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.series import Series
+from ..model.status import MappingStatus
 
 SCHEMA = "rebasectl.report/1"
 
@@ -141,7 +142,7 @@ class Review:
 class Entry:
     old: tuple[int, ...]
     new: tuple[int, ...]
-    status: str
+    status: MappingStatus
     renumbered: bool = False
     message_changed: bool = False
     evidence: dict[str, Any] = field(default_factory=dict)

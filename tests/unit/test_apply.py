@@ -460,7 +460,7 @@ def test_fetch_updates_the_mirror(tpl: Scenario, tmp_path: Path) -> None:
     ok(series, "fetch")  # the url of series.yaml
     mirror = Repo.__new__(Repo)
     mirror.path, mirror.clock = series / ".rebasectl" / "upstream.git", 0
-    assert mirror.git("rev-parse", "refs/heads/later") == later
+    assert mirror.git("rev-parse", "refs/rebasectl/upstream/heads/later") == later
 
 
 @pytest.mark.parametrize("where", [".", "..", "other-clone"])
