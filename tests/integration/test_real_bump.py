@@ -59,7 +59,7 @@ def _series(tmp: Path, mirror: Path) -> Path:
 def bumped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     mirror = real_mirror()
     series = _series(tmp_path_factory.mktemp("june-bump"), mirror)
-    r = rebasectl(series, "bump", "--to", JUNE, "--json", timeout=600)
+    r = rebasectl(series, "bump", "--to", JUNE, "--json", "--annotations", timeout=600)
     assert r.returncode == 1, r.stderr
     return {"mirror": mirror, "series": series, "data": json.loads(r.stdout), "stderr": r.stderr}
 
