@@ -32,6 +32,7 @@ from ..engine.carried import CARRIED_SHARE, CarriedLines
 from ..engine.conflicts import Engine, Labels
 from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
+from ..model.ids import is_abbrev
 from ..model.lines import CONTAIN, significant
 from ..model.patches import Patch, raw_datetime
 from ..model.series import PatchEntry, Series, slugify
@@ -40,7 +41,6 @@ from ..model.status import MappingStatus
 _PR = re.compile(r"\(#(\d+)\)")
 _PAREN = re.compile(r"\(([^()]*)\)")
 _HASH_WORD = re.compile(r"#(\w+)")
-_HEX = re.compile(r"[0-9a-f]{7,40}")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")
 
 # thresholds (stated in the evidence they produce)
@@ -187,7 +187,7 @@ def cited(subject: str) -> tuple[set[str], set[str]]:
             low = word.lower()
             if low.isdigit() and len(low) <= 6:
                 prs.add(str(int(low)))
-            elif _HEX.fullmatch(low) and not low.isdigit():
+            elif is_abbrev(low) and not low.isdigit():
                 shas.add(low)
     return prs, shas
 
@@ -469,19 +469,20 @@ class _Pairing:
 
     def _cited_by(self, c: Change, part: str, others: list[Change]) -> list[tuple[int, str]]:
         """The patches of ``others`` that ``c``'s subject cites (a PR tag of theirs, or a prefix
-        of their sha) and that share a file or a changed line with ``c``, with what matched."""
+        of their sha) and that share a file or a changed line with ``c``, with what matched.
+        A subject citing fewer than two things takes nothing here (and asks no similarity)."""
         prs, shas = cited(c.subject)
+        if len(prs) + len(shas) < 2:
+            return []
         hits: list[tuple[int, str]] = []
         for other in others:
-            if other.empty:
+            tag = sorted(pr_tags(other.subject) & prs, key=int)
+            sha = next((x for x in shas if other.sha.startswith(x)), None)
+            if other.empty or not (tag or sha):
                 continue
             s = (self.sims.sim(other.index, c.index) if part == "new"
                  else self.sims.sim(c.index, other.index))
-            if s is None:
-                continue
-            tag = sorted(pr_tags(other.subject) & prs, key=int)
-            sha = next((x for x in shas if other.sha.startswith(x)), None)
-            if tag or sha:
+            if s is not None:
                 hits.append((other.index, f"#{tag[0]}" if tag else f"sha {sha}"))
         return hits
 
