@@ -5,8 +5,8 @@
 #
 # Environment: REBASECTL (command, default `rebasectl`), REBASECTL_DIR (the series checkout,
 # default .), REBASECTL_UPSTREAM (upstream URL or mirror path, else series.yaml's url),
-# ARTIFACTS (default artifacts/bump), PROPOSE (default 1: pass --propose when this rebasectl has
-# it), RUN_TESTS=1 (bump --test: the regression suite on the bumped tree), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
+# ARTIFACTS (default artifacts/bump), PROPOSE (default 1: on a conflict, also `bump --propose`
+# into $ARTIFACTS/proposals when this rebasectl has it), RUN_TESTS=1 (bump --test: the regression suite on the bumped tree), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
 # rebasectl writes its artifacts into $ARTIFACTS/rebasectl (a folder it owns); this script writes
 # bump-stdout.json and pr-body.md beside it.
 # Exit: 0 clean (series exported, report in $ARTIFACTS/rebasectl/report.md, PR body in
@@ -35,11 +35,7 @@ $REBASECTL -C "$DIR" fetch "${up[@]}" || exit $?
 
 extra=()
 [ "${RUN_TESTS:-0}" = 1 ] && extra+=(--test)
-# proposals for the conflict regions (bump.json's "proposal"), where this rebasectl makes them
-if [ "${PROPOSE:-1}" = 1 ] && $REBASECTL bump --help 2>/dev/null | grep -q -- '--propose'; then
-  extra+=(--propose)
-fi
-$REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json --annotations "${extra[@]}" \
+REBASECTL_ANNOTATE=1 $REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json "${extra[@]}" \
   > "$ARTIFACTS/bump-stdout.json"
 rc=$?
 
@@ -68,6 +64,13 @@ if len(text) > limit:
     text = text[:limit] + "\n\n_(report truncated: the full report.md is in the run's artifacts)_\n"
 open(sys.argv[2], "w", encoding="utf-8").write(text)
 PY
+fi
+# on a conflict, the proposals for its regions (bump --propose computes and shows them, carries
+# nothing), where this rebasectl has --propose: $ARTIFACTS/proposals/bump.json
+if [ "$rc" = 1 ] && [ "${PROPOSE:-1}" = 1 ] \
+   && $REBASECTL bump --help 2>/dev/null | grep -q -- '--propose'; then
+  $REBASECTL -C "$DIR" bump --to "$target" --propose --artifacts "$ARTIFACTS/proposals" --json \
+    > /dev/null 2>&1 || true
 fi
 if [ "$rc" = 1 ] && [ -f "$OWN/README.md" ]; then
   cat "$OWN/README.md"

@@ -61,7 +61,11 @@ close_superseded() {  # $1: the branch that stays, $2: what supersedes them
 }
 
 if [ "$result" = conflicts ]; then
-  python3 "$here/conflict_issue.py" "$json" > "$ARTIFACTS/issue-body.md"
+  # the proposals run (bump --propose, where it exists) holds the same regions and a proposal
+  # for each it could resolve
+  shown="$json"
+  [ -f "$ARTIFACTS/proposals/bump.json" ] && shown="$ARTIFACTS/proposals/bump.json"
+  python3 "$here/conflict_issue.py" "$shown" > "$ARTIFACTS/issue-body.md"
   title="Upstream bump conflicts at $short"
   existing=$(open_numbers issue --label "$ISSUE_LABEL" | head -n 1)
   if [ -n "$existing" ]; then

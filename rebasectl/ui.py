@@ -154,12 +154,3 @@ def progress(label: str, *, quiet: bool = False) -> Iterator[Progress]:
     if not quiet:
         news.flush()
         sys.stderr.write(f"rebasectl: {label}: {news.elapsed:.1f} s\n")
-
-
-def annotating(asked: bool) -> bool:
-    """Whether to print the ``patches/FILE:LINE: ...`` annotation lines: when asked, or on GitHub
-    Actions (which sets GITHUB_ACTIONS=true), where the problem matcher turns them into
-    annotations; on a terminal they would only push the summary off the screen."""
-    import os
-
-    return asked or os.environ.get("GITHUB_ACTIONS", "") == "true"

@@ -24,10 +24,11 @@ from pathlib import Path
 
 from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
-from ..infra.fsutil import FileTransaction, atomic_write
-from ..model import lines
+from ..infra.fsutil import FileTransaction, atomic_write, read_regular
+from ..model import lines, links
+from ..model.ids import short
 from ..model.lines import significant_lines
-from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
+from ..model.patches import SYMLINK, Patch, PatchError, parse, raw_to_rfc2822
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -55,11 +56,25 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
     for entry in series.patches:
         path = ws.patch_dir / entry.file
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
         loaded.append(LoadedPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
+    links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
     return loaded
+
+
+def check_links_on(repo: Repo, base: str, loaded: list[LoadedPatch]) -> None:
+    """The series' symlinks checked again once the base is known: through the base tree's own
+    links too (a patch writing ``lnk/x.py`` where the base has a link ``lnk``)."""
+    found = {path: e for path, e in repo.tree_entries(base).items() if e.mode == SYMLINK}
+    if not found:
+        return
+    blobs = repo.objects.blobs(e.blob for e in found.values())
+    base_links = {path: (blobs.get(e.blob) or b"").decode("utf-8", errors="surrogateescape")
+                  for path, e in found.items()}
+    links.check_series(((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded),
+                       base_links)
 
 
 @dataclass(frozen=True)
@@ -205,7 +220,7 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
             if stats is not None:
                 stats[entry.file] = Stats.of(back)
         except PatchError as exc:
-            raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
+            raise PatchError(f"commit {short(info.sha)} ({patch.subject}): {exc.message}") from None
     return entries, files
 
 
@@ -229,7 +244,7 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
             txn.delete(f"{PATCH_DIR}/{name}")
     for name, data in files.items():
         txn.write(f"{PATCH_DIR}/{name}", data)
-    previous = ws.series_file.read_text(encoding="utf-8") if current else None
+    previous = read_regular(ws.series_file).decode("utf-8") if current else None
     txn.write(SERIES_FILE, edit(previous, series) if previous is not None else dump(series))
     ws.ensure_state_dir()
     return txn.commit()
@@ -265,7 +280,7 @@ def linear(repo: Repo, base: str, tip: str, what: str) -> list[CommitInfo]:
     infos = repo.commits(repo.history.rev_list([f"{base}..{tip}"], first_parent=True))
     merges = [c for c in infos if len(c.parents) > 1]
     if merges:
-        raise RebasectlError(f"{what}: merge commit {merges[0].sha[:12]} in it; a series is a "
+        raise RebasectlError(f"{what}: merge commit {short(merges[0].sha)} in it; a series is a "
                              "straight line of commits")
     return infos
 
@@ -311,7 +326,7 @@ def export_tree(ws: Workspace, worktree: Path,
     repo = Repo(worktree)
     head = tree.head() or tmap.base
     if not repo.history.is_ancestor(tmap.base, head):
-        raise RebasectlError(f"{worktree}: HEAD is not based on {tmap.base[:12]}")
+        raise RebasectlError(f"{worktree}: HEAD is not based on {short(tmap.base)}")
     infos = linear(repo, tmap.base, head, str(worktree))
     present = {i.sha for i in infos}
     ids = {sha: pid for pid, sha in tmap.commits if sha in present}

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..git import Entry, Identity, Index, Repo
-from ..git.fastimport import Change, FastImport
+from ..git.fastimport import Change
 from ..infra.faults import boundary
 from ..model import diffs
 from ..model.patches import Patch, rfc2822_to_raw
@@ -155,7 +155,7 @@ class Materializer:
         ``keep_going``: then a failing patch is left out and the next go on the last good one."""
         result = Materialised(base)
         state = TreeState(self.repo, base)
-        stream = FastImport(self.repo.runner)
+        stream = self.repo.fast_import()
         marks: list[int | None] = []
         parent: str | int = base
         try:

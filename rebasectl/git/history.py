@@ -204,8 +204,3 @@ class History:
 
     def patch_id(self, diff: bytes) -> str | None:
         return self.patch_ids([(ZERO, diff)]).get(ZERO)
-
-
-def commits(n: int) -> str:
-    """``1 upstream commit`` / ``1227 upstream commits``: how every message counts a range."""
-    return f"{n} upstream commit{'' if n == 1 else 's'}"

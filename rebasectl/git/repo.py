@@ -16,10 +16,12 @@ from pathlib import Path
 from ..infra.errors import GitError
 from ..model.ids import EMPTY_TREE, is_full
 from . import namespace
+from .fastimport import FastImport
 from .history import CANONICAL_DIFF, History
 from .index import Entry, Index
 from .objects import CommitInfo, Identity, Objects
-from .runner import Runner
+from .runner import Runner, Started
+from .worktree import Worktree
 
 
 def _reason(stderr: bytes) -> str:
@@ -226,9 +228,11 @@ class Repo:
                 target = Path(tmp) / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-            proc = self.runner.run(["--work-tree", tmp, "-c", "rerere.enabled=true",
+            # rerere opens the conflicted files from the current directory, not --work-tree
+            proc = self.runner.run(["-C", tmp, "--git-dir", str(self.git_dir()),
+                                    "--work-tree", tmp, "-c", "rerere.enabled=true",
                                     "-c", "rerere.autoUpdate=true", "rerere"], check=False,
-                                   index=index.path)
+                                   index=index.path.resolve())
             (self.path / "MERGE_RR").unlink(missing_ok=True)  # no rerere "in progress" here
             said = proc.stderr.decode(errors="replace")
             return {path: (Path(tmp) / path).read_bytes() for path in files
@@ -249,10 +253,33 @@ class Repo:
                 gone += 1
         return gone
 
+    # -- what the door hands out (callers never take the runner out to build these) -----------
     @contextmanager
     def index(self) -> Iterator[Index]:
         with Index.scratch(self.runner) as idx:
             yield idx
+
+    def index_at(self, path: Path) -> Index:
+        """A scratch index in a file the caller owns (one per worker of a parallel scan)."""
+        return Index(self.runner, path)
+
+    def fast_import(self) -> FastImport:
+        """One ``git fast-import`` stream into this repository."""
+        return FastImport(self.runner)
+
+    def add_worktree(self, path: Path, commit: str) -> Worktree:
+        """A work tree of this repository at ``path``, checked out at ``commit``."""
+        return Worktree.add(self.runner, path, commit)
+
+    def start_worktree(self, path: Path, commit: str) -> Started:
+        """``add_worktree`` started, not waited for (its checkout runs while Python works)."""
+        return Worktree.start_add(self.runner, path, commit)
+
+    def remove_worktree(self, path: Path) -> None:
+        Worktree.remove(self.runner, path)
+
+    def prune_worktrees(self) -> None:
+        Worktree.prune(self.runner)
 
     def close(self) -> None:
         if self._objects is not None:

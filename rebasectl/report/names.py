@@ -18,6 +18,7 @@ from typing import Protocol
 
 from ..git import Repo
 from ..model.diffs import FileDiff, LineMap, text_lines
+from ..model.ids import short
 
 _IMPORT = re.compile(rb"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?\s*(?:#.*)?$")
 _FROM = re.compile(rb"^\s*from\s+[\w.]+\s+import\s+\(?([\w\s,]+?)\)?\s*(?:#.*)?$")
@@ -44,7 +45,7 @@ class NameUse:
                 "name": self.name, "commit": self.commit}
 
     def text(self) -> str:
-        by = f" (written by upstream {self.commit[:12]})" if self.commit else ""
+        by = f" (written by upstream {short(self.commit)})" if self.commit else ""
         return f"{self.path}:{self.line} uses `{self.name}`, which the patch removes{by}"
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests import goldens
+from tests.harness.cli import run as rebasectl
 from tests.sfix import Scenario, copy, template_fixture
-from tests.synth import rebasectl
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "bump"
 
