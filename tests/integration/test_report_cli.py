@@ -93,7 +93,7 @@ def test_markdown_and_html(fork: dict[str, str | Path]) -> None:
     assert md.returncode == 0, md.stderr
     assert "## Mapping" in md.stdout and "## Summary" in md.stdout
     assert "```diff" not in md.stdout  # interdiffs: --verbose or the HTML
-    assert "| 3 | [3/4] feat: gamma extras | 3+4 → 3 | merged |" in md.stdout
+    assert "| 3 | \\[3/4\\] feat: gamma extras | 3+4 → 3 | merged |" in md.stdout  # [ escaped
     assert md.stdout == _ranges(fork).stdout
     full = _ranges(fork, "--verbose").stdout
     assert "**interdiff (1 hunks)**" in full and "```diff" in full
