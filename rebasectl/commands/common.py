@@ -28,6 +28,7 @@ from ..git.worktree import (
     stale_git_locks,
 )
 from ..infra.errors import RebasectlError
+from ..infra.faults import boundary
 from ..infra.fsutil import recover
 from ..infra.lock import RepoLock
 from ..model.ids import is_abbrev, short
@@ -99,6 +100,7 @@ def _after_running_git(ws: Workspace, notify: Notify, patience: float = 60.0) ->
         if not said:
             notify(f"waiting for git (pid {pid}), still working in {lock.parent}")
             said = True
+            boundary("git-wait")
         time.sleep(0.1)
 
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
-from ..infra.fsutil import FileTransaction, atomic_write
-from ..model import lines
+from ..infra.fsutil import FileTransaction, atomic_write, read_regular
+from ..model import lines, links
 from ..model.ids import short
 from ..model.lines import significant_lines
-from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
+from ..model.patches import SYMLINK, Patch, PatchError, parse, raw_to_rfc2822
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -56,11 +56,25 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
     for entry in series.patches:
         path = ws.patch_dir / entry.file
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
         loaded.append(LoadedPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
+    links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
     return loaded
+
+
+def check_links_on(repo: Repo, base: str, loaded: list[LoadedPatch]) -> None:
+    """The series' symlinks checked again once the base is known: through the base tree's own
+    links too (a patch writing ``lnk/x.py`` where the base has a link ``lnk``)."""
+    found = {path: e for path, e in repo.tree_entries(base).items() if e.mode == SYMLINK}
+    if not found:
+        return
+    blobs = repo.objects.blobs(e.blob for e in found.values())
+    base_links = {path: (blobs.get(e.blob) or b"").decode("utf-8", errors="surrogateescape")
+                  for path, e in found.items()}
+    links.check_series(((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded),
+                       base_links)
 
 
 @dataclass(frozen=True)
@@ -230,7 +244,7 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
             txn.delete(f"{PATCH_DIR}/{name}")
     for name, data in files.items():
         txn.write(f"{PATCH_DIR}/{name}", data)
-    previous = ws.series_file.read_text(encoding="utf-8") if current else None
+    previous = read_regular(ws.series_file).decode("utf-8") if current else None
     txn.write(SERIES_FILE, edit(previous, series) if previous is not None else dump(series))
     ws.ensure_state_dir()
     return txn.commit()

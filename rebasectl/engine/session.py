@@ -33,6 +33,7 @@ from ..git import Repo, Worktree
 from ..git.runner import Started
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
+from ..infra.fsutil import confined_parent, write_confined
 from ..model import diffs
 from ..model.series import load
 from ..model.status import Applied
@@ -77,6 +78,7 @@ class ApplyOutcome:
     applied: list[tuple[str, str]] = field(default_factory=list)  # (id, how) in order
     skipped: list[str] = field(default_factory=list)
     stop: Stop | None = None
+    proposals: list[dict[str, Any]] | None = None  # apply --propose: the stop's proposals
 
     @property
     def result(self) -> Result:
@@ -90,7 +92,8 @@ class ApplyOutcome:
         return {"schema": "rebasectl.apply/1", "result": self.result.value, "base": self.base,
                 "tip": self.tip, "worktree": str(self.worktree),
                 "patches": [{"id": i, "status": how} for i, how in self.applied],
-                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None}
+                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None,
+                **({"proposals": self.proposals} if self.proposals is not None else {})}
 
 
 # -- the session -----------------------------------------------------------------------------------
@@ -119,8 +122,7 @@ class Session:
     def patches(self, state: ApplyState) -> dict[str, LoadedPatch]:
         series = load(self.ws.root)
         if [p.id for p in series.patches] != state.ids:
-            raise RebasectlError("series.yaml changed since this apply started (patches added, "
-                                 "removed or reordered): `rebasectl abort`, then apply again")
+            raise RebasectlError(series_changed(state, [p.id for p in series.patches]))
         return {lp.entry.id: lp for lp in load_patches(self.ws, series)}
 
     def engine(self, state: ApplyState) -> Engine:
@@ -389,6 +391,23 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
         "patch again (resolutions continue recorded are replayed)")
 
 
+def series_changed(state: ApplyState, now: list[str]) -> str:
+    """series.yaml no longer lists what this apply started with. Putting it back keeps
+    everything, a resolution staged at a stop included; ``abort`` would throw that away, so it
+    is the second way out, said as such."""
+    added = [i for i in now if i not in state.ids]
+    removed = [i for i in state.ids if i not in now]
+    what = [f"added {', '.join(added)}"] if added else []
+    what += [f"removed {', '.join(removed)}"] if removed else []
+    shown = state.ids if len(state.ids) <= 12 else [*state.ids[:12], "..."]
+    keeps = "the resolution you staged" if state.current else "what is applied"
+    return (f"series.yaml changed since this apply started ({'; '.join(what) or 'reordered'}): "
+            f"put it back as it was (these patches, in this order: {', '.join(shown)}) and "
+            f"`rebasectl continue` keeps {keeps}; change series.yaml once the apply is done "
+            "(`rebasectl abort` then apply again also works, but throws "
+            f"{'that resolution' if state.current else 'this apply'} away)")
+
+
 def unresolved_message(state: ApplyState, paths: list[str]) -> str:
     kinds = {str(c.get("path")): str(c.get("kind")) for c in state.conflicts}
     shown = ", ".join(f"{p} ({kinds.get(p, 'conflict')})" for p in paths)
@@ -403,11 +422,11 @@ def write_files(tree: Worktree, paths: list[str], conflicts: list[FileConflict])
     staged = tree.index().entries(paths)
     tree.write_from_index([p for p in paths if p in staged and p not in by_path])
     for path in paths:
-        target = tree.path / path
         if path in by_path:
             content = by_path[path].content
             if content is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-        elif path not in staged and (target.is_file() or target.is_symlink()):
+                write_confined(tree.path, path, content)
+            continue
+        target = Path(confined_parent(tree.path, path)) / Path(path).name
+        if path not in staged and (target.is_file() or target.is_symlink()):
             target.unlink()

@@ -53,7 +53,10 @@ class Patch:
 
     @property
     def subject(self) -> str:
-        return self.message.split("\n", 1)[0]
+        """The first paragraph as one line, as git and the patch file's ``Subject:`` have it (a
+        subject wrapped over two lines is one subject: its first line alone made export write a
+        title that the next apply + export changed)."""
+        return normalise_message(self.message).split("\n", 1)[0]
 
     @property
     def is_empty(self) -> bool:
@@ -188,6 +191,7 @@ def parse(data: bytes, source: str) -> Patch:
         raise PatchError(f"{source}:1: 'From:' header has no email address")
     date = _checked_date(headers.get("date", ""), source)
     first = head.count(b"\n") + 3  # line number of ``rest``'s first line
+    _one_message(rest, source, first)
     body, diff, model = split_body(rest, source, first)
     if model is not None:
         check_model(model, source, first + rest[: len(rest) - len(diff)].count(b"\n"))
@@ -197,6 +201,24 @@ def parse(data: bytes, source: str) -> Patch:
     if model is not None:
         patch._parsed.append(model)
     return patch
+
+
+# the line ``git mailsplit`` starts a message at ("From <sha> Mon Sep 17 00:00:00 2001" from
+# format-patch, "From someone@host Sat Jan  3 01:05:34 1998" in any mbox)
+_FROM_LINE = re.compile(
+    rb"(?m)^From \S+ +[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
+
+
+def _one_message(rest: bytes, source: str, first: int) -> None:
+    """A patch file holds one mail. Two (``git format-patch --stdout -2``) would read as one
+    commit whose message holds the first change: apply said "applied" while that change was in
+    no commit."""
+    m = _FROM_LINE.search(rest)
+    if m is not None:
+        line = first + rest[: m.start()].count(b"\n")
+        raise PatchError(f"{source}:{line}: a second mail message starts here; a patch file "
+                         "holds one commit (split it with `git mailsplit`, one file per patch, "
+                         "each with its own series.yaml entry)")
 
 
 def _decode_head(head: bytes, source: str) -> str:

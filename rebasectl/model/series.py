@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from ..infra.errors import RebasectlError
-from ..infra.fsutil import Confined
+from ..infra.fsutil import Confined, read_regular
 from .ids import is_full
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -109,12 +109,14 @@ _REQUIRED_PATCH_KEYS = ("id", "file", "title")
 def load(root: Path, *, check_files: bool = True) -> Series:
     path = root / SERIES_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         raise SeriesError(
             f"{SERIES_FILE}: not found in {root} (run `rebasectl import` to create one)"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise SeriesError(f"{SERIES_FILE}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
         raise SeriesError(f"{SERIES_FILE}: cannot read: {exc}") from None
     return parse(text, root, check_files=check_files)
 

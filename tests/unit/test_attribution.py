@@ -16,7 +16,7 @@ from rebasectl.engine.exchange import patch_from_commit
 from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo as GitRepo
 from rebasectl.model.patches import Patch
-from tests.synth import Repo, lines
+from tests.harness.git import Repo, lines
 
 
 def scan(rng: UpstreamRange, stack: list[tuple[str, Patch]],

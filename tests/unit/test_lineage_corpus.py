@@ -16,7 +16,7 @@ from rebasectl.git import Repo as GitRepo
 from rebasectl.model.series import PatchEntry, Series, Upstream
 from rebasectl.report import Side, build_report, render_html, render_markdown, to_json
 from rebasectl.report.model import Entry, Report
-from tests.synth import Repo
+from tests.harness.git import Repo
 
 Files = dict[str, str]
 Edit = Callable[[Files], Files]
