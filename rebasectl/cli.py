@@ -19,7 +19,6 @@ from typing import Any
 import click
 
 from .infra.errors import ExitCode, Interrupted, RebasectlError
-from .model.ids import short
 from .model.workspace import Workspace
 
 pass_ws = click.make_pass_decorator(Workspace)
@@ -204,12 +203,11 @@ def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...]) -> None
 @pass_ws
 def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> None:
     """Build patches/ and series.yaml from a commit range BASE..TIP."""
-    from . import ui
+    from . import render
     from .commands.import_ import do_import
 
     series, changed = do_import(ws, rev_range, repo, branch)
-    ui.line(f"imported {len(series.patches)} patches on {short(series.upstream.base)}; "
-            f"{len(changed)} files changed")
+    render.imported(ws, series, changed)
 
 
 @cli.command("test")
@@ -340,6 +338,7 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
     with ui.progress(f"blame {patch_ref}", quiet=as_json) as news:
         data = run_blame(ws, patch_ref, from_rev, to_rev, upstream, news)
     render.json(data) if as_json else render.blame(data)
+    finish(ExitCode.CONFLICT if data["status"] in ("conflict", "blocked") else 0)
 
 
 # -- entry point -----------------------------------------------------------------------------------

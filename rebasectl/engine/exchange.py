@@ -285,6 +285,16 @@ def linear(repo: Repo, base: str, tip: str, what: str) -> list[CommitInfo]:
     return infos
 
 
+def upstream_name(repo: Repo) -> str:
+    """The project's name: from the repository's origin URL (a mirror's, where it came from),
+    else from its folder (a checkout's, not its ``.git``; a bare ``name.git``'s name)."""
+    url = repo.remote_url()
+    where = Path(url.rstrip("/")) if url else Path(repo.path)
+    if where.name == ".git":
+        where = where.parent
+    return where.name.removesuffix(".git").lower() or "upstream"
+
+
 def import_range(ws: Workspace, repo_path: Path, spec: str,
                  branch: str | None) -> tuple[Series, list[str]]:
     repo = Repo.open(repo_path)
@@ -296,9 +306,8 @@ def import_range(ws: Workspace, repo_path: Path, spec: str,
         up = previous.upstream
         upstream = Upstream(up.name, up.url, branch or up.branch, base)
     else:
-        url = repo.remote_url() or str(repo.path)
-        name = Path(url.rstrip("/")).name.removesuffix(".git").lower() or "upstream"
-        upstream = Upstream(name, url, branch or "main", base)
+        upstream = Upstream(upstream_name(repo), repo.remote_url() or str(repo.path),
+                            branch or repo.head_branch() or "main", base)
     stats: dict[str, Stats] = {}
     entries, files = entries_from_commits(repo, infos, previous, {}, stats)
     series = Series(upstream, tuple(entries))

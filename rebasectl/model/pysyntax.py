@@ -14,4 +14,3 @@ EQUALS = r"=(?!=)"  # an ``=`` that binds (``name=`` in a call too), never ``==`
 BINDS = rf"\s*(?::[^=]+)?{EQUALS}"  # what follows the name in ``name = ...``/``name: T = ...``
 DEF = rf"^\s*(?:async\s+)?(?P<kind>def|class)\s+(?P<name>{IDENT})"  # a def/class header
 ASSIGN = rf"^\s*(?P<name>{IDENT}){BINDS}"  # ``name = ...`` rebinds
-ATTR_ASSIGN = rf"^\s*(?:self\.)?(?P<name>{IDENT}){BINDS}"  # also ``self.name = ...``

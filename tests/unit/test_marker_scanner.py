@@ -5,7 +5,7 @@ side really differ (their shared first and last lines trimmed)."""
 from __future__ import annotations
 
 from rebasectl.commands.bump import HUGE, differing
-from rebasectl.engine.conflicts import ConflictKind, FileConflict, Region, marked_blocks
+from rebasectl.engine.conflicts import ConflictKind, FileConflict, Region, marked_blocks, sides
 
 
 def marked(ours: list[bytes], base: list[bytes], theirs: list[bytes]) -> list[bytes]:
@@ -21,15 +21,26 @@ def test_sections_of_each_block() -> None:
     assert found[1][2] == {"ours": [b"x"], "base": [], "theirs": [b"y"]}
 
 
-def test_a_huge_region_names_the_lines_that_differ() -> None:
-    same_head = [b"h%d" % k for k in range(HUGE)]
-    ours = [*same_head, b"UPSTREAM", b"tail"]
-    theirs = [*same_head, b"PATCH", b"tail"]
-    lines = marked(ours, [b"base"], theirs)
+def test_a_huge_region_names_the_lines_the_patch_changed() -> None:
+    """bump's README line for a huge region: the patch side's lines that differ from the
+    preimage (what a person carries), found through ``sides``, which reads the same block."""
+    same = [b"h%d" % k for k in range(HUGE)]
+    base = [*same, b"old", b"tail"]
+    theirs = [*same, b"NEW", b"tail"]
+    lines = marked([b"upstream rewrote it all"], base, theirs)
     start, end = 2, len(lines) - 1
-    c = FileConflict("a.py", ConflictKind.CONTENT, content=b"\n".join(lines))
-    region = Region(start, end, (1, len(ours)), (1, 1))
-    # the upstream side starts on the line after the <<<<<<< line; only UPSTREAM differs
-    assert differing(c, region) == (start + 1 + HUGE, start + 1 + HUGE)
-    small = Region(start, start + HUGE, (1, 2), (1, 1))
-    assert differing(c, small) is None
+    text = b"\n".join(lines)
+    region = Region(start, end, (1, 1), (1, len(base)))
+    ours, pre, patch, at = sides(text, region)
+    assert (ours, pre, patch) == ([b"upstream rewrote it all"], base, theirs)
+    assert lines[at - 1] == theirs[0]  # the patch side's first line, 1-based
+    changed = at + HUGE  # NEW
+    c = FileConflict("a.py", ConflictKind.CONTENT, content=text)
+    assert differing(c, region) == [(changed, changed)]
+    assert differing(c, Region(start, start + HUGE, (1, 1), (1, 1))) == []
+
+
+def test_a_second_separator_is_content() -> None:
+    lines = [b"<<<<<<< u", b"a", b"||||||| p", b"b", b"=======", b"c", b"=======", b">>>>>>> q"]
+    ((_, _, parts),) = marked_blocks(lines)
+    assert parts == {"ours": [b"a"], "base": [b"b"], "theirs": [b"c", b"======="]}

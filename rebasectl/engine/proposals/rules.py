@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from ...model.pysyntax import DEF
 from .merge import Merged, edits, indent, merge, norm, token_merge, twins
 
 NAME = re.compile(r"[A-Za-z_]\w*")
@@ -143,9 +142,10 @@ def module_names(lines: Sequence[str]) -> set[str]:
     for line in lines:
         if line[:1].isspace():
             continue
-        m = _TOP_DEF.match(line)
-        if m:
-            out.add(m.group("name"))
+        words = line.replace("(", " ").replace(":", " ").split()
+        words = words[1:] if words[:1] == ["async"] else words
+        if len(words) > 1 and words[0] in ("def", "class"):
+            out.add(words[1])
         elif line.startswith(("import ", "from ")):
             body = line.split(" import ", 1)[1] if line.startswith("from ") else line[7:]
             for part in body.strip("() \\").split(","):
@@ -155,7 +155,6 @@ def module_names(lines: Sequence[str]) -> set[str]:
     return out
 
 
-_TOP_DEF = re.compile(DEF)
 ITEM = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\):|:[^=]*=|=)")
 
 
