@@ -96,6 +96,42 @@ TE_SKIP = "upstream skips it without Transformer Engine"
 NOT_DIVISIBLE = "is not divisible by"
 
 
+# 3346fa8a2 (June): tests upstream added since 1dcf0da, and old ones whose reason changed. They
+# come first: the first rule that matches and applies decides. Seen on an H200 without TE
+# (bench/NOTES-rope.md, run 8) and on the CPU.
+JUNE = "3346fa8a2"
+NONE_CALLABLE = "'NoneType' object is not callable"
+JUNE_LAYER = (
+    _x("TestParallelTransformerLayer::test_te_cuda_graph_*", "skipped",
+       "upstream skips it without TE (TE CUDA graph kwargs)", "te", on=JUNE,
+       match="TE CUDA graph kwargs require"),
+    _x("TestParallelTransformerLayer::*", "failed",
+       "needs TE: at 3346fa8a2 the TE spec builder is None without TE", "te", on=JUNE,
+       match=NONE_CALLABLE),
+    *(
+        _x(pattern, "failed", "needs TE: mHC / hyper-connection layers are built from TE specs",
+           "te", on=JUNE, match=NONE_CALLABLE)
+        for pattern in ("TestMHC*::*", "TestTransformerLayerWithHyperConnectionRecompute::*")
+    ),
+    _x("TestTransformerLayerCudaGraphManagers::*", "skipped", TE_SKIP + " (CUDA graphs)", "te",
+       on=JUNE, match="CUDA graph tests require TransformerEngine"),
+)
+JUNE_MTP = (
+    _x("TestMultiTokenPredictionLayer::test_constructor_ues_te[*]", "skipped", TE_SKIP, "te",
+       on=JUNE, match="transformer_engine not available"),
+    _x("TestMHCMTPIntegration::test_e2e_forward_backward[*]", "skipped", TE_SKIP + " (mHC)",
+       "te", on=JUNE, match="TransformerEngine >= 1.7.0"),
+    _x("TestMHCMTPIntegration::test_mtp_constructor_with_mhc[2]", "failed", _ranks(2, "TP=2"),
+       on=JUNE, match=NOT_DIVISIBLE + " 2"),
+    _x("TestMultiTokenPrediction::test_roll_tensor_with_packed_sequences_odd_seqlen[2]",
+       "failed", _ranks(2, "CP=2"), on=JUNE, match=NOT_DIVISIBLE + " 2"),
+    _x("TestMultiTokenPrediction::test_packed_sequences_with_full_recompute", "skipped",
+       TE_SKIP + " (grouped gemm)", "te", on=JUNE, match="TransformerEngine >= 2.1.0"),
+    _x("TestMultiTokenPredictionHybrid::*", "skipped", TE_SKIP + " (hybrid MTP)", "te",
+       on=JUNE, match="transformer_engine not available"),
+)
+
+
 @dataclass(frozen=True)
 class UpstreamFile:
     path: str  # under tests/unit_tests
@@ -221,6 +257,7 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         "mtp-rl",
         ("cpu", "gpu"),
         (
+            *JUNE_MTP,
             _x(
                 "TestMultiTokenPredictionLayer::test_constructor_local[2]",
                 "failed",
@@ -294,6 +331,7 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         # on a CPU its setup stops at model_parallel_cuda_manual_seed: nothing to learn there
         ("gpu",),
         (
+            *JUNE_LAYER,
             # setup_method builds every layer from the TE spec: nothing here runs without TE.
             _x(
                 "TestParallelTransformerLayer::*",
