@@ -19,11 +19,19 @@ def _early(signum: int, frame: object) -> None:
 
 def main() -> None:
     previous = signal.signal(signal.SIGINT, _early)
+    from .infra.faults import boundary  # os and signal only: the window stays small
+
+    boundary("start")
     from .cli import install_interrupt_handler
     from .cli import main as cli_main
+    from .infra.errors import Interrupted
 
-    install_interrupt_handler(previous)
     try:
+        install_interrupt_handler(previous)
+        boundary("ready")
         cli_main()
+    except Interrupted:  # after the handler is on, before the command's own mapping of it
+        sys.stderr.write("rebasectl: error: interrupted\n")
+        sys.exit(130)
     finally:  # the exit code is decided: a Ctrl-C now must not kill Python's shutdown (exit -2)
         signal.signal(signal.SIGINT, signal.SIG_IGN)

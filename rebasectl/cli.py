@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from .infra.errors import ExitCode, Interrupted, RebasectlError
+from .model.ids import short
 from .model.workspace import Workspace
 
 pass_ws = click.make_pass_decorator(Workspace)
@@ -59,9 +60,9 @@ def json_option(f: Any) -> Any:
 def status(ws: Workspace, as_json: bool) -> None:
     """Upstream, base, patches (files, +/-) and any apply in progress."""
     from . import render
-    from .commands import checks
+    from .commands.status import status as read_status
 
-    data = checks.status(ws)
+    data = read_status(ws)
     if as_json:
         render.json(data)
     else:
@@ -77,10 +78,10 @@ def status(ws: Workspace, as_json: bool) -> None:
 def check(ws: Workspace, apply_: bool, upstream: str | None, as_json: bool) -> None:
     """Validate series.yaml and the patch files; with --apply, that they apply."""
     from . import render
-    from .commands import checks
-    from .commands.actions import source
+    from .commands.check import check as run_check
+    from .commands.common import source
 
-    data = checks.check(ws, apply_, source(ws, upstream))
+    data = run_check(ws, apply_, source(ws, upstream))
     render.json(data) if as_json else render.check(data)
     finish(0 if data["valid"] else ExitCode.CONFLICT)
 
@@ -91,10 +92,10 @@ def check(ws: Workspace, apply_: bool, upstream: str | None, as_json: bool) -> N
 def fetch(ws: Workspace, upstream: str | None) -> None:
     """Create or update the cached bare mirror of the upstream."""
     from . import ui
-    from .commands import actions
+    from .commands.fetch import fetch as run_fetch
 
     with ui.progress("fetch"):
-        path = actions.fetch(ws, upstream)
+        path = run_fetch(ws, upstream)
     ui.line(f"mirror up to date: {path}")
 
 
@@ -106,23 +107,22 @@ def fetch(ws: Workspace, upstream: str | None) -> None:
               ".rebasectl/tree).")
 @click.option("--install", is_flag=True,
               help="Then make the work tree this Python environment's megatron (a .pth file).")
+@click.option("--propose", is_flag=True,
+              help="At a stop, show each region's proposed resolution (nothing written).")
 @json_option
 @pass_ws
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
-          install: bool, as_json: bool) -> None:
+          install: bool, propose: bool, as_json: bool) -> None:
     """Materialise base + one commit per patch in a work tree; stop at a conflict as git does."""
     from . import render, ui
-    from .commands import actions
+    from .commands import apply as applying
 
     with ui.progress("apply", quiet=as_json) as news:
-        outcome = actions.apply(ws, base, upstream, worktree, news)
+        outcome = applying.apply(ws, base, upstream, worktree, news, propose)
     render.apply_outcome(outcome, as_json)
-    if install and outcome.stop is None:
-        from .infra.pyenv import install_tree
-
-        pth = install_tree(outcome.worktree)
-        if not as_json:
-            ui.line(f"installed: import megatron gives {outcome.worktree} ({pth})")
+    pth = applying.install(outcome) if install else None
+    if pth is not None and not as_json:
+        ui.line(f"installed: import megatron gives {outcome.worktree} ({pth})")
     finish(outcome.exit_code)
 
 
@@ -134,10 +134,10 @@ def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path 
 def continue_(ws: Workspace, allow_empty: bool, as_json: bool) -> None:
     """Commit the resolution of the stopped patch and go on."""
     from . import render, ui
-    from .commands import actions
+    from .commands import resume
 
     with ui.progress("continue", quiet=as_json) as news:
-        outcome = actions.cont(ws, allow_empty, news)
+        outcome = resume.cont(ws, allow_empty, news)
     render.apply_outcome(outcome, as_json)
     finish(outcome.exit_code)
 
@@ -148,10 +148,10 @@ def continue_(ws: Workspace, allow_empty: bool, as_json: bool) -> None:
 def skip(ws: Workspace, as_json: bool) -> None:
     """Leave the stopped patch out of this apply (its series entry stays) and go on."""
     from . import render, ui
-    from .commands import actions
+    from .commands import resume
 
     with ui.progress("skip", quiet=as_json) as news:
-        outcome = actions.skip(ws, news)
+        outcome = resume.skip(ws, news)
     render.apply_outcome(outcome, as_json)
     finish(outcome.exit_code)
 
@@ -161,20 +161,10 @@ def skip(ws: Workspace, as_json: bool) -> None:
 def abort(ws: Workspace) -> None:
     """Give up the apply in progress: the work tree and the state go, nothing else changes."""
     from . import ui
-    from .commands import actions
+    from .commands import resume
 
-    result = actions.abort(ws, ui.note)
-    for path in result.removed:
-        ui.line(f"aborted; removed {path}")
-    for path in result.left:
-        ui.line(f"aborted; left {path} as it is (not a work tree rebasectl made)")
-    if not result.removed and not result.left:
-        ui.line("aborted; cleared " + ", ".join(p.name for p in result.cleared))
-    if result.kept is not None:
-        what = [f"{n} {noun}" for n, noun in ((result.kept_files, "untracked file(s)"),
-                                              (result.kept_commits, "commit(s)")) if n]
-        hint = " (`git am` the commits in commits/)" if result.kept_commits else ""
-        ui.line(f"kept {' and '.join(what)} of the removed work tree in {result.kept}{hint}")
+    for line in resume.abort_lines(resume.abort(ws, ui.note)):
+        ui.line(line)
 
 
 @cli.command()
@@ -185,11 +175,9 @@ def forget(ws: Workspace, patch_ids: tuple[str, ...], everything: bool) -> None:
     """Forget the resolutions recorded for these patches (whole and rerere's), so the next
     apply or bump stops at their conflicts again."""
     from . import ui
-    from .commands import actions
+    from .commands import resume
 
-    if not patch_ids and not everything:
-        raise RebasectlError("name the patches whose resolutions to forget (or --all)")
-    records, rerere = actions.forget(ws, None if everything else set(patch_ids))
+    records, rerere = resume.forget(ws, patch_ids, everything)
     ui.line(f"forgot {records} recorded resolution(s) and {rerere} rerere record(s)")
 
 
@@ -202,9 +190,9 @@ def forget(ws: Workspace, patch_ids: tuple[str, ...], everything: bool) -> None:
 def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...]) -> None:
     """Write patches/ and series.yaml from the work tree's commits."""
     from . import render
-    from .commands import actions
+    from .commands.export import export as run_export
 
-    series, built, changed = actions.export(ws, worktree, list(drops))
+    series, built, changed = run_export(ws, worktree, list(drops))
     render.export(series, built, changed)
 
 
@@ -217,10 +205,10 @@ def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...]) -> None
 def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> None:
     """Build patches/ and series.yaml from a commit range BASE..TIP."""
     from . import ui
-    from .commands import actions
+    from .commands.import_ import do_import
 
-    series, changed = actions.do_import(ws, rev_range, repo, branch)
-    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]}; "
+    series, changed = do_import(ws, rev_range, repo, branch)
+    ui.line(f"imported {len(series.patches)} patches on {short(series.upstream.base)}; "
             f"{len(changed)} files changed")
 
 
@@ -245,15 +233,13 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
           as_json: bool) -> None:
     """Run tests/regression against the patched tree (or the base), per patch."""
     from . import render, ui
-    from .commands import actions
-    from .engine import testing
+    from .commands import test as testing
 
-    testing.preflight(jobs)
-    path = actions.test_tree(ws, against, upstream, tree)
-    base = actions.default_path_base(ws, upstream) if against == "patched" and not tree else None
+    path = testing.prepare(ws, against, upstream, tree, jobs)
+    base = testing.default_path_base(ws, upstream) if against == "patched" and not tree else None
     with ui.progress(f"test ({path})", quiet=as_json):
-        run = testing.run_tests(ws, path, against=against, device=device, patch_id=patch_id,
-                                jobs=jobs, multi_gpu=multi_gpu or 0, base_tree=base)
+        run = testing.run(ws, path, against=against, device=device, patch_id=patch_id,
+                          jobs=jobs, multi_gpu=multi_gpu, base_tree=base)
     render.json(run.to_json()) if as_json else render.test_run(run, path)
     if run.exit_code:
         ui.error(run.verdict())
@@ -282,21 +268,35 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
            repo: Path | None, upstream: str | None, fmt: str, as_json: bool, verbose: bool,
            output: Path | None) -> None:
     """The rebase report: every patch of the old series mapped to the new one, with evidence."""
-    from .commands import actions
-    from .infra.fsutil import atomic_write
-    from .report.inputs import choose
+    from .commands.report import report as make_report
 
-    def here(path: str | None) -> str | None:  # a series dir is taken from -C, as git does
-        return str(ws.path(path)) if path else None
-
-    old = choose("old", old_rev, here(old_series), old_range)
-    new = choose("new", new_rev, here(new_series), new_range)
-    text = actions.report(ws, old, new, ws.path(repo) if repo else None, upstream,
-                          "json" if as_json else fmt, verbose)
-    if output is not None:
-        atomic_write(ws.path(output), text.encode("utf-8"))
-    else:
+    text = make_report(ws, old_rev=old_rev, new_rev=new_rev, old_series=old_series,
+                       new_series=new_series, old_range=old_range, new_range=new_range,
+                       repo=repo, upstream=upstream, fmt="json" if as_json else fmt,
+                       verbose=verbose, output=output)
+    if text is not None:
         sys.stdout.write(text)
+
+
+@cli.command()
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--list", "action", flag_value="list", default=True,
+              help="The proposals of the stopped patch's regions, with their states (default).")
+@click.option("--accept", "action", flag_value="accept",
+              help="Write the proposals ID... (or --all) into the work tree and stage them.")
+@click.option("--reject", "action", flag_value="reject", help="Take the proposals ID... back.")
+@click.option("--all", "everything", is_flag=True, help="With --accept: every proposal.")
+@json_option
+@pass_ws
+def resolve(ws: Workspace, ids: tuple[str, ...], action: str, everything: bool,
+            as_json: bool) -> None:
+    """At a stop: proposed resolutions of the conflict regions; accept or reject them."""
+    from . import render, ui
+    from .commands import resolve as resolving
+
+    with ui.progress("resolve", quiet=as_json) as news:
+        b = resolving.run(ws, action, list(ids), everything, news)
+    render.resolve(b, as_json)
 
 
 # -- bump / blame ----------------------------------------------------------------------------------
@@ -307,17 +307,20 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
               help="New (or rebasectl's own) folder for bump.json, README.md, report.md/json "
                    "and conflicts/ (default .rebasectl/bump).")
 @click.option("--test", "run_tests", is_flag=True, help="When clean, run the regression suite.")
+@click.option("--propose", "proposals", is_flag=True,
+              help="Propose a resolution for each conflict region (shown, nothing written).")
+@click.option("-v", "--verbose", is_flag=True, help="List every conflict region on stderr.")
 @json_option
 @pass_ws
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-         run_tests: bool, as_json: bool) -> None:
+         run_tests: bool, proposals: bool, verbose: bool, as_json: bool) -> None:
     """Carry the series onto a new upstream revision; name what broke each failing patch."""
     from . import render, ui
-    from .commands import actions
+    from .commands import bump as bumping
 
     with ui.progress(f"bump to {to_rev}", quiet=as_json) as news:
-        result = actions.bump(ws, to_rev, upstream, artifacts, news, run_tests)
-    render.bump(result, as_json)
+        result = bumping.run(ws, to_rev, upstream, artifacts, news, run_tests, proposals)
+    render.bump(result, as_json, verbose)
     finish(result.exit_code)
 
 
@@ -332,10 +335,10 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
           upstream: str | None, as_json: bool) -> None:
     """The upstream commits that broke or touched one patch between two bases."""
     from . import render, ui
-    from .commands import actions
+    from .commands.blame import blame as run_blame
 
     with ui.progress(f"blame {patch_ref}", quiet=as_json) as news:
-        data = actions.blame(ws, patch_ref, from_rev, to_rev, upstream, news)
+        data = run_blame(ws, patch_ref, from_rev, to_rev, upstream, news)
     render.json(data) if as_json else render.blame(data)
 
 

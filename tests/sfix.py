@@ -9,24 +9,23 @@
   the series checkout ``series`` (patches/ + series.yaml), with metadata added to series.yaml.
 
 ``snapshot(dir)`` captures every byte of patches/ and series.yaml, to prove a command left them
-alone. ``run_cli`` runs the CLI in-process (fast, for the many bad-input cases); ``tests.synth.
-rebasectl`` runs it as a real subprocess (exit codes, signals).
+alone. The CLI runs through ``tests.harness.cli`` (in this process unless a fault point is set).
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import shutil
-import sys
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.synth import Repo, lines, rebasectl
+from tests.harness.cli import run
+from tests.harness.git import Repo, lines
+from tests.harness.git import head_of as head_of  # re-exported: tests import it from here
+from tests.harness.git import tree_of as tree_of
 
 A = lines(40, "a")
 B = lines(20, "b")
@@ -63,7 +62,7 @@ def make(tmp: Path, *, empty_commit: bool = True, meta: bool = True) -> Scenario
     up.checkout("main")
     series = tmp / "series"
     series.mkdir()
-    r = rebasectl(series, "import", f"{base}..feature", "--repo", str(up.path))
+    r = run(series, "import", f"{base}..feature", "--repo", str(up.path))
     assert r.returncode == 0, r.stderr
     if meta:
         text = (series / "series.yaml").read_text()
@@ -85,36 +84,10 @@ def snapshot(series: Path) -> dict[str, bytes]:
     return out
 
 
-def tree_of(path: Path, rev: str = "HEAD") -> str:
-    r = Repo.__new__(Repo)
-    r.path = path
-    r.clock = 0
-    return r.tree(rev)
-
-
-def head_of(path: Path) -> str:
-    r = Repo.__new__(Repo)
-    r.path = path
-    r.clock = 0
-    return r.head()
-
-
 def run_cli(workdir: Path, *args: str) -> tuple[int, str, str]:
-    """The CLI's ``main()`` in this process: (exit code, stdout, stderr)."""
-    from rebasectl.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    old_argv = sys.argv
-    sys.argv = ["rebasectl", "-C", str(workdir), *args]
-    code = 0
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old_argv
-    return code, out.getvalue(), err.getvalue()
+    """The CLI in this process: (exit code, stdout, stderr)."""
+    r = run(workdir, *args)
+    return r.returncode, r.stdout, r.stderr
 
 
 @contextlib.contextmanager

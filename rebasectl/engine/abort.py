@@ -24,8 +24,8 @@ from pathlib import Path
 from ..git.worktree import Worktree
 from ..infra.errors import RebasectlError
 from ..model.workspace import Workspace
-from .session import clear, registered
 from .state import ApplyState, TreeMap, tolerant
+from .worktrees import clear, registered
 
 
 @dataclass

@@ -18,7 +18,10 @@ line changed it (a merge there is opened up to its side branch's commits that to
 narrowed to those that removed the line's text). The upstream lines now in the region are
 ``git blame``d forward for the commits of the range that wrote them. Each culprit says whether it
 came by the first break (an ancestor of it) or later. A modify/delete names the commit that deleted
-the file. Lines the old base never had come from an earlier patch: the patch is ``blocked_by`` it.
+the file. A region whose preimage lines an earlier patch wrote, when that patch failed or was left
+out (or a *missing* file that patch creates), is caused by that patch, not by upstream: it has no
+upstream culprits and the patch is ``blocked_by`` it (the series' own line model,
+model/dependencies.py, says which patch wrote which lines).
 """
 
 from __future__ import annotations
@@ -28,16 +31,17 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..git import Entry, Index, Repo
+from ..model.dependencies import SeriesLines
 from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
-from .conflicts import ConflictKind, FileConflict, Region
+from .conflicts import ConflictKind, FileConflict, Region, applies
 
 
 @dataclass(frozen=True)
@@ -66,9 +70,11 @@ class RegionCulprits:
     path: str
     region: Region
     commits: list[str]
+    blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
 
     def to_json(self) -> dict[str, object]:
-        return {"path": self.path, **self.region.to_json(), "culprits": self.commits}
+        return {"path": self.path, **self.region.to_json(), "culprits": self.commits,
+                "blocked_by": self.blocked_by}
 
 
 @dataclass
@@ -184,19 +190,6 @@ def relevant_stack(stack: Sequence[tuple[str, Patch]], target: int) -> list[int]
     return sorted(chosen)
 
 
-def _applies(index: Index, patch: Patch, *, keep: bool = True) -> bool:
-    """The rule of materialising: exactly, else 3-way. With ``keep`` the index holds the result,
-    and is left as it was when the patch does not apply."""
-    if patch.is_empty or index.apply(patch.diff).ok:
-        return True
-    snapshot = index.write_tree() if keep else None
-    if index.apply(patch.diff, three_way=True).ok:
-        return True
-    if snapshot is not None:
-        index.read_tree(snapshot)
-    return False
-
-
 class Contents:
     """Blob contents and 3-way merges, each asked of git once per scan (states share most of
     their blobs, and the same merge comes back at every state that did not change the file)."""
@@ -250,10 +243,10 @@ def stack_applies(index: Index, entries: dict[str, Entry], patches: Sequence[Pat
         if index.apply_files(files):
             return True
         if len(files) > 1 and index.apply_files(files[:-1]):
-            return _applies(index, patches[-1], keep=False)
+            return applies(index, patches[-1], keep=False)
     for patch in patches[:-1]:
-        _applies(index, patch)
-    return _applies(index, patches[-1], keep=False)
+        applies(index, patch)
+    return applies(index, patches[-1], keep=False)
 
 
 State = frozenset[tuple[str, Entry]]
@@ -300,13 +293,10 @@ class Scan:
         self.decide([i])
         return self.verdicts[self.states[i][1]]
 
-    def statuses(self) -> list[tuple[str, bool]]:
-        """Every state decided (the whole walk; ``breaks`` needs less)."""
-        self.decide(range(len(self.states)))
-        return [(c, self.verdicts[k]) for c, k in self.states]
-
     def breaks(self) -> tuple[str | None, str | None]:
-        """(first_break, permanent_break), as ``breaks(self.statuses())`` would give them."""
+        """(first_break, permanent_break): the first commit at which the patch stops applying,
+        and the one after which it never applies again; None when it applies at the end (or
+        never applied at all)."""
         n = len(self.states)
         if n < 2 or self.applies(n - 1):
             return None, None
@@ -327,16 +317,6 @@ class Scan:
         return first, self.states[last_good + 1][0] if last_good is not None else None
 
 
-def scan(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]],
-         target: int) -> tuple[list[tuple[str, bool]], int]:
-    """Whether ``stack[target]`` applies at each state of the range (all decided), and how many
-    distinct states were tried."""
-    walk = Scan(rng, stack, target)
-    if not walk.states:
-        return [(rng.old, True)], 0
-    return walk.statuses(), len(walk.verdicts)
-
-
 def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> list[bool]:
     """Each state decided in Python where it can be (``python_decides``), by git otherwise."""
     repo = contents.repo
@@ -353,7 +333,7 @@ def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> 
             try:
                 return python_decides(contents, dict(key), patches)
             except Unsupported:
-                index = Index(repo.runner, Path(tmp) / f"index-{number}")
+                index = repo.index_at(Path(tmp) / f"index-{number}")
                 return stack_applies(index, dict(key), patches, whole)
 
         workers = min(len(distinct), max(1, os.cpu_count() or 2))
@@ -361,21 +341,6 @@ def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> 
             return [decide(item) for item in enumerate(distinct)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(decide, enumerate(distinct)))
-
-
-def breaks(statuses: Sequence[tuple[str, bool]]) -> tuple[str | None, str | None]:
-    """(first_break, permanent_break) from the scan: the first commit at which the patch stops
-    applying, and the one after which it never applies again; None when it applies at the end
-    (or never applied at all)."""
-    if not statuses or statuses[-1][1]:
-        return None, None
-    first: str | None = None
-    permanent: str | None = None
-    for (_, before), (commit, now) in zip(statuses, statuses[1:]):
-        if before and not now:
-            first = first or commit
-            permanent = commit
-    return first, permanent
 
 
 # -- culprits --------------------------------------------------------------------------------------
@@ -388,10 +353,6 @@ class Culprits:
 
     def __init__(self, rng: UpstreamRange) -> None:
         self.rng = rng
-        self.needs: dict[str, set[bytes]] = {}  # lines the old base lacks: from earlier patches
-
-    def for_region(self, f: FileDiff, region: Region) -> list[str]:
-        return self.for_regions(f, [region])[0]
 
     def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
@@ -439,16 +400,14 @@ class Culprits:
         return there, pre, LineMap(pre, there)
 
     def _needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, tuple[int, bytes]]:
-        """Preimage lines mapped onto the old base: {old line: (preimage line, text)}. Lines
-        the old base never had are remembered in ``needs`` (an earlier patch wrote them)."""
-        old, pre, mapping = self._onto(f, self.rng.old)
+        """Preimage lines mapped onto the old base: {old line: (preimage line, text)} (lines
+        the old base never had are left out: an earlier patch wrote them)."""
+        old, _, mapping = self._onto(f, self.rng.old)
         wanted: dict[int, tuple[int, bytes]] = {}
         for n in lines:
             line = mapping.get(n)
             if line is not None:
                 wanted[line] = (n, old[line - 1])
-            elif 0 < n <= len(pre) and _meaningful(pre[n - 1]):
-                self.needs.setdefault(f.old_path or f.path, set()).add(pre[n - 1].strip())
         return wanted
 
     def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[str]]:
@@ -513,14 +472,17 @@ def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
 
 
 def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
-              conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = ()) -> Attribution:
+              conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = (),
+              deps: SeriesLines | None = None) -> Attribution:
     """Breaks and culprits of ``stack[target]`` across ``rng``, region by region of
-    ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch)."""
+    ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch).
+    Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's."""
     walk = Scan(rng, stack, target)
     first, permanent = walk.breaks()
     patch = stack[target][1]
-    finder = Culprits(rng)
-    regions = _regions(finder, patch, conflicts)
+    lines = deps or SeriesLines(stack[:target + 1])
+    regions = _regions(Culprits(rng), patch, conflicts,
+                       lambda path, span: _caused(lines, target, path, span, set(failed_ids)))
     paths: dict[str, str] = {}
     for rc in regions:
         for commit in rc.commits:
@@ -531,14 +493,29 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
     for commit in rng.order(paths):
         by_break = first is None or rng.repo.history.is_ancestor(commit, first)
         att.culprits.append(Culprit(commit, rng.subject(commit), paths[commit], by_break))
-    att.blocked_by = _blockers(stack, target, finder.needs, set(failed_ids))
+    blockers = {pid for rc in regions for pid in rc.blocked_by}
+    att.blocked_by = [pid for pid, _ in stack if pid in blockers]
     return att
 
 
-def _regions(finder: Culprits, patch: Patch,
-             conflicts: Sequence[FileConflict]) -> list[RegionCulprits]:
+Caused = Callable[[str, "tuple[int, int] | None"], list[str]]
+
+
+def _caused(lines: SeriesLines, target: int, path: str, span: tuple[int, int] | None,
+            gone: set[str]) -> list[str]:
+    """The failed earlier patches that wrote a region's preimage lines (or create its file:
+    ``span`` None)."""
+    if span is None:
+        maker = lines.creator(target, path)
+        return [maker] if maker in gone else []
+    return [p for p in lines.owners(target, path, range(span[0], span[1] + 1)) if p in gone]
+
+
+def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
+             caused: Caused) -> list[RegionCulprits]:
     """Each region with its culprits (a clean patch: every hunk is a region of its
-    preimage); a modify/delete's culprit is the commit that deleted the file."""
+    preimage); a modify/delete's culprit is the commit that deleted the file; a region an
+    earlier failed patch caused has that patch instead."""
     if not conflicts:
         conflicts = [FileConflict(f.path, ConflictKind.CONTENT,
                                   tuple(Region(0, 0, None, h.old_span, (h.header,))
@@ -548,61 +525,20 @@ def _regions(finder: Culprits, patch: Patch,
         f = patch.model.file(c.path)
         if f is None:
             continue
-        if c.kind is ConflictKind.MODIFY_DELETE:
+        if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING):
             commits = [x for x in (c.deleted_by,) if x]
-            out += [RegionCulprits(c.path, r, commits) for r in c.regions]
+            blocked = caused(c.path, None) if c.kind is ConflictKind.MISSING else []
+            out += [RegionCulprits(c.path, r, commits, blocked) for r in c.regions]
             continue
-        for region, commits in zip(c.regions, finder.for_regions(f, c.regions)):
-            out.append(RegionCulprits(c.path, region, commits))
+        own = [caused(c.path, r.base) if r.base else [] for r in c.regions]
+        asked = [r for r, b in zip(c.regions, own) if not b]
+        found = iter(finder.for_regions(f, asked) if asked else [])
+        for region, blocked in zip(c.regions, own):
+            out.append(RegionCulprits(c.path, region, [] if blocked else next(found), blocked))
     return out
 
 
-def _blockers(stack: Sequence[tuple[str, Patch]], target: int, needs: dict[str, set[bytes]],
-              failed: set[str]) -> list[str]:
-    blocked: list[str] = []
-    for pos in range(target):
-        pid, patch = stack[pos]
-        if failed and pid not in failed:
-            continue
-        for f in patch.files:
-            added = {ln.strip() for h in f.hunks for ln in h.added}
-            if needs.get(f.path, set()) & added:
-                blocked.append(pid)
-                break
-    return blocked
-
-
-# -- absorption ------------------------------------------------------------------------------------
-def same_patch_id(rng: UpstreamRange, patch: Patch) -> str | None:
-    """The upstream commit of the range whose change to the patch's files has its patch-id."""
-    own = rng.repo.history.patch_id(patch.diff)
-    if own is None:
-        return None
-    diffs = rng.repo.history.patches(rng.spec, patch.paths())
-    ids = rng.repo.history.patch_ids(diffs)
-    return next((c for c, _ in reversed(diffs) if ids.get(c) == own), None)
-
-
-def absorbed_by(rng: UpstreamRange, patch: Patch) -> str | None:
-    """The upstream commit of the range that holds ``patch``'s change: same patch-id (on the
-    patch's files), else the one whose added lines cover most of the patch's."""
-    if patch.is_empty:
-        return None
-    same = same_patch_id(rng, patch)
-    if same is not None:
-        return same
-    mine = {ln.strip() for f in patch.files for h in f.hunks for ln in h.added}
-    wanted = {t for t in mine if _meaningful(t)} or mine
-    best: tuple[int, str] | None = None
-    for commit, diff in reversed(rng.repo.history.patches(rng.spec, patch.paths())):
-        added = {ln[1:].strip() for ln in diff.split(b"\n")
-                 if ln.startswith(b"+") and not ln.startswith(b"+++")}
-        score = len(wanted & added)  # oldest first: ties go to the one that landed it
-        if score and (best is None or score > best[0]):
-            best = (score, commit)
-    return best[1] if best else None
-
-
+# -- where a commit landed ------------------------------------------------------------------------
 def landing(rng: UpstreamRange, commit: str) -> str:
     """The first commit of the first-parent chain that contains ``commit`` (itself, or the merge
     that brought it in). Containment only grows along the chain, so a bisection is exact here."""
@@ -618,11 +554,3 @@ def landing(rng: UpstreamRange, commit: str) -> str:
             lo = mid + 1
     return chain[lo]
 
-
-def reverse_applies(repo: Repo, rev: str, patch: Patch) -> bool:
-    """Whether ``patch`` reverse-applies cleanly at ``rev`` (its change is there)."""
-    if patch.is_empty:
-        return False
-    with repo.index() as index:
-        index.set_entries(repo.entries_at(rev, patch.paths()))
-        return index.apply(patch.diff, check=True, reverse=True).ok

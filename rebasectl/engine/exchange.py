@@ -24,8 +24,11 @@ from pathlib import Path
 
 from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
-from ..infra.fsutil import FileTransaction, atomic_write
-from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
+from ..infra.fsutil import FileTransaction, atomic_write, read_regular
+from ..model import lines, links
+from ..model.ids import short
+from ..model.lines import significant_lines
+from ..model.patches import SYMLINK, Patch, PatchError, parse, raw_to_rfc2822
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -35,12 +38,11 @@ from ..model.series import (
     dump,
     edit,
     load,
+    patch_filename,
     slugify,
 )
 from ..model.workspace import Workspace
 from .state import TreeMap
-
-FOLD_CONTAINMENT = 0.5  # share of a vanished patch's significant lines found in a survivor
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,25 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
     for entry in series.patches:
         path = ws.patch_dir / entry.file
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
         loaded.append(LoadedPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
+    links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
     return loaded
+
+
+def check_links_on(repo: Repo, base: str, loaded: list[LoadedPatch]) -> None:
+    """The series' symlinks checked again once the base is known: through the base tree's own
+    links too (a patch writing ``lnk/x.py`` where the base has a link ``lnk``)."""
+    found = {path: e for path, e in repo.tree_entries(base).items() if e.mode == SYMLINK}
+    if not found:
+        return
+    blobs = repo.objects.blobs(e.blob for e in found.values())
+    base_links = {path: (blobs.get(e.blob) or b"").decode("utf-8", errors="surrogateescape")
+                  for path, e in found.items()}
+    links.check_series(((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded),
+                       base_links)
 
 
 @dataclass(frozen=True)
@@ -192,7 +208,7 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
             entry = old.with_changes(title=patch.subject)
         else:
             pid = _unique(slugify(patch.subject), used | set(old_by_id))
-            name = f"{_next_number(names):04d}-{pid}.patch"
+            name = patch_filename(_next_number(names), pid)
             names.append(name)
             entry = PatchEntry(id=pid, file=name, title=patch.subject,
                                kind=guess_kind(patch.subject))
@@ -204,7 +220,7 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
             if stats is not None:
                 stats[entry.file] = Stats.of(back)
         except PatchError as exc:
-            raise PatchError(f"commit {info.sha[:12]} ({patch.subject}): {exc.message}") from None
+            raise PatchError(f"commit {short(info.sha)} ({patch.subject}): {exc.message}") from None
     return entries, files
 
 
@@ -228,7 +244,7 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
             txn.delete(f"{PATCH_DIR}/{name}")
     for name, data in files.items():
         txn.write(f"{PATCH_DIR}/{name}", data)
-    previous = ws.series_file.read_text(encoding="utf-8") if current else None
+    previous = read_regular(ws.series_file).decode("utf-8") if current else None
     txn.write(SERIES_FILE, edit(previous, series) if previous is not None else dump(series))
     ws.ensure_state_dir()
     return txn.commit()
@@ -264,7 +280,7 @@ def linear(repo: Repo, base: str, tip: str, what: str) -> list[CommitInfo]:
     infos = repo.commits(repo.history.rev_list([f"{base}..{tip}"], first_parent=True))
     merges = [c for c in infos if len(c.parents) > 1]
     if merges:
-        raise RebasectlError(f"{what}: merge commit {merges[0].sha[:12]} in it; a series is a "
+        raise RebasectlError(f"{what}: merge commit {short(merges[0].sha)} in it; a series is a "
                              "straight line of commits")
     return infos
 
@@ -310,7 +326,7 @@ def export_tree(ws: Workspace, worktree: Path,
     repo = Repo(worktree)
     head = tree.head() or tmap.base
     if not repo.history.is_ancestor(tmap.base, head):
-        raise RebasectlError(f"{worktree}: HEAD is not based on {tmap.base[:12]}")
+        raise RebasectlError(f"{worktree}: HEAD is not based on {short(tmap.base)}")
     infos = linear(repo, tmap.base, head, str(worktree))
     present = {i.sha for i in infos}
     ids = {sha: pid for pid, sha in tmap.commits if sha in present}
@@ -356,17 +372,6 @@ def _account(ws: Workspace, previous: Series, built: Built, skipped: set[str],
     built.new = [e.id for e in built.entries if e.id not in {p.id for p in previous.patches}]
 
 
-def _significant(diff: Patch) -> Counter[bytes]:
-    out: Counter[bytes] = Counter()
-    for f in diff.files:
-        for h in f.hunks:
-            for line in h.changed:
-                norm = b" ".join(line[1:].split())
-                if len(norm) >= 8 and re.search(rb"[A-Za-z_]{3}", norm):
-                    out[line[:1] + norm] += 1
-    return out
-
-
 def _folded_into(ws: Workspace, entry: PatchEntry, built: Built) -> str | None:
     """The surviving patch that holds ``entry``'s change (most of its significant lines; for a
     patch with none, all its changed lines and its subject in the message, as a ``git rebase
@@ -376,14 +381,14 @@ def _folded_into(ws: Workspace, entry: PatchEntry, built: Built) -> str | None:
         gone = parse((ws.patch_dir / entry.file).read_bytes(), entry.file)
     except (OSError, PatchError):
         return None
-    mine, every = _significant(gone), _changed(gone)
+    mine, every = significant_lines(gone.files), _changed(gone)
     best: tuple[float, str] | None = None
     for survivor in built.entries:
         patch = parse(built.files[survivor.file], survivor.file)
         named = bool(gone.subject) and gone.subject in patch.message
         if mine:
-            share = sum((mine & _significant(patch)).values()) / sum(mine.values())
-            holds = share >= FOLD_CONTAINMENT
+            theirs = significant_lines(patch.files)
+            share, holds = lines.share(mine, theirs), lines.contained(mine, theirs)
         else:
             share = 1.0
             holds = named and bool(every) and not every - _changed(patch)

@@ -15,25 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 
 from ..git import Entry, Identity, Index, Repo
-from ..git.fastimport import Change, FastImport
+from ..git.fastimport import Change
 from ..infra.faults import boundary
 from ..model import diffs
 from ..model.patches import Patch, rfc2822_to_raw
+from ..model.status import Applied
 from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
 from .resolutions import Memory, blob_sha
-
-
-class StepStatus(str, Enum):
-    CLEAN = "clean"  # applied exactly
-    MERGED = "3way"  # applied with git's 3-way merge
-    EMPTY = "empty"  # the patch has no diff (a marker commit)
-    NOOP = "no-op"  # it applied and changed nothing: the tree already has it
-    RESOLVED = "rerere"  # it conflicted, and recorded resolutions resolved every conflict
-    CONFLICT = "conflict"
 
 
 @dataclass
@@ -43,7 +34,7 @@ class Step:
     index: int  # 1-based position in the series
     id: str
     subject: str
-    status: StepStatus
+    status: Applied
     commit: str | None
     parent: str = ""  # the commit it was applied on
     conflicts: tuple[FileConflict, ...] = ()
@@ -66,10 +57,10 @@ class Materialised:
 
     @property
     def ok(self) -> bool:
-        return all(s.status is not StepStatus.CONFLICT for s in self.steps)
+        return all(s.status is not Applied.CONFLICT for s in self.steps)
 
     def first_conflict(self) -> Step | None:
-        return next((s for s in self.steps if s.status is StepStatus.CONFLICT), None)
+        return next((s for s in self.steps if s.status is Applied.CONFLICT), None)
 
 
 def identity_of(patch: Patch) -> Identity:
@@ -164,14 +155,14 @@ class Materializer:
         ``keep_going``: then a failing patch is left out and the next go on the last good one."""
         result = Materialised(base)
         state = TreeState(self.repo, base)
-        stream = FastImport(self.repo.runner)
+        stream = self.repo.fast_import()
         marks: list[int | None] = []
         parent: str | int = base
         try:
             for offset, (pid, patch) in enumerate(patches):
                 step, changes = self._step(state, start_index + offset, pid, patch, three_way)
                 mark = None
-                if step.status is not StepStatus.CONFLICT:
+                if step.status is not Applied.CONFLICT:
                     mark = stream.commit(parent, identity_of(patch), patch.message, changes)
                     parent = mark
                 marks.append(mark)
@@ -200,31 +191,31 @@ class Materializer:
 
     def _step(self, state: TreeState, number: int, pid: str, patch: Patch,
               three_way: bool) -> tuple[Step, list[Change]]:
-        def step(status: StepStatus, conflicts: tuple[FileConflict, ...] = ()) -> Step:
+        def step(status: Applied, conflicts: tuple[FileConflict, ...] = ()) -> Step:
             return Step(number, pid, patch.subject, status, None, conflicts=conflicts)
 
         if patch.is_empty:
-            return step(StepStatus.EMPTY), []
+            return step(Applied.EMPTY), []
         try:
             changes, status = self._python(state, patch, three_way)
         except (Unsupported, NotExact):
             changes, status, conflicts = self._git(state, pid, patch, three_way)
-            if status is StepStatus.CONFLICT:
+            if status is Applied.CONFLICT:
                 return step(status, conflicts), []
-        if not changes and status is not StepStatus.RESOLVED:
-            status = StepStatus.NOOP
+        if not changes and status is not Applied.RERERE:
+            status = Applied.NOOP
         return step(status), changes
 
     def _python(self, state: TreeState, patch: Patch,
-                three_way: bool) -> tuple[list[Change], StepStatus]:
+                three_way: bool) -> tuple[list[Change], Applied]:
         """Exactly, else (when allowed) 3-way per file; NotExact when it conflicts."""
         def exact_only(ours: bytes, base: bytes, theirs: bytes) -> bytes | None:
             return None
 
-        status = StepStatus.CLEAN
+        status = Applied.CLEAN
         result = apply_patch(state.read, patch.files, state.blob, exact_only)
         if result is None and three_way:
-            status = StepStatus.MERGED
+            status = Applied.MERGED
             result = apply_patch(state.read, patch.files, state.blob, self._merge)
         if result is None:
             raise NotExact(patch.subject)
@@ -255,23 +246,23 @@ class Materializer:
         return changes
 
     def _git(self, state: TreeState, pid: str, patch: Patch,
-             three_way: bool) -> tuple[list[Change], StepStatus, tuple[FileConflict, ...]]:
+             three_way: bool) -> tuple[list[Change], Applied, tuple[FileConflict, ...]]:
         """The patch through git: exactly, else the conflict engine (and its resolver). In
         exact mode a patch that only merges 3-way is a conflict with no region."""
         with self.repo.index() as index:
             index.set_entries(state.entries())
             if index.apply(patch.diff).ok:
-                return state.take(index, patch.paths()), StepStatus.CLEAN, ()
+                return state.take(index, patch.paths()), Applied.CLEAN, ()
             recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
                 self.memory else None
             if recorded is not None and index.apply(recorded).ok:
                 paths = dict.fromkeys([*patch.paths(), *diffs.parse(recorded).paths()])
-                return state.take(index, list(paths)), StepStatus.RESOLVED, ()
+                return state.take(index, list(paths)), Applied.RERERE, ()
             merge = self.engine.merge(index, patch, self.labels(pid))
             if not three_way:
-                return [], StepStatus.CONFLICT, tuple(merge.conflicts)
+                return [], Applied.CONFLICT, tuple(merge.conflicts)
             if merge.ok:
-                return state.take(index, patch.paths()), StepStatus.MERGED, ()
+                return state.take(index, patch.paths()), Applied.MERGED, ()
             if self.resolver is not None and self.resolver(index, merge.conflicts):
-                return state.take(index, patch.paths()), StepStatus.RESOLVED, ()
-            return [], StepStatus.CONFLICT, tuple(merge.conflicts)
+                return state.take(index, patch.paths()), Applied.RERERE, ()
+            return [], Applied.CONFLICT, tuple(merge.conflicts)

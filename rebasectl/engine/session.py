@@ -23,7 +23,6 @@ a missing or half-made work tree is made again.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -32,17 +31,19 @@ from typing import Any
 
 from ..git import Repo, Worktree
 from ..git.runner import Started
-from ..git.worktree import linked_to, registration
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
+from ..infra.fsutil import confined_parent, write_confined
 from ..model import diffs
 from ..model.series import load
+from ..model.status import Applied
 from ..model.workspace import Workspace
 from .conflicts import Engine, FileConflict, Labels, engine_for
 from .exchange import LoadedPatch, load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .state import ApplyState, TreeMap
+from .worktrees import check_room, checkout, clear, registered
 
 Notify = Callable[[str], None]
 
@@ -77,6 +78,7 @@ class ApplyOutcome:
     applied: list[tuple[str, str]] = field(default_factory=list)  # (id, how) in order
     skipped: list[str] = field(default_factory=list)
     stop: Stop | None = None
+    proposals: list[dict[str, Any]] | None = None  # apply --propose: the stop's proposals
 
     @property
     def result(self) -> Result:
@@ -90,74 +92,8 @@ class ApplyOutcome:
         return {"schema": "rebasectl.apply/1", "result": self.result.value, "base": self.base,
                 "tip": self.tip, "worktree": str(self.worktree),
                 "patches": [{"id": i, "status": how} for i, how in self.applied],
-                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None}
-
-
-# -- the work tree and whose it is -----------------------------------------------------------------
-def registered(ws: Workspace, worktree: Path) -> bool:
-    """A linked work tree of our mirror. Only such a directory is ever removed."""
-    return linked_to(ws.mirror, worktree)
-
-
-def check_room(ws: Workspace, worktree: Path) -> None:
-    """Refuse to replace anything but a rebasectl work tree, and one holding work that was never
-    exported (commits, changes, untracked files)."""
-    root, where = ws.root.resolve(), worktree.resolve()
-    if where == root or where in root.parents:
-        raise RebasectlError(f"--worktree {worktree}: is the series checkout or holds it; "
-                             "pick a directory of its own (default .rebasectl/tree)")
-    if not worktree.exists() and not worktree.is_symlink():
-        return
-    if not registered(ws, worktree):
-        if worktree.is_dir() and not any(worktree.iterdir()):
-            return
-        if not worktree.is_dir():
-            raise RebasectlError(f"{worktree} exists and is not a directory")
-        if (worktree / ".git").exists():
-            raise RebasectlError(f"{worktree} is a git repository that rebasectl did not make; "
-                                 "pick another --worktree")
-        raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree; "
-                             "pick another --worktree or move it away")
-    _check_exported(ws, Worktree(worktree))
-
-
-def _check_exported(ws: Workspace, tree: Worktree) -> None:
-    tmap = TreeMap.load(ws.tree_map)
-    head = tree.head()
-    status = tree.status()
-    if status.untracked:
-        shown = ", ".join(status.untracked[:5]) + (" ..." if len(status.untracked) > 5 else "")
-        raise RebasectlError(f"{tree.path} has untracked files that would be lost: {shown}; "
-                             "commit them into a patch (git add, git commit --amend) and "
-                             "`rebasectl export`, or move them out of the work tree")
-    if status.changed or (tmap is not None and head != tmap.tip_of(tree.path)):
-        raise RebasectlError(f"{tree.path} has changes or commits that were not exported: "
-                             "`rebasectl export` them, or remove the work tree")
-
-
-def clear(ws: Workspace, worktree: Path) -> None:
-    """Remove a work tree of ours (registered in our mirror) and its registration; anything
-    else is left where it is."""
-    reg = registration(ws.mirror, worktree)
-    if registered(ws, worktree) or reg is not None:
-        if (ws.mirror / "HEAD").exists():  # gone, there is no registration left to drop
-            Worktree.remove(Repo(ws.mirror).runner, worktree)
-        if reg is not None and reg.exists():
-            shutil.rmtree(reg, ignore_errors=True)
-        shutil.rmtree(worktree, ignore_errors=True)
-    elif worktree.is_dir() and not any(worktree.iterdir()):
-        worktree.rmdir()
-
-
-def checkout(ws: Workspace, repo: Repo, worktree: Path, commit: str) -> Worktree:
-    """The work tree at ``commit``: moved there (git refuses to overwrite untracked files), or
-    made anew."""
-    tree = Worktree(worktree)
-    if tree.exists and tree.head() is not None:
-        tree.move_to(commit)
-        return tree
-    clear(ws, worktree)
-    return Worktree.add(repo.runner, worktree, commit)
+                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None,
+                **({"proposals": self.proposals} if self.proposals is not None else {})}
 
 
 # -- the session -----------------------------------------------------------------------------------
@@ -186,8 +122,7 @@ class Session:
     def patches(self, state: ApplyState) -> dict[str, LoadedPatch]:
         series = load(self.ws.root)
         if [p.id for p in series.patches] != state.ids:
-            raise RebasectlError("series.yaml changed since this apply started (patches added, "
-                                 "removed or reordered): `rebasectl abort`, then apply again")
+            raise RebasectlError(series_changed(state, [p.id for p in series.patches]))
         return {lp.entry.id: lp for lp in load_patches(self.ws, series)}
 
     def engine(self, state: ApplyState) -> Engine:
@@ -226,7 +161,7 @@ class Session:
         self.save(state)
         # the base checked out while the patches are computed (a Megatron checkout takes as
         # long as the whole materialiser); the tree then moves to the tip, changed files only
-        pending = Worktree.start_add(self.repo.runner, worktree, base)
+        pending = self.repo.start_worktree(worktree, base)
         return self.run(state, {lp.entry.id: lp for lp in loaded}, pending)
 
     def resume(self, *, allow_empty: bool = False) -> ApplyOutcome:
@@ -257,7 +192,8 @@ class Session:
             for pid, sha in zip(state.remaining(), extra):
                 if not _made_by_us(self.repo, sha, patches[pid]):
                     break  # a commit the user made: the HEAD guard of continue speaks
-                state.record(pid, sha, "resolved" if state.current == pid else "applied")
+                state.record(pid, sha,
+                             Applied.RESOLVED if state.current == pid else Applied.ADOPTED)
                 if state.current == pid:
                     state.current, state.in_tree = None, False
             self.save(state)
@@ -288,7 +224,7 @@ class Session:
             self.notify(f"{stopped.id}: every conflict resolved by a recorded resolution "
                         "(rerere); committed")
             self.commit_resolution(state, tree, patches[stopped.id], allow_empty=False,
-                                   how="rerere")
+                                   how=Applied.RERERE)
 
     @staticmethod
     def _discard_leftovers(worktree: Path) -> None:
@@ -311,7 +247,7 @@ class Session:
             start_index=total - len(remaining) + 1, on_step=announce)
         for step in mat.steps:
             if step.commit:
-                state.record(step.id, step.commit, step.status.value)
+                state.record(step.id, step.commit, step.status)
         stopped = mat.first_conflict()
         state.current = stopped.id if stopped else None
         state.conflicts = [c.to_json() for c in stopped.conflicts] if stopped else []
@@ -336,7 +272,7 @@ class Session:
         state.in_tree = True
         self.save(state)
         self.notify(f"{lp.entry.id}: resolved as recorded at an earlier apply")
-        self.commit_resolution(state, tree, lp, allow_empty=False, how="recorded")
+        self.commit_resolution(state, tree, lp, allow_empty=False, how=Applied.RECORDED)
         return True
 
     def _write_conflict(self, state: ApplyState, tree: Worktree,
@@ -353,7 +289,7 @@ class Session:
         return [c for c in merge.conflicts if c.path not in resolved]
 
     def commit_resolution(self, state: ApplyState, tree: Worktree, lp: LoadedPatch,
-                          allow_empty: bool, how: str = "resolved") -> None:
+                          allow_empty: bool, how: Applied = Applied.RESOLVED) -> None:
         assert state.current is not None
         guard_head(tree, state)
         status = tree.status()
@@ -455,6 +391,23 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
         "patch again (resolutions continue recorded are replayed)")
 
 
+def series_changed(state: ApplyState, now: list[str]) -> str:
+    """series.yaml no longer lists what this apply started with. Putting it back keeps
+    everything, a resolution staged at a stop included; ``abort`` would throw that away, so it
+    is the second way out, said as such."""
+    added = [i for i in now if i not in state.ids]
+    removed = [i for i in state.ids if i not in now]
+    what = [f"added {', '.join(added)}"] if added else []
+    what += [f"removed {', '.join(removed)}"] if removed else []
+    shown = state.ids if len(state.ids) <= 12 else [*state.ids[:12], "..."]
+    keeps = "the resolution you staged" if state.current else "what is applied"
+    return (f"series.yaml changed since this apply started ({'; '.join(what) or 'reordered'}): "
+            f"put it back as it was (these patches, in this order: {', '.join(shown)}) and "
+            f"`rebasectl continue` keeps {keeps}; change series.yaml once the apply is done "
+            "(`rebasectl abort` then apply again also works, but throws "
+            f"{'that resolution' if state.current else 'this apply'} away)")
+
+
 def unresolved_message(state: ApplyState, paths: list[str]) -> str:
     kinds = {str(c.get("path")): str(c.get("kind")) for c in state.conflicts}
     shown = ", ".join(f"{p} ({kinds.get(p, 'conflict')})" for p in paths)
@@ -469,11 +422,11 @@ def write_files(tree: Worktree, paths: list[str], conflicts: list[FileConflict])
     staged = tree.index().entries(paths)
     tree.write_from_index([p for p in paths if p in staged and p not in by_path])
     for path in paths:
-        target = tree.path / path
         if path in by_path:
             content = by_path[path].content
             if content is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-        elif path not in staged and (target.is_file() or target.is_symlink()):
+                write_confined(tree.path, path, content)
+            continue
+        target = Path(confined_parent(tree.path, path)) / Path(path).name
+        if path not in staged and (target.is_file() or target.is_symlink()):
             target.unlink()

@@ -17,7 +17,6 @@ skipped, the one stopped at and its conflicts, and two flags that close the gaps
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +25,8 @@ from typing import Any, TypeVar
 from ..infra.errors import RebasectlError
 from ..infra.faults import boundary
 from ..infra.fsutil import atomic_write
-
-SHA_LEN = 40
-_SHA = re.compile(r"[0-9a-f]{40}")
+from ..model.ids import is_full
+from ..model.status import Applied
 
 
 class StateError(RebasectlError):
@@ -93,7 +91,7 @@ def _check(path: Path, data: dict[str, Any], spec: dict[str, str]) -> None:
         ok = {
             "str": isinstance(value, str),
             "str?": value is None or isinstance(value, str),
-            "sha": isinstance(value, str) and _SHA.fullmatch(value) is not None,
+            "sha": isinstance(value, str) and is_full(value),
             "bool": isinstance(value, bool),
             "ids": isinstance(value, list) and all(isinstance(v, str) for v in value),
             "pairs": isinstance(value, list) and all(
@@ -101,7 +99,7 @@ def _check(path: Path, data: dict[str, Any], spec: dict[str, str]) -> None:
                 for v in value),
             "commits": isinstance(value, list) and all(
                 isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and
-                isinstance(v[1], str) and _SHA.fullmatch(v[1]) is not None for v in value),
+                isinstance(v[1], str) and is_full(v[1]) for v in value),
             "objects": isinstance(value, list) and all(isinstance(v, dict) for v in value),
         }[kind]
         if not ok:
@@ -137,12 +135,13 @@ class ApplyState:
     def position(self, pid: str) -> int:
         return self.ids.index(pid) + 1
 
-    def record(self, pid: str, commit: str, how: str) -> None:
+    def record(self, pid: str, commit: str, how: Applied) -> None:
         self.done.append([pid, commit])
-        self.how.append([pid, how])
+        self.how.append([pid, how.value])
 
     def how_applied(self, pid: str) -> str:
-        return next((h for i, h in self.how if i == pid), "applied")
+        """The word recorded for ``pid`` (as read: a state file is kept as it was written)."""
+        return next((h for i, h in self.how if i == pid), Applied.ADOPTED.value)
 
     @classmethod
     def load(cls, path: Path) -> ApplyState | None:

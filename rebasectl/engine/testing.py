@@ -477,4 +477,4 @@ def ensure_base_tree(ws: Workspace, repo: Repo, base: str) -> Path:
             tree.discard_changes()
             tree.move_to(base)
         return ws.base_tree
-    return Worktree.add(repo.runner, ws.base_tree, base).path
+    return repo.add_worktree(ws.base_tree, base).path

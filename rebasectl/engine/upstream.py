@@ -49,7 +49,7 @@ def validate_source(source: str) -> str:
 
 
 def mirror(ws: Workspace) -> Repo | None:
-    return Repo(ws.mirror) if (ws.mirror / "HEAD").exists() else None
+    return Repo(ws.mirror, upstream=True) if (ws.mirror / "HEAD").exists() else None
 
 
 def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) -> Repo:
@@ -84,7 +84,9 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
                 raise RebasectlError(f"{ws.mirror}: cannot create the mirror there") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Repo(ws.mirror)
+    made = Repo(ws.mirror, upstream=True)
+    made.fetched = True
+    return made
 
 
 def _fetch_from(repo: Repo, source: str) -> None:

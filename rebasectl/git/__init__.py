@@ -9,10 +9,11 @@
 - ``repo``: ``Repo``, one repository holding all of the above.
 """
 
+from ..model.ids import EMPTY_TREE  # git's constant, owned by model/ids.py
 from .history import History, RawCommit
 from .index import Entry, Index, Stages
 from .objects import CommitInfo, Identity
-from .repo import EMPTY_TREE, Repo
+from .repo import Repo
 from .runner import Runner
 from .worktree import TreeStatus, Worktree
 

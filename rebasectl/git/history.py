@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..model.ids import ZERO, is_full
 from .runner import Runner
 
 # Options that make `git diff`/`git log -p` output canonical whatever the user's config says.
@@ -37,10 +38,6 @@ class RawCommit:
     changes: tuple[FileChange, ...]
 
 
-def _hexsha(word: str) -> bool:
-    return len(word) == 40 and all(c in "0123456789abcdef" for c in word)
-
-
 class History:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
@@ -62,6 +59,11 @@ class History:
         """Every commit of ``spec`` (all branches of it) -> its parents."""
         out = self.runner.out(["rev-list", "--parents", spec])
         return {f[0]: tuple(f[1:]) for f in (ln.split() for ln in out.splitlines()) if f}
+
+    def parents_of(self, sha: str) -> tuple[str, ...]:
+        """One commit's parents, first parent first (none for a root commit)."""
+        fields = self.runner.out(["rev-list", "--parents", "-n", "1", sha]).split()
+        return tuple(fields[1:])
 
     def first_parent_chain(self, spec: str) -> list[str]:
         return self.rev_list([spec], first_parent=True)
@@ -185,7 +187,7 @@ class History:
             return found
         for line in proc.stdout.decode(errors="replace").splitlines():
             parts = line.split()  # header: sha, line in the commit, line in the blamed file, [n]
-            if len(parts) >= 3 and _hexsha(parts[0]):
+            if len(parts) >= 3 and is_full(parts[0]):
                 found[int(parts[2])] = parts[0]
         return found
 
@@ -201,9 +203,4 @@ class History:
         return {parts[1]: parts[0] for parts in (ln.split() for ln in out) if len(parts) == 2}
 
     def patch_id(self, diff: bytes) -> str | None:
-        return self.patch_ids([("0" * 40, diff)]).get("0" * 40)
-
-
-def commits(n: int) -> str:
-    """``1 upstream commit`` / ``1227 upstream commits``: how every message counts a range."""
-    return f"{n} upstream commit{'' if n == 1 else 's'}"
+        return self.patch_ids([(ZERO, diff)]).get(ZERO)

@@ -15,9 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..model.ids import ZERO
 from .runner import Runner
-
-NULL_SHA = "0" * 40
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ class Index:
         unmerged; None = remove that stage)."""
         records = []
         for path, by_stage in stages.items():
-            records.append(f"0 {NULL_SHA}\t{path}\0")  # drop every stage of the path first
+            records.append(f"0 {ZERO}\t{path}\0")  # drop every stage of the path first
             for stage, entry in sorted(by_stage.items()):
                 if entry is not None:
                     records.append(f"{entry.mode} {entry.blob} {stage}\t{path}\0")

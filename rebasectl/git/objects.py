@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.errors import GitError
+from ..model.ids import is_full
 from .runner import hermetic_env
 
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # a missing git is our one-line error
@@ -93,10 +94,14 @@ def _person(value: bytes, encoding: str) -> Identity:
 
 
 class Objects:
-    """Blobs and commits of one repository, read through one long-lived cat-file process."""
+    """Blobs and commits of one repository, read through one long-lived cat-file process.
+    ``path`` is where the repository was opened; ``git_dir`` its git dir as git gives it
+    (``rev-parse --absolute-git-dir``), which the cat-file process is told outright."""
 
-    def __init__(self, git_dir: Path) -> None:
-        self.git_dir = git_dir
+    def __init__(self, path: Path, git_dir: Path | None = None) -> None:
+        self.path = path
+        self.git_dir = git_dir or path
+        self._given_dir = git_dir is not None
         self._repo: Any = None
         self._lock = threading.Lock()  # one cat-file process: one question at a time
 
@@ -105,11 +110,15 @@ class Objects:
             import git as gitpython  # ~50 ms: only when objects are read
 
             try:
-                self._repo = gitpython.Repo(str(self.git_dir), odbt=gitpython.GitCmdObjectDB)
+                self._repo = gitpython.Repo(str(self.path), odbt=gitpython.GitCmdObjectDB)
             except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
                 raise GitError(f"{self.git_dir}: not a git repository") from None
-            self._repo.git.update_environment(**{
-                k: v for k, v in hermetic_env().items() if k.startswith(("GIT_", "LC_", "LANG"))})
+            env = {k: v for k, v in hermetic_env().items() if k.startswith(("GIT_", "LC_", "LANG"))}
+            # the git dir as given: GitPython guesses a work tree (the parent) for a bare
+            # repository without a config file, and git then finds no repository there
+            if self._given_dir:
+                env["GIT_DIR"] = str(self.git_dir)
+            self._repo.git.update_environment(**env)
         return self._repo.git
 
     def read(self, spec: str) -> tuple[str, str, bytes] | None:
@@ -133,7 +142,7 @@ class Objects:
         return {spec: self.blob(spec) for spec in dict.fromkeys(specs)}
 
     def commit(self, rev: str) -> CommitInfo:
-        found = self.read(f"{rev}^{{commit}}") if not re.fullmatch(r"[0-9a-f]{40}", rev) \
+        found = self.read(f"{rev}^{{commit}}") if not is_full(rev) \
             else self.read(rev)
         if found is None or found[1] != "commit":
             raise GitError(f"{rev}: not a commit in {self.git_dir}")

@@ -7,7 +7,6 @@ author *and* committer, with its date, so materialising the same series twice gi
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -15,12 +14,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..infra.errors import GitError
+from ..model.ids import EMPTY_TREE, is_full
+from . import namespace
+from .fastimport import FastImport
 from .history import CANONICAL_DIFF, History
 from .index import Entry, Index
 from .objects import CommitInfo, Identity, Objects
-from .runner import Runner
+from .runner import Runner, Started
+from .worktree import Worktree
 
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+def _reason(stderr: bytes) -> str:
+    """git's message, its lines joined (``fatal: `` and hints dropped)."""
+    lines = [ln.strip().removeprefix("fatal: ") for ln in stderr.decode(errors="replace")
+             .splitlines()]
+    return "; ".join(ln for ln in lines if ln and not ln.startswith("hint:")) or "no reason given"
 
 
 def _files(ls_tree: bytes) -> dict[str, Entry]:
@@ -36,34 +44,51 @@ def _files(ls_tree: bytes) -> dict[str, Entry]:
 
 
 class Repo:
-    def __init__(self, path: Path) -> None:
+    """``upstream``: the cached mirror, whose upstream refs live in rebasectl's namespace
+    (git/namespace.py): names resolve there first."""
+
+    def __init__(self, path: Path, *, upstream: bool = False) -> None:
         self.path = Path(path)
+        self.upstream = upstream
+        self.fetched = False  # fetched (or cloned) by this process: no need to fetch again
         self.runner = Runner(self.path)
         self.history = History(self.runner)
         self._objects: Objects | None = None
 
     @classmethod
     def open(cls, path: Path) -> Repo:
-        """An existing repository (bare or not); a one-line error when it is not one."""
+        """An existing repository (bare or not); a one-line error when it is not one, with
+        git's own reason (e.g. "detected dubious ownership")."""
         path = Path(path)
         if not path.is_dir():
             raise GitError(f"{path}: not a git repository (no such directory)")
         proc = Runner(path).run(["rev-parse", "--absolute-git-dir"], check=False)
         if proc.returncode != 0:
-            raise GitError(f"{path}: not a git repository")
+            raise GitError(f"{path}: not a git repository as git reads it: "
+                           f"{_reason(proc.stderr)}")
         top = Runner(path).run(["rev-parse", "--show-toplevel"], check=False)
         root = top.stdout.decode().strip() if top.returncode == 0 else ""
         return cls(Path(root) if root else Path(proc.stdout.decode().strip()))
 
     @classmethod
     def clone_mirror(cls, source: str, dest: Path) -> Repo:
-        """``git clone --mirror`` (the user's config applies to the transport)."""
+        """``git clone --mirror`` (the user's config applies to the transport; a local source
+        is hard-linked), then the upstream's refs moved into rebasectl's namespace before
+        anyone uses the clone."""
         Runner(dest.parent, network=True).run(["clone", "--mirror", "--quiet", "--", source,
                                                str(dest)])
-        return cls(dest)
+        namespace.adopt_clone(Runner(dest))
+        repo = cls(dest, upstream=True)
+        repo.fetched = True
+        return repo
 
     def fetch(self) -> None:
-        Runner(self.path, network=True).run(["fetch", "--prune", "--quiet", "origin"])
+        """The upstream's branches and tags into rebasectl's namespace only (a mirror of an
+        older layout is reconfigured first): ``--prune`` deletes only refs a fetch made."""
+        namespace.configure(self.runner)
+        Runner(self.path, network=True).run(["fetch", "--prune", "--no-tags", "--quiet",
+                                             "origin"])
+        self.fetched = True
 
     def remote_url(self) -> str | None:
         proc = self.runner.run(["config", "--get", "remote.origin.url"], check=False)
@@ -75,7 +100,7 @@ class Repo:
     @property
     def objects(self) -> Objects:
         if self._objects is None:
-            self._objects = Objects(self.path)
+            self._objects = Objects(self.path, self.git_dir())
         return self._objects
 
     # -- revisions and trees -------------------------------------------------------------------
@@ -83,10 +108,12 @@ class Repo:
         """The commit ``rev`` names, or None (an option-like ``rev`` names nothing)."""
         if not rev or rev.startswith("-"):
             return None
+        if self.upstream:
+            rev = namespace.dwim(self.runner, rev)
         proc = self.runner.run(["rev-parse", "--verify", "--quiet", "--end-of-options",
                                 f"{rev}^{{commit}}"], check=False)
         sha = proc.stdout.decode().strip()
-        return sha if proc.returncode == 0 and len(sha) == 40 else None
+        return sha if proc.returncode == 0 and is_full(sha) else None
 
     def tree_of(self, rev: str) -> str:
         return self.runner.out(["rev-parse", f"{rev}^{{tree}}"])
@@ -201,9 +228,11 @@ class Repo:
                 target = Path(tmp) / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-            proc = self.runner.run(["--work-tree", tmp, "-c", "rerere.enabled=true",
+            # rerere opens the conflicted files from the current directory, not --work-tree
+            proc = self.runner.run(["-C", tmp, "--git-dir", str(self.git_dir()),
+                                    "--work-tree", tmp, "-c", "rerere.enabled=true",
                                     "-c", "rerere.autoUpdate=true", "rerere"], check=False,
-                                   index=index.path)
+                                   index=index.path.resolve())
             (self.path / "MERGE_RR").unlink(missing_ok=True)  # no rerere "in progress" here
             said = proc.stderr.decode(errors="replace")
             return {path: (Path(tmp) / path).read_bytes() for path in files
@@ -216,17 +245,41 @@ class Repo:
         of them would resolve that conflict the forgotten way."""
         gone = 0
         for rid in ids:
-            match = re.fullmatch(r"([0-9a-f]{40})(?:\.\d+)?", rid)
-            folder = self.path / "rr-cache" / match.group(1) if match else None
+            conflict, _, variant = rid.partition(".")
+            named = is_full(conflict) and (not variant or variant.isdecimal())
+            folder = self.path / "rr-cache" / conflict if named else None
             if folder is not None and folder.is_dir():
                 shutil.rmtree(folder)
                 gone += 1
         return gone
 
+    # -- what the door hands out (callers never take the runner out to build these) -----------
     @contextmanager
     def index(self) -> Iterator[Index]:
         with Index.scratch(self.runner) as idx:
             yield idx
+
+    def index_at(self, path: Path) -> Index:
+        """A scratch index in a file the caller owns (one per worker of a parallel scan)."""
+        return Index(self.runner, path)
+
+    def fast_import(self) -> FastImport:
+        """One ``git fast-import`` stream into this repository."""
+        return FastImport(self.runner)
+
+    def add_worktree(self, path: Path, commit: str) -> Worktree:
+        """A work tree of this repository at ``path``, checked out at ``commit``."""
+        return Worktree.add(self.runner, path, commit)
+
+    def start_worktree(self, path: Path, commit: str) -> Started:
+        """``add_worktree`` started, not waited for (its checkout runs while Python works)."""
+        return Worktree.start_add(self.runner, path, commit)
+
+    def remove_worktree(self, path: Path) -> None:
+        Worktree.remove(self.runner, path)
+
+    def prune_worktrees(self) -> None:
+        Worktree.prune(self.runner)
 
     def close(self) -> None:
         if self._objects is not None:

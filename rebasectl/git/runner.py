@@ -42,10 +42,12 @@ def network_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """An environment in which no system or global git config can change git's output."""
+    """An environment in which no system or global git config can change git's output, and
+    nothing changes what a sha means: replace refs and grafts are ignored (an upstream's
+    ``refs/replace/<base>`` would swap the pinned base's content)."""
     env = network_env()
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C", LANG="C",
-               GIT_OPTIONAL_LOCKS="0")
+               GIT_OPTIONAL_LOCKS="0", GIT_NO_REPLACE_OBJECTS="1", GIT_GRAFT_FILE=os.devnull)
     env.update(extra or {})
     return env
 

@@ -184,23 +184,6 @@ class Worktree:
             return []
         return [rec.split(b"\t", 1)[0].decode() for rec in data.split(b"\0") if b"\t" in rec]
 
-    def rerere_forget_state(self) -> None:
-        self.runner.run([*RERERE, "rerere", "clear"], check=False)
-
-    def markers(self, paths: list[str]) -> list[str]:
-        """``path:line`` of conflict markers left in ``paths``."""
-        found = []
-        for path in paths:
-            try:
-                data = (self.path / path).read_bytes()
-            except OSError:
-                continue
-            for n, line in enumerate(data.split(b"\n"), start=1):
-                if line.startswith((b"<<<<<<< ", b">>>>>>> ")) or line == b"=======":
-                    found.append(f"{path}:{n}")
-                    break
-        return found
-
 
 # -- what a killed git leaves ----------------------------------------------------------------------
 _LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock",

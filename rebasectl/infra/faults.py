@@ -10,7 +10,9 @@ environment variable ``REBASECTL_FAULT`` is ``SIGNAL@NAME:N`` (``kill@commit:2``
 concurrency tests). Boundaries: ``commit`` (materialise made a patch commit),
 ``state`` (apply state saved), ``worktree`` (work tree moved to the new tip), ``resolved`` (a
 resolution committed by ``continue``), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
-moved into place).
+moved into place), ``git-wait`` (a command found a live git holding a lock in the mirror and
+waits for it), ``start`` (the console script's early Ctrl-C handler is on, the CLI not yet
+imported) and ``ready`` (the CLI's own handler is on, the command not yet started).
 """
 
 from __future__ import annotations

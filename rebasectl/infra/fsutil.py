@@ -8,9 +8,11 @@ moves happen. ``recover`` rolls an interrupted transaction forward: each step is
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -31,6 +33,32 @@ def atomic_write(path: Path, data: bytes) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise RebasectlError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file (a symlink to one is fine). A FIFO, socket or device is
+    refused before it is read: reading a FIFO blocks until someone writes to it, so every
+    command hung on a series.yaml that was one. Opened non-blocking, checked with ``fstat`` on
+    the open file (no window between a check and the open). ``FileNotFoundError`` and other
+    ``OSError``s are the caller's to word; a file of another kind raises ``IsADirectoryError``'s
+    sibling: ``OSError(EINVAL)`` with ``not a regular file`` as its strerror."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)",
+                          str(path))
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class FileTransaction:
@@ -152,6 +180,40 @@ class Confined:
         return path
 
 
+def confined_parent(root: Path, rel: str) -> str:
+    """The real path of ``root/rel``'s folder, resolved now (every link on the way followed),
+    which must lie under ``root``'s real path: the check at write time, not only of the text
+    (two links that each read as inside, ``a/b/c/s -> ../../..`` and ``t -> a/b/c/s/../../..``,
+    put ``t/x.py`` three folders above the root)."""
+    folder = os.path.dirname(rel)
+    real = Confined(root).resolve(folder) if folder else os.path.realpath(root)
+    if real is None:
+        raise RebasectlError(f"{root / rel}: its folder leads outside {root} through a "
+                             "symbolic link; refusing to write there")
+    return real
+
+
+def write_confined(root: Path, rel: str, data: bytes) -> None:
+    """Write ``root/rel`` only inside ``root``: its folder's real path checked (and made) first,
+    the file itself opened without following a link (a link there is replaced by the file, as
+    git replaces it at a checkout)."""
+    folder = confined_parent(root, rel)
+    os.makedirs(folder, exist_ok=True)
+    if confined_parent(root, rel) != folder:  # a link made while the folders were
+        raise RebasectlError(f"{root / rel}: its folder changed while being made; refusing")
+    target = os.path.join(folder, os.path.basename(rel))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags, 0o666)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        os.unlink(target)
+        fd = os.open(target, flags | os.O_EXCL, 0o666)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
 def _inside(root: Path, rel: object) -> bool:
     """A journal entry names a file of the series itself: series.yaml or patches/NAME, inside
     the checkout once symlinks are resolved (a tampered journal must not reach anything
@@ -192,8 +254,7 @@ def _roll_forward(root: Path, journal_dir: Path) -> None:
         target = root / rel
         if tmp.exists():
             try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(tmp, target)
+                _move_into_place(tmp, root, rel)
             except OSError as exc:
                 raise RebasectlError(f"{target}: cannot write ({exc.strerror}); fix that and run "
                                      "any rebasectl command to finish the interrupted write"
@@ -206,6 +267,33 @@ def _roll_forward(root: Path, journal_dir: Path) -> None:
             raise RebasectlError(f"{root / rel}: cannot delete ({exc.strerror}); fix that and run "
                                  "any rebasectl command to finish the interrupted write") from None
     shutil.rmtree(journal_dir, ignore_errors=True)
+
+
+def _move_into_place(tmp: Path, root: Path, rel: str) -> None:
+    """A staged file to ``root/rel``: renamed when it can be; when ``.rebasectl`` is on
+    another file system (a symlink to another mount) the rename fails with EXDEV, so it is
+    copied to a temporary beside the target, renamed there (atomic on the target's file system)
+    and the staged copy removed. Either way the step can be repeated after a kill: the staged
+    file goes last. The target's folder is checked by its real path at this moment."""
+    folder = confined_parent(root, rel)
+    os.makedirs(folder, exist_ok=True)
+    target = os.path.join(folder, os.path.basename(rel))
+    try:
+        os.replace(tmp, target)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    beside = os.path.join(folder, f".{os.path.basename(rel)}.rebasectl-{os.getpid()}")
+    try:
+        shutil.copyfile(tmp, beside)
+        with open(beside, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(beside, target)
+    finally:
+        if os.path.lexists(beside):
+            os.unlink(beside)
+    tmp.unlink()
 
 
 def recover(root: Path, journal_dir: Path) -> bool:

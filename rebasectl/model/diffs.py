@@ -25,11 +25,10 @@ import difflib
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from itertools import accumulate
 
-NULL_BLOB = "0" * 40
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _QUOTE = {v: k for k, v in _ESCAPES.items() if k not in "av"} | {7: "a", 11: "v"}
@@ -206,10 +205,6 @@ class Hunk:
         return self._body(b" -")
 
     @property
-    def postimage(self) -> list[bytes]:
-        return self._body(b" +")
-
-    @property
     def added(self) -> list[bytes]:
         return self._body(b"+")
 
@@ -266,9 +261,6 @@ class FileDiff:
         hunk keeps its own numbers, and git apply finds the lines by content and offset)."""
         return self.header + b"".join(h.raw for h in (self.hunks if hunks is None else hunks))
 
-    def only(self, hunks: Sequence[Hunk]) -> FileDiff:
-        return replace(self, hunks=tuple(hunks))
-
 
 @dataclass(frozen=True)
 class Diff:
@@ -294,10 +286,6 @@ class Diff:
 
     def render(self) -> bytes:
         return self.preamble + b"".join(f.render() for f in self.files) + self.trailer
-
-    def only(self, files: Iterable[FileDiff]) -> Diff:
-        """The same diff with only ``files`` (no preamble or trailer)."""
-        return Diff(tuple(files))
 
     @property
     def added(self) -> int:
@@ -417,7 +405,6 @@ class _Parser:
             return False
         meta.minus = _name_line(self.text(i)[4:])
         meta.plus = _name_line(self.text(i + 1)[4:])
-        meta.plus_seen = True
         self.i = i + 2
         return True
 
@@ -495,7 +482,6 @@ class _Meta:
         self.names: tuple[str, str] | None = None
         self.minus: str | None = None
         self.plus: str | None = None
-        self.plus_seen = False
         self.status = Status.MODIFIED
         self.old_mode: str | None = None
         self.new_mode: str | None = None

@@ -53,7 +53,10 @@ class Patch:
 
     @property
     def subject(self) -> str:
-        return self.message.split("\n", 1)[0]
+        """The first paragraph as one line, as git and the patch file's ``Subject:`` have it (a
+        subject wrapped over two lines is one subject: its first line alone made export write a
+        title that the next apply + export changed)."""
+        return normalise_message(self.message).split("\n", 1)[0]
 
     @property
     def is_empty(self) -> bool:
@@ -78,13 +81,18 @@ class Patch:
 
 
 # -- dates -----------------------------------------------------------------------------------------
-def raw_to_rfc2822(raw: str) -> str:
-    """git's raw date ``"1739492930 +0100"`` to ``"Sat, 14 Feb 2026 01:28:50 +0100"``."""
+def raw_datetime(raw: str) -> datetime:
+    """git's raw date ``"1739492930 +0100"`` as an aware datetime in its own offset (the one
+    parse of that format: mails and the report's ISO dates both start here)."""
     seconds, tz = raw.split()
     sign = 1 if tz[0] == "+" else -1
     offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5])) * sign
-    when = datetime.fromtimestamp(int(seconds), timezone(offset))
-    return email.utils.format_datetime(when)
+    return datetime.fromtimestamp(int(seconds), timezone(offset))
+
+
+def raw_to_rfc2822(raw: str) -> str:
+    """git's raw date ``"1739492930 +0100"`` to ``"Sat, 14 Feb 2026 01:28:50 +0100"``."""
+    return email.utils.format_datetime(raw_datetime(raw))
 
 
 def rfc2822_to_raw(date: str) -> str:
@@ -183,6 +191,7 @@ def parse(data: bytes, source: str) -> Patch:
         raise PatchError(f"{source}:1: 'From:' header has no email address")
     date = _checked_date(headers.get("date", ""), source)
     first = head.count(b"\n") + 3  # line number of ``rest``'s first line
+    _one_message(rest, source, first)
     body, diff, model = split_body(rest, source, first)
     if model is not None:
         check_model(model, source, first + rest[: len(rest) - len(diff)].count(b"\n"))
@@ -192,6 +201,24 @@ def parse(data: bytes, source: str) -> Patch:
     if model is not None:
         patch._parsed.append(model)
     return patch
+
+
+# the line ``git mailsplit`` starts a message at ("From <sha> Mon Sep 17 00:00:00 2001" from
+# format-patch, "From someone@host Sat Jan  3 01:05:34 1998" in any mbox)
+_FROM_LINE = re.compile(
+    rb"(?m)^From \S+ +[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
+
+
+def _one_message(rest: bytes, source: str, first: int) -> None:
+    """A patch file holds one mail. Two (``git format-patch --stdout -2``) would read as one
+    commit whose message holds the first change: apply said "applied" while that change was in
+    no commit."""
+    m = _FROM_LINE.search(rest)
+    if m is not None:
+        line = first + rest[: m.start()].count(b"\n")
+        raise PatchError(f"{source}:{line}: a second mail message starts here; a patch file "
+                         "holds one commit (split it with `git mailsplit`, one file per patch, "
+                         "each with its own series.yaml entry)")
 
 
 def _decode_head(head: bytes, source: str) -> str:

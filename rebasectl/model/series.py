@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from ..infra.errors import RebasectlError
-from ..infra.fsutil import Confined
+from ..infra.fsutil import Confined, read_regular
+from .ids import is_full
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -46,7 +47,6 @@ SERIES_FILE = "series.yaml"
 PATCH_DIR = "patches"
 KINDS = ("fix", "feature", "compat", "backport", "temporary")
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 class SeriesError(RebasectlError):
@@ -89,9 +89,6 @@ class Series:
                 return entry
         raise SeriesError(f"no patch with id {patch_id!r} in {SERIES_FILE}")
 
-    def index_of(self, patch_id: str) -> int:
-        return [p.id for p in self.patches].index(patch_id)
-
 
 # -- loading ---------------------------------------------------------------------------------------
 _UPSTREAM_KEYS = {"name": str, "url": str, "branch": str, "base": str}
@@ -112,12 +109,14 @@ _REQUIRED_PATCH_KEYS = ("id", "file", "title")
 def load(root: Path, *, check_files: bool = True) -> Series:
     path = root / SERIES_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path).decode("utf-8")
     except FileNotFoundError:
         raise SeriesError(
             f"{SERIES_FILE}: not found in {root} (run `rebasectl import` to create one)"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise SeriesError(f"{SERIES_FILE}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
         raise SeriesError(f"{SERIES_FILE}: cannot read: {exc}") from None
     return parse(text, root, check_files=check_files)
 
@@ -171,7 +170,7 @@ def _upstream(up_node: yaml.Node, name: str) -> Upstream:
     up = _mapping(up_node, name, "'upstream'")
     _only_keys(up, set(_UPSTREAM_KEYS), name)
     values = {k: _scalar(up, k, name, (str,), up_node) for k in _UPSTREAM_KEYS}
-    if not SHA_RE.match(values["base"]):
+    if not is_full(values["base"]):
         raise SeriesError(
             f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
             f"sha, got {values['base']!r}"

@@ -25,7 +25,7 @@ from typing import Any
 from ..engine.attribution import Culprits
 from ..engine.attribution import UpstreamRange as Range
 from ..git import Repo
-from ..model.patches import Patch
+from ..model.status import MappingStatus
 from . import findings as checks
 from . import lineage, names
 from .interdiff import FilePlan, Jobs, effective, plan_file
@@ -128,7 +128,7 @@ class _Ctx:
                 late.ask(g)
             slow = [pool.submit(task) for task in late.tasks]
             for g in groups:
-                if g.status == "modified" and len(g.old) == len(g.new) == 1:
+                if g.status == MappingStatus.MODIFIED and len(g.old) == len(g.new) == 1:
                     lineage.replay_into(self.git, self.old[g.old[0] - 1],
                                         self.new[g.new[0] - 1], g.evidence)
             found = [self.findings(g) for g in groups]
@@ -155,7 +155,7 @@ class _Ctx:
         paths = sorted({f.path for c in olds + news for f in c.files})
         return [plan_file(p, effective(self.git, olds, self.old, p),
                           effective(self.git, news, self.new, p),
-                          jobs if g.status != "identical" else None) for p in paths]
+                          jobs if g.status != MappingStatus.IDENTICAL else None) for p in paths]
 
     def findings(self, g: Group) -> list[Finding]:
         """The checks that only read files; an old side's finding the new side repeats is said
@@ -166,7 +166,7 @@ class _Ctx:
         new_side += [x for c in news for x in checks.redundant(c, self.lines)]
         new_side += [x for c in news for x in checks.in_file_uses(c, self.name_uses(c))]
         old_side = [x for c in olds for x in checks.stale_message(c, self.lines)]
-        if olds and news and g.status not in ("identical", "equivalent"):
+        if olds and news and g.status not in (MappingStatus.IDENTICAL, MappingStatus.EQUIVALENT):
             old_side += checks.lost(olds, news, self.new_base, self.lines)
         return checks.once(old_side, new_side)
 
@@ -175,12 +175,11 @@ class _Ctx:
         counting names the file binds again; blamed only when there are any (blame is slow)."""
         if c.empty:
             return []
-        patch = Patch("", "", "", "", c.diff)
-        left = {(u.path, u.line, u.name) for u in names.uses_of_removed(self.git, patch, c.sha)
+        left = {(u.path, u.line, u.name) for u in names.uses_of_removed(self.git, c, c.sha)
                 if not checks.rebound(u.name, self.lines(c.sha, u.path) or [])}
         if not left or not self.related:
             return [names.NameUse(p, n, name, None) for p, n, name in sorted(left)]
-        blamed = names.uses_of_removed(self.git, patch, c.sha, self.old_base, self.new_base)
+        blamed = names.uses_of_removed(self.git, c, c.sha, self.old_base, self.new_base)
         return [u for u in blamed if (u.path, u.line, u.name) in left]
 
     def entry(self, g: Group, plans: list[FilePlan], found: list[Finding],
@@ -202,6 +201,7 @@ class _Ctx:
         message = message_change(olds, news)
         evidence = dict(sorted(g.evidence.items()))
         moved = bool(evidence.get("moved"))
+        assert g.status is not None, "pair() decides every group's status"
         rev: Review = review(g.status, evidence, tuple(files), tuple(found), commits, moved)
         renumbered = bool(g.old and g.new and min(g.old) != min(g.new))
         return Entry(tuple(g.old), tuple(g.new), g.status, renumbered,

@@ -26,8 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ..model.diffs import FileDiff, Hunk
-from . import pycode
-from .lineage import Change, significant
+from ..model.ids import is_abbrev
+from ..model.lines import significant
+from . import names, pycode
+from .lineage import Change
 from .model import Finding
 from .names import NameUse
 
@@ -81,7 +83,7 @@ def message_identifiers(message: str) -> list[str]:
                 names.append(name)
         elif word and (call or _codeish(word)):
             names.append(word)
-    return [n for n in dict.fromkeys(names) if not re.fullmatch(r"[0-9a-f]{7,40}", n)]
+    return [n for n in dict.fromkeys(names) if not is_abbrev(n)]
 
 
 def _codeish(word: str) -> bool:
@@ -274,8 +276,8 @@ def partial_revert(c: Change, path: str, found: list[str], commit: str | None) -
 
 
 # -- removed names still used ----------------------------------------------------------------------
-_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
-_ATTR = re.compile(r"^\s*self\.([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)")
+_DEF = re.compile(names.DEF)
+_ATTR = re.compile(rf"^\s*self\.({names.IDENT}){names.BINDS}")
 _PARAM = re.compile(r"^\s*\*{0,2}([A-Za-z_]\w*)\s*(?::[^=]*)?(?:=[^=].*)?,?\s*$")
 
 
@@ -293,7 +295,7 @@ class Removed:
             return False  # ``from x.name import y`` names a module, not the attribute
         pattern = {"def": rf"(?<![\w.]){self.name}\b|\.{self.name}\b",
                    "attribute": rf"\.{self.name}\b",
-                   "parameter": rf"\b{self.name}\s*=(?!=)"}[self.kind]
+                   "parameter": rf"\b{self.name}\s*{names.EQUALS}"}[self.kind]
         return re.search(pattern, line) is not None
 
 
@@ -322,7 +324,7 @@ def _signature_params(pre: list[str], post: list[str] | None, line: str,
     m = _DEF.match(line)
     if not m or "def " not in line:
         return []
-    name = m.group(1)
+    name = m.group("name")
     now = next((ln for ln in post or [] if re.match(rf"\s*(?:async\s+)?def\s+{name}\(", ln)),
                None)
     if now is None:
@@ -334,7 +336,7 @@ def _signature_params(pre: list[str], post: list[str] | None, line: str,
 def _removed_item(pre: list[str], n: int, line: str, path: str) -> Removed | None:
     """The definition a removed line made, if it made one."""
     if (m := _DEF.match(line)) is not None:
-        return Removed(m.group(1), "def", path)
+        return Removed(m.group("name"), "def", path)
     if (m := _ATTR.match(line)) is not None:
         return Removed(m.group(1), "attribute", path)
     if (m := _PARAM.match(line)) is not None and n <= len(pre) and \
@@ -389,7 +391,7 @@ def rebound(name: str, text: list[str]) -> bool:
     """Whether the file binds ``name`` other than by import, def or class (an assignment,
     ``for name in``, ``as name``): then its uses are not left dangling."""
     word = re.escape(name)
-    pattern = re.compile(rf"^\s*{word}\s*(?::[^=]*)?=(?!=)|\bfor\s+{word}\s+in\b|\bas\s+{word}\b")
+    pattern = re.compile(rf"^\s*{word}{names.BINDS}|\bfor\s+{word}\s+in\b|\bas\s+{word}\b")
     return any(pattern.search(line) for line in text)
 
 

@@ -1,8 +1,9 @@
 """Where the two sides of a report come from (docs/design.md, ``report`` inputs).
 
 Each side is one of: a revision of this repository (``--old-rev/--new-rev``; default old = the
-series before the last commit that changed the base in series.yaml, default new = the working
-copy), a series directory (``--old-series/--new-series``) or a commit range ``A..B`` in a git
+series at HEAD when the working copy's base differs from HEAD's, else the series just before the
+last first-parent commit that changed the base; default new = the working copy), a series
+directory (``--old-series/--new-series``) or a commit range ``A..B`` in a git
 repository (``--old-range/--new-range`` with ``--repo``). A series is materialised on its own
 base in the upstream mirror (3-way, the way ``apply`` does) to get one commit per patch; a range
 already is one. Nothing here writes to the user's checkout.
@@ -74,8 +75,8 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
         elif name == "new":
             loaded[name] = _working_copy(ws)
         else:
-            sha = default_old_rev(ws)
-            loaded[name] = _at_rev(ws, sha, f"{sha[:12]} (series before the last base change)")
+            sha, label = default_old_rev(ws)
+            loaded[name] = _at_rev(ws, sha, label)
     o, n = loaded["old"], loaded["new"]
     if range_git is not None:
         git = range_git
@@ -159,28 +160,45 @@ def _at_rev(ws: Workspace, rev: str, label: str | None = None) -> _Loaded:
     return _Loaded(label or f"{rev} ({sha[:12]})", series, patches)
 
 
-def default_old_rev(ws: Workspace) -> str:
-    """The newest commit of this repository whose series.yaml pins another base than the
-    working copy: the series as it was before the last change of the base."""
+def default_old_rev(ws: Workspace) -> tuple[str, str]:
+    """The default old side (docs/design.md, ``report`` inputs) and the label that says which
+    rule took it: the series at HEAD when the working copy pins another base than HEAD (a bump
+    exported, not yet committed); else the series just before the newest commit of HEAD's
+    first-parent history that changed the base. A merge on that history is compared with its
+    first parent only (what it brought in), and the root commit changed nothing: it has no
+    earlier series."""
     current = load(ws.root, check_files=False).upstream.base
     git = _repo(ws)
-    if git.resolve("HEAD") is None:
+    head = git.resolve("HEAD")
+    if head is None:
         raise RebasectlError("no commits in this repository yet: pass --old-rev, --old-series "
                              "or --old-range")
+    if _base_at(git, ws, head) != current:
+        return head, (f"HEAD ({head[:12]}; the working copy's base {current[:12]} differs "
+                      "from HEAD's: a bump not yet committed)")
+    parents = git.history.parents_of
     for sha in reversed(git.history.rev_list(["HEAD"], first_parent=True, paths=[SERIES_FILE])):
-        text = git.objects.blob(f"{sha}:{SERIES_FILE}")
-        if text is None:
-            continue
-        try:
-            base = parse(text.decode("utf-8", errors="replace"), ws.root,
-                         check_files=False).upstream.base
-        except RebasectlError:
-            continue
-        if base != current:
-            return sha
+        first = parents(sha)[:1]
+        if not first:
+            break  # the root commit: nothing before it
+        before = _base_at(git, ws, first[0])
+        if before is not None and before != _base_at(git, ws, sha):
+            return first[0], (f"{first[0][:12]} (the series before {sha[:12]}, the last commit "
+                              "that changed the base)")
     raise RebasectlError(f"no earlier base than {current[:12]} in this repository's history of "
                          f"{SERIES_FILE}: pass --old-rev, --old-series or --old-range")
 
+
+def _base_at(git: Repo, ws: Workspace, sha: str) -> str | None:
+    """The base series.yaml pins at ``sha``; None when it has none or cannot be read."""
+    text = git.objects.blob(f"{sha}:{SERIES_FILE}")
+    if text is None:
+        return None
+    try:
+        return parse(text.decode("utf-8", errors="replace"), ws.root,
+                     check_files=False).upstream.base
+    except RebasectlError:
+        return None
 
 
 def report_text(ws: Workspace, old: Choice, new: Choice, repo: Path | None,

@@ -25,21 +25,21 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..engine.conflicts import Engine, Labels
 from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
-from ..model.patches import Patch
+from ..model.lines import CONTAIN, significant
+from ..model.patches import Patch, raw_datetime
 from ..model.series import PatchEntry, Series, slugify
+from ..model.status import MappingStatus
 
 _PR = re.compile(r"\(#(\d+)\)")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")
 
 # thresholds (stated in the evidence they produce)
 PAIR_SIMILARITY = 0.3  # dice of significant changed lines for a pair without lineage
-CONTAIN = 0.5  # share of a patch's significant lines found in another: merged / split
 # lineage signals that identify a patch across a rebase on their own (a subject can repeat)
 STRONG = ("series_id", "absorbs", "author_date", "pr_tag")
 # a fold by a stronger rule wins over one by a weaker rule
@@ -61,10 +61,7 @@ def changed(h: Hunk) -> tuple[str, ...]:
 
 def iso_date(raw: str) -> str:
     """A git date (``<seconds> <+hhmm>``) in ISO 8601 with its own offset."""
-    seconds, tz = raw.split()
-    sign = 1 if tz[0] == "+" else -1
-    offset = timedelta(hours=int(tz[1:3]), minutes=int(tz[3:5])) * sign
-    return datetime.fromtimestamp(int(seconds), timezone(offset)).isoformat()
+    return raw_datetime(raw).isoformat()
 
 
 # -- one commit as a change ------------------------------------------------------------------------
@@ -101,15 +98,6 @@ class Change:
 
     def file(self, path: str) -> FileDiff | None:
         return next((f for f in self.files if f.path == path), None)
-
-
-def significant(line: str) -> str | None:
-    """A changed line normalised for similarity, or None when it says too little to count
-    (blank, brackets, ``else:``, short keywords)."""
-    norm = " ".join(line[1:].split())
-    if len(norm) < 8 or not re.search(r"[A-Za-z_]{3}", norm):
-        return None
-    return line[0] + norm
 
 
 def load_changes(repo: Repo, side: str, commits: Sequence[str],
@@ -169,7 +157,7 @@ class Group:
 
     old: list[int]
     new: list[int]
-    status: str = ""
+    status: MappingStatus | None = None  # None until the pairing decides
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
@@ -269,19 +257,142 @@ def sim_evidence(s: Similarity) -> dict[str, Any]:
             "lineage": dict(s.lineage)}
 
 
+# -- candidates ------------------------------------------------------------------------------------
+class Candidates:
+    """The (old, new) pairs the pairing compares, with their similarity, computed when asked.
+
+    Comparing every old patch with every new one made a report on two ranges of 3,000 commits
+    run for minutes. Every rule needs an *eligible* pair (a shared file or a shared significant
+    line), and beyond that a rule needs shared lines (similarity, containment) or lineage. So a
+    patch's candidates for a rule are read from inverted indexes, never from a scan of the
+    other side: the patches holding one of its lines, and those sharing a lineage key (series
+    id or ``absorbs:``, author + date, PR tag, subject). The lines are pruned by a size bound
+    first (prefix filtering): a rule by lines needs at least ``ceil(0.15 x own lines)`` shared
+    lines (dice >= 0.3 needs 0.15 x both sizes; containment 0.5 x its own), so a partner must
+    hold one of the patch's rarest ``own - bound + 1`` lines, and the commonest lines (``import
+    torch``) are not looked up. Patches paired by patch-id are never asked about, except as the
+    target of a fold. Patches sharing only a file are read (from the path index) for one
+    question: the nearest patch of one left unpaired. ``exhaustive`` compares every pair, as the
+    tests' reference: both give the same groups and evidence.
+    """
+
+    def __init__(self, old: list[Change], new: list[Change], *, exhaustive: bool = False) -> None:
+        self.old, self.new = old, new
+        self.exhaustive = exhaustive
+        self._sims: dict[tuple[int, int], Similarity | None] = {}
+        self._paths = (_postings(old, lambda c: c.paths()), _postings(new, lambda c: c.paths()))
+        self._lines = (_postings(old, lambda c: c.sig), _postings(new, lambda c: c.sig))
+        self._keys = (_postings(old, lineage_keys), _postings(new, lineage_keys))
+
+    def sim(self, i: int, j: int) -> Similarity | None:
+        """The similarity of old ``i`` and new ``j`` when they are eligible, else None."""
+        key = (i, j)
+        if key not in self._sims:
+            o, n = self.old[i - 1], self.new[j - 1]
+            s = None if o.empty or n.empty else similarity(o, n)
+            self._sims[key] = s if s is not None and s.eligible else None
+        return self._sims[key]
+
+    def _all(self, part: str) -> list[int]:
+        return [x.index for x in (self.new if part == "old" else self.old)]
+
+    def _rule_partners(self, c: Change, part: str) -> set[int]:
+        """The other side's patches that may pair or fold with ``c`` (a superset)."""
+        side = 1 if part == "old" else 0
+        lines, keys = self._lines[side], self._keys[side]
+        found: set[int] = set()
+        own = sum(c.sig.values())
+        bound = max(1, -(-15 * own // 100))  # ceil(0.15 x own), at least one line
+        budget = own - bound + 1  # tokens of the prefix
+        for line in sorted(c.sig, key=lambda ln: (len(lines.get(ln, ())), ln)):
+            if budget <= 0:
+                break
+            found.update(lines.get(line, ()))
+            budget -= c.sig[line]
+        for key in lineage_keys(c):
+            found.update(keys.get(key, ()))
+        return found
+
+    def of(self, c: Change, part: str) -> list[tuple[int, Similarity]]:
+        """(other index, similarity) of every pair ``c`` may pair or fold in, in index order."""
+        if c.empty:
+            return []
+        ks = self._all(part) if self.exhaustive else sorted(self._rule_partners(c, part))
+        return self._eligible(c, part, ks)
+
+    def _eligible(self, c: Change, part: str, ks: Any) -> list[tuple[int, Similarity]]:
+        out = []
+        for k in ks:
+            s = self.sim(c.index, k) if part == "old" else self.sim(k, c.index)
+            if s is not None:
+                out.append((k, s))
+        return out
+
+    def pairs(self, olds: list[Change], free_new: set[int]
+              ) -> list[tuple[tuple[int, int], Similarity]]:
+        """The pairs of ``olds`` with the new patches in ``free_new`` that a rule may take."""
+        return [((o.index, k), s) for o in olds for k, s in self.of(o, "old") if k in free_new]
+
+    def nearest(self, c: Change, part: str) -> tuple[Similarity, int] | None:
+        """The eligible patch of the other side nearest ``c``: most shared lines, then most
+        shared files, then the lowest index. One sharing a line beats every one sharing only
+        files, so the path index is read only when no line is shared."""
+        if c.empty:
+            return None
+        side = 1 if part == "old" else 0
+        if self.exhaustive:
+            near = [(s, k) for k, s in self._eligible(c, part, self._all(part))]
+        else:
+            by_line: set[int] = set()
+            for line in c.sig:
+                by_line.update(self._lines[side].get(line, ()))
+            if by_line:
+                near = [(s, k) for k, s in self._eligible(c, part, by_line)]
+            else:
+                files = Counter(k for path in c.paths() for k in self._paths[side].get(path, ()))
+                best = min(files.items(), key=lambda t: (-t[1], t[0]), default=None)
+                near = [(s, k) for k, s in self._eligible(c, part, [best[0]])] if best else []
+        if not near:
+            return None
+        return min(near, key=lambda t: (-t[0].shared, -len(t[0].files_shared), t[1]))
+
+
+def lineage_keys(c: Change) -> set[Any]:
+    """What ``lineage`` compares, as index keys: two patches with a lineage signal share one."""
+    keys: set[Any] = set()
+    if c.entry is not None:
+        keys.add(("id", c.entry.id))
+        if c.side == "new":
+            keys.update(("id", a) for a in c.entry.absorbs)
+    keys.add(("author", c.info.author.name, c.info.author.date))
+    keys.update(("pr", t) for t in pr_tags(c.subject))
+    if core_subject(c.subject):
+        keys.add(("subject", core_subject(c.subject)))
+    return keys
+
+
+def _postings(changes: list[Change], keys: Any) -> dict[Any, list[int]]:
+    """key -> indices of the changes that have it (an inverted index, indices ascending)."""
+    out: dict[Any, list[int]] = {}
+    for c in changes:
+        if not c.empty:
+            for key in keys(c):
+                out.setdefault(key, []).append(c.index)
+    return out
+
+
 # -- pairing ---------------------------------------------------------------------------------------
 class _Pairing:
     """The pairing steps over one old and one new series, in order of certainty."""
 
     def __init__(self, git: Repo, old: list[Change], new: list[Change], old_base: str,
-                 new_base: str) -> None:
+                 new_base: str, *, exhaustive: bool = False) -> None:
         self.git, self.old, self.new = git, old, new
         self.old_base, self.new_base = old_base, new_base
         self.used_o: dict[int, Group] = {}
         self.used_n: dict[int, Group] = {}
         self.groups: list[Group] = []
-        self.sims = {(o.index, n.index): similarity(o, n) for o in old for n in new
-                     if not (o.empty or n.empty)}
+        self.sims = Candidates(old, new, exhaustive=exhaustive)
 
     def add(self, group: Group) -> None:
         self.groups.append(group)
@@ -291,33 +402,43 @@ class _Pairing:
             self.used_n[j] = group
 
     def same_patch_id(self) -> None:
+        """Each old patch with the first new one of the same patch-id not yet taken (a dict of
+        patch-id -> new patches in order: one pass, not old x new)."""
+        by_id: dict[str | None, list[Change]] = {}
+        for n in self.new:
+            if not n.empty:
+                by_id.setdefault(n.patch_id, []).append(n)
         for o in self.old:
-            n = next((n for n in self.new if not (o.empty or n.empty) and n.index not in
-                      self.used_n and o.patch_id == n.patch_id), None)
-            if n is not None:
-                self.add(Group([o.index], [n.index], "", {"rule": "patch_id"}))
+            waiting = by_id.get(o.patch_id) if not o.empty else None
+            if waiting:
+                n = waiting.pop(0)
+                self.add(Group([o.index], [n.index], None, {"rule": "patch_id"}))
 
     def empties(self) -> None:
         for o in self.old:
             if o.empty and o.index not in self.used_o:
                 n_match = next((n for n in self.new if n.empty and n.index not in self.used_n
                                 and core_subject(n.subject) == core_subject(o.subject)), None)
-                self.add(Group([o.index], [n_match.index] if n_match else [], "empty",
+                self.add(Group([o.index], [n_match.index] if n_match else [], MappingStatus.EMPTY,
                                {"rule": "empty"}))
 
     def one_to_one(self) -> None:
         """Pairs by similarity or lineage, best score first, so a strong pair is never taken by a
         weaker candidate that happened to come first."""
         cands: list[tuple[float, int, int]] = []
-        for (i, j), s in self.sims.items():
-            if i in self.used_o or j in self.used_n or pair_rule(s) is None:
+        free_new = {n.index for n in self.new if n.index not in self.used_n}
+        for (i, j), s in self.sims.pairs([o for o in self.old if o.index not in self.used_o],
+                                         free_new):
+            if pair_rule(s) is None:
                 continue
             files = self.by_o(i).paths() | self.by_n(j).paths()
             cands.append((-s.score(len(files)), i, j))
         for _, i, j in sorted(cands):
             if i not in self.used_o and j not in self.used_n:
-                s = self.sims[(i, j)]
-                self.add(Group([i], [j], "", {"rule": pair_rule(s), **sim_evidence(s)}))
+                chosen = self.sims.sim(i, j)
+                assert chosen is not None  # a candidate: eligible
+                self.add(Group([i], [j], None, {"rule": pair_rule(chosen),
+                                                **sim_evidence(chosen)}))
 
     def by_o(self, i: int) -> Change:
         return self.old[i - 1]
@@ -338,7 +459,7 @@ class _Pairing:
                          and lineage(o, n)), None)
             if twin is not None:
                 hit["new_commit_empty"] = True
-            self.add(Group([o.index], [twin.index] if twin else [], "upstreamed",
+            self.add(Group([o.index], [twin.index] if twin else [], MappingStatus.UPSTREAMED,
                            {"rule": "upstreamed", **hit}))
 
     def fold(self, part: str) -> None:
@@ -357,7 +478,7 @@ class _Pairing:
             target = used_other.get(k)
             if target is None:
                 pair = ([c.index], [k]) if part == "old" else ([k], [c.index])
-                self.add(Group(pair[0], pair[1], "", ev))
+                self.add(Group(pair[0], pair[1], None, ev))
                 continue
             side = target.old if part == "old" else target.new
             side.append(c.index)
@@ -369,14 +490,11 @@ class _Pairing:
     def _fold_target(self, c: Change, part: str) -> tuple[int, str, Similarity] | None:
         """The patch of the other side ``c`` joins: the strongest rule first (absorbs:, then
         containment, then lineage), then the largest share, then the lowest index."""
-        others = self.new if part == "old" else self.old
         found: list[tuple[int, float, int, str, Similarity]] = []
-        for other in others:
-            key = (c.index, other.index) if part == "old" else (other.index, c.index)
-            s = self.sims.get(key)
-            rule = fold_rule(s, part) if s else None
-            if s is not None and rule is not None:
-                found.append((FOLD_RULES.index(rule), -s.share(part), other.index, rule, s))
+        for k, s in self.sims.of(c, part):
+            rule = fold_rule(s, part)
+            if rule is not None:
+                found.append((FOLD_RULES.index(rule), -s.share(part), k, rule, s))
         if not found:
             return None
         _, _, k, rule, s = min(found, key=lambda t: (t[0], t[1], t[2]))
@@ -386,23 +504,23 @@ class _Pairing:
         """What no rule took: empty commits alone, dropped old and new patches, each with why."""
         for n in self.new:
             if n.empty and n.index not in self.used_n:
-                self.add(Group([], [n.index], "empty", {"rule": "empty"}))
+                self.add(Group([], [n.index], MappingStatus.EMPTY, {"rule": "empty"}))
         for o in self.old:
             if o.index not in self.used_o:
-                self.add(Group([o.index], [], "dropped", self.unpaired(o.index, "old")))
+                self.add(Group([o.index], [], MappingStatus.DROPPED, self.unpaired(o.index, "old")))
         for n in self.new:
             if n.index not in self.used_n:
-                self.add(Group([], [n.index], "new", self.unpaired(n.index, "new")))
+                self.add(Group([], [n.index], MappingStatus.NEW, self.unpaired(n.index, "new")))
 
     def unpaired(self, index: int, part: str) -> dict[str, Any]:
         """Why no rule took this patch: its nearest patch of the other side (one that shares a
         file or a line) with what each rule saw there, and what the rules need."""
-        near = [(s, j if part == "old" else i) for (i, j), s in self.sims.items()
-                if (i if part == "old" else j) == index and s.eligible]
+        mine = self.by_o(index) if part == "old" else self.by_n(index)
+        found = self.sims.nearest(mine, part)
         needs = {"similarity": PAIR_SIMILARITY, "containment": CONTAIN, "lineage": list(STRONG)}
-        if not near:
+        if found is None:
             return {"rule": "unpaired", "nearest": None, "needs": needs}
-        s, k = sorted(near, key=lambda t: (-t[0].shared, -len(t[0].files_shared), t[1]))[0]
+        s, k = found
         taken = (self.used_n if part == "old" else self.used_o).get(k)
         nearest = {"index": k, **sim_evidence(s), "contained": round(s.share(part), 3),
                    "pair_rule": pair_rule(s), "fold_rule": fold_rule(s, part),
@@ -411,10 +529,12 @@ class _Pairing:
 
 
 def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
-         new_base: str, *, replay: bool = True) -> list[Group]:
+         new_base: str, *, replay: bool = True, exhaustive: bool = False) -> list[Group]:
     """Pair the old and new changes into groups, each with a status and its evidence; without
-    ``replay`` the caller replays the modified pairs (``replay_into``) when it suits it."""
-    p = _Pairing(git, old, new, old_base, new_base)
+    ``replay`` the caller replays the modified pairs (``replay_into``) when it suits it.
+    ``exhaustive``: compare every old patch with every new one (the tests' reference for the
+    pruned candidates, which must pair the same)."""
+    p = _Pairing(git, old, new, old_base, new_base, exhaustive=exhaustive)
     p.same_patch_id()
     p.empties()
     p.one_to_one()
@@ -426,14 +546,14 @@ def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
         if g.status:
             continue
         if len(g.old) > 1 or len(g.new) > 1:
-            g.status = "merged" if len(g.old) > 1 else "split"
+            g.status = MappingStatus.MERGED if len(g.old) > 1 else MappingStatus.SPLIT
             olds = sum((p.by_o(i).exact for i in g.old), Counter[tuple[str, str]]())
             news = sum((p.by_n(j).exact for j in g.new), Counter[tuple[str, str]]())
             g.evidence["changed_lines_equal"] = olds == news
         else:
             o, n = p.by_o(g.old[0]), p.by_n(g.new[0])
             g.status = classify(o, n, g.evidence)
-            if replay and g.status == "modified":
+            if replay and g.status == MappingStatus.MODIFIED:
                 replay_into(git, o, n, g.evidence)
     return order(p.groups)
 
@@ -448,7 +568,7 @@ def _moved(o: Change, n: Change) -> int | None:
     return None
 
 
-def classify(o: Change, n: Change, evidence: dict[str, Any]) -> str:
+def classify(o: Change, n: Change, evidence: dict[str, Any]) -> MappingStatus:
     """identical / equivalent / modified for one old and one new patch. Same patch-id and the
     same +/- lines is identical, moved or not (patch-id ignores line numbers and whitespace;
     +/- lines that differ in whitespace are a different change: indentation is code)."""
@@ -462,11 +582,11 @@ def classify(o: Change, n: Change, evidence: dict[str, Any]) -> str:
         if shift is not None:
             evidence["line_shift"] = shift
         if o.exact == n.exact:
-            return "identical"
+            return MappingStatus.IDENTICAL
         evidence["whitespace_differs"] = True
     elif o.exact == n.exact:
-        return "equivalent"
-    return "modified"
+        return MappingStatus.EQUIVALENT
+    return MappingStatus.MODIFIED
 
 
 def replay_into(git: Repo, o: Change, n: Change, evidence: dict[str, Any]) -> None:

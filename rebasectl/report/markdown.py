@@ -15,12 +15,24 @@ from .view import Block, Bullets, Code, Document, Para, Section, Span, Table, Te
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")
 
 
-def _plain(text: str, cell: bool) -> str:
+def escape(text: str, cell: bool = False) -> str:
+    """Text from a commit, a file name or series.yaml as markdown that shows it and nothing
+    else: no emphasis, no code span, no HTML tag, and no link or image (``[``/``]`` escaped: a
+    subject ``![x](https://...)`` became an image in report.md, the bump PR's body)."""
     out = text.replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`")
+    out = out.replace("[", "\\[").replace("]", "\\]")
     out = _TAG.sub("\\<", out)
     if cell:
         out = out.replace("|", "\\|").replace("\n", " ")
     return out
+
+
+_plain = escape
+
+
+def code_span(text: str, cell: bool = False) -> str:
+    """``text`` as a code span whose fence is longer than any backtick run in it."""
+    return _code(text, cell)
 
 
 def _code(text: str, cell: bool) -> str:

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.series import Series
+from ..model.status import MappingStatus
 
 SCHEMA = "rebasectl.report/1"
-STATUSES = ("identical", "equivalent", "modified", "merged", "split", "dropped", "upstreamed",
-            "new", "empty")
 
 
 @dataclass(frozen=True)
@@ -140,7 +139,7 @@ class Review:
 class Entry:
     old: tuple[int, ...]
     new: tuple[int, ...]
-    status: str
+    status: MappingStatus
     renumbered: bool = False
     message_changed: bool = False
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -166,12 +165,6 @@ class Report:
     upstream: UpstreamRange
     mapping: tuple[Entry, ...]
     schema: str = SCHEMA
-
-    def entry_for_old(self, index: int) -> Entry:
-        return next(e for e in self.mapping if index in e.old)
-
-    def entry_for_new(self, index: int) -> Entry:
-        return next(e for e in self.mapping if index in e.new)
 
     @property
     def to_review(self) -> tuple[int, ...]:

@@ -12,16 +12,24 @@ commit that wrote it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..git import Repo
 from ..model.diffs import FileDiff, LineMap, text_lines
-from ..model.patches import Patch
+from ..model.ids import short
 
 _IMPORT = re.compile(rb"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?\s*(?:#.*)?$")
 _FROM = re.compile(rb"^\s*from\s+[\w.]+\s+import\s+\(?([\w\s,]+?)\)?\s*(?:#.*)?$")
-_DEF = re.compile(rb"^\s*(?:async\s+def|def|class)\s+(\w+)")
-_ASSIGN = re.compile(rb"^\s*([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)")  # ``name = ...`` rebinds
+# How Python binds a name, written once (the report's findings build theirs from these):
+IDENT = r"[A-Za-z_]\w*"
+EQUALS = r"=(?!=)"  # an ``=`` that binds (``name=`` in a call too), never ``==``
+BINDS = rf"\s*(?::[^=]+)?{EQUALS}"  # what follows the name in ``name = ...``/``name: T = ...``
+DEF = rf"^\s*(?:async\s+)?(?P<kind>def|class)\s+(?P<name>{IDENT})"  # a def/class header
+ASSIGN = rf"^\s*(?P<name>{IDENT}){BINDS}"  # ``name = ...`` rebinds
+_DEF = re.compile(DEF.encode())
+_ASSIGN = re.compile(ASSIGN.encode())
 _STRING = re.compile(rb"(['\"])(?:\\.|(?!\1).)*\1")
 
 
@@ -37,7 +45,7 @@ class NameUse:
                 "name": self.name, "commit": self.commit}
 
     def text(self) -> str:
-        by = f" (written by upstream {self.commit[:12]})" if self.commit else ""
+        by = f" (written by upstream {short(self.commit)})" if self.commit else ""
         return f"{self.path}:{self.line} uses `{self.name}`, which the patch removes{by}"
 
 
@@ -56,7 +64,7 @@ def bound(lines: list[bytes], *, assignments: bool = False) -> set[str]:
                 if words:
                     names.add(words[-1].decode())
         elif m := _DEF.match(line) or (_ASSIGN.match(line) if assignments else None):
-            names.add(m.group(1).decode())
+            names.add(m.group("name").decode())
     return names
 
 
@@ -65,7 +73,15 @@ def removed(f: FileDiff) -> set[str]:
         bound([ln for h in f.hunks for ln in h.added])
 
 
-def uses_of_removed(repo: Repo, patch: Patch, result: str, old: str | None = None,
+class Changes(Protocol):
+    """What the question needs of a patch: its files' diffs (a series ``Patch`` and the
+    report's ``Change`` of a commit both have them)."""
+
+    @property
+    def files(self) -> Sequence[FileDiff]: ...
+
+
+def uses_of_removed(repo: Repo, patch: Changes, result: str, old: str | None = None,
                     new: str | None = None) -> list[NameUse]:
     """Lines of the patched files at commit ``result`` that use a name the patch unbinds and
     that nothing in the file binds any more; each blamed within ``old..new`` when given."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-_HEADER = re.compile(r"^\s*(?:async\s+)?(def|class)\s+([A-Za-z_]\w*)")
+from .names import DEF
+
+_HEADER = re.compile(DEF)  # groups: kind (def or class), name
 
 
 def indent(line: str) -> int:

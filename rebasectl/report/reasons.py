@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .lineage import CONTAIN, PAIR_SIMILARITY, STRONG
+from ..model.ids import SHORT_PROSE as SHORT
+from ..model.lines import CONTAIN
+from ..model.status import MappingStatus
+from .lineage import PAIR_SIMILARITY, STRONG
 from .model import FileCompare, Finding, Review, UpstreamCommit
 
-SHORT = 9  # characters of a sha in prose
 # review reasons (codes, in JSON) and how they read on the first screen
 REASONS = {"same-change": "same change", "moved": "moved", "context": "same +/- lines, new context",
            "changed": "change differs", "same-lines": "same lines together",
@@ -70,13 +72,14 @@ def _unpaired(ev: dict[str, Any], other: str) -> str:
     return f"No rule pairs it. Nearest {other} patch {k}: " + "; ".join(parts) + "." + taken
 
 
-def _merged(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[int]) -> str:
+def _merged(status: MappingStatus, ev: dict[str, Any], old: Sequence[int],
+            new: Sequence[int]) -> str:
     """Which patch of the entry was paired and by which rule, and by which rule each other one
     joined it."""
-    key = "folded" if status == "merged" else "split_off"
-    word = "old" if status == "merged" else "new"
+    key = "folded" if status == MappingStatus.MERGED else "split_off"
+    word = "old" if status == MappingStatus.MERGED else "new"
     folded = ev.get(key, {})
-    many = old if status == "merged" else new
+    many = old if status == MappingStatus.MERGED else new
     main = [k for k in many if str(k) not in folded]
     head = f"Old {', '.join(map(str, old))} became new {', '.join(map(str, new))}"
     parts = [f"{word} {', '.join(map(str, main))} paired by {rule_words(ev)}"]
@@ -86,31 +89,32 @@ def _merged(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[i
     return f"{head}: " + "; ".join(parts) + f"; {same}."
 
 
-def describe(status: str, ev: dict[str, Any], old: Sequence[int], new: Sequence[int]) -> str:
+def describe(status: MappingStatus, ev: dict[str, Any], old: Sequence[int],
+             new: Sequence[int]) -> str:
     """The entry's sentence: what the mapping is and which rule decided it."""
-    if status == "identical":
+    if status == MappingStatus.IDENTICAL:
         moved = f"; hunks moved by {ev['line_shift']:+d} lines" if ev.get("line_shift") else ""
         return f"Same patch-id and the same +/- lines{moved}."
-    if status == "empty":
+    if status == MappingStatus.EMPTY:
         return "No diff against its parent (an empty commit, e.g. a marker)."
-    if status in ("dropped", "new"):
-        other = "new" if status == "dropped" else "old"
+    if status in (MappingStatus.DROPPED, MappingStatus.NEW):
+        other = "new" if status == MappingStatus.DROPPED else "old"
         head = ("Not in the new series, and not all its added lines are in the new base. "
-                if status == "dropped" else "")
+                if status == MappingStatus.DROPPED else "")
         return head + _unpaired(ev, other)
-    if status == "upstreamed":
+    if status == MappingStatus.UPSTREAMED:
         sha = ev.get("upstream_commit")
         who = (f" Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\" brought "
                f"`{ev.get('telling_line', '')}`." if sha else "")
         return f"Every line it adds is already in the new base.{who}"
-    if status in ("merged", "split"):
+    if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
         return _merged(status, ev, old, new)
     return _pair(status, ev)
 
 
-def _pair(status: str, ev: dict[str, Any]) -> str:
+def _pair(status: MappingStatus, ev: dict[str, Any]) -> str:
     """A 1:1 entry: the rule that paired it and what the replay of the old patch gave."""
-    head = ("The same +/- lines in another context" if status == "equivalent"
+    head = ("The same +/- lines in another context" if status == MappingStatus.EQUIVALENT
             else "The change differs")
     parts = [f"{head} (paired by {rule_words(ev)})."]
     if ev.get("whitespace_differs"):
@@ -140,18 +144,18 @@ def _differs(files: Sequence[FileCompare]) -> str:
     return ", ".join(out)
 
 
-def _codes(status: str, ev: dict[str, Any], moved: bool) -> list[str]:
+def _codes(status: MappingStatus, ev: dict[str, Any], moved: bool) -> list[str]:
     """The review reason codes of a status (before findings add theirs)."""
-    if status == "identical":
+    if status == MappingStatus.IDENTICAL:
         return ["same-change"] + (["moved"] if moved else [])
-    if status == "equivalent":
+    if status == MappingStatus.EQUIVALENT:
         return ["context"]
-    if status in ("merged", "split"):
+    if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
         return ["same-lines" if ev.get("changed_lines_equal") else "changed"]
-    return {"modified": ["changed"]}.get(status, [status])
+    return ["changed"] if status == MappingStatus.MODIFIED else [str(status)]
 
 
-def review(status: str, ev: dict[str, Any], files: Sequence[FileCompare],
+def review(status: MappingStatus, ev: dict[str, Any], files: Sequence[FileCompare],
            found: Sequence[Finding], commits: Sequence[UpstreamCommit], moved: bool) -> Review:
     """Whether to look at the entry, the reasons (codes), a few words, and the commits that
     forced its difference, most lines first."""
@@ -162,10 +166,11 @@ def review(status: str, ev: dict[str, Any], files: Sequence[FileCompare],
         words = [f"change differs: {_differs(files)}"]
     if "moved" in codes and ev.get("line_shift"):
         words.append(f"moved {ev['line_shift']:+d} lines")
-    if status in ("merged", "split"):
-        many = len(ev.get("folded" if status == "merged" else "split_off", {})) + 1
-        words.insert(0, f"{many} patches into one" if status == "merged" else f"split in {many}")
-    if status == "upstreamed" and ev.get("upstream_commit"):
+    if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
+        many = len(ev.get("folded" if status == MappingStatus.MERGED else "split_off", {})) + 1
+        words.insert(0, f"{many} patches into one" if status == MappingStatus.MERGED
+                     else f"split in {many}")
+    if status == MappingStatus.UPSTREAMED and ev.get("upstream_commit"):
         words = [f"upstream {ev['upstream_commit'][:SHORT]} has it"]
     words += [REASONS[f.kind] for f in _first_of_kind(found)]
     ranked = sorted(commits, key=lambda c: -c.lines)

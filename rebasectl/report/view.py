@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.ids import SHORT_PROSE as SHORT
 from .model import Entry, Finding, PatchInfo, Report
-from .reasons import SHORT
 
 FILE_WORDS = {"identical": "identical", "moved": "same hunks, moved",
               "equivalent": "same +/- lines, context moved",

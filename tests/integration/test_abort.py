@@ -11,19 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.cli import run
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import git_out
+from tests.harness.scenes import Two, World, conflicted, copy_two, tree
 from tests.sfix import Scenario, copy, template_fixture
-from tests.synth import rebasectl
 
 
 @pytest.fixture(scope="module")
 def sc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     yield from template_fixture(tmp_path_factory, "abort")
-
-
-def _git(path: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(path), *args], capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def test_abort_says_only_what_it_kept(sc: Scenario, tmp_path: Path) -> None:
@@ -43,13 +40,13 @@ def test_abort_of_a_tree_with_a_person_s_commit(sc: Scenario, tmp_path: Path) ->
     series = copy(sc, tmp_path)
     assert rebasectl(series, "apply", "--base", sc.new_base).returncode == 1
     tree = series / ".rebasectl" / "tree"
-    tip = _git(tree, "rev-parse", "HEAD")
+    tip = git_out(tree, "rev-parse", "HEAD")
     (tree / "mine.txt").write_text("my work\n")
     (tree / "backup~").write_text("editor backup\n")
     (tree / ".gitignore").write_text("*~\n")
     (tree / "a.txt").write_text("resolved by hand, then committed instead of continued\n")
-    _git(tree, "add", "mine.txt", "a.txt")
-    _git(
+    git_out(tree, "add", "mine.txt", "a.txt")
+    git_out(
         tree,
         "-c",
         "user.name=Me",
@@ -73,10 +70,10 @@ def test_abort_of_a_tree_with_a_person_s_commit(sc: Scenario, tmp_path: Path) ->
     subprocess.run(
         ["git", "clone", "-q", str(series / ".rebasectl" / "upstream.git"), str(clone)], check=True
     )
-    _git(clone, "checkout", "-q", "--detach", sc.new_base)
+    git_out(clone, "checkout", "-q", "--detach", sc.new_base)
     patches = sorted((kept / "commits").glob("*.patch"))
     assert len(patches) == 1
-    _git(
+    git_out(
         clone,
         "-c",
         "user.name=Me",
@@ -87,5 +84,42 @@ def test_abort_of_a_tree_with_a_person_s_commit(sc: Scenario, tmp_path: Path) ->
         *map(str, patches),
     )
     assert (clone / "mine.txt").read_text() == "my work\n"
-    assert _git(clone, "log", "-1", "--format=%s") == "wip: my work"
-    assert _git(clone, "rev-parse", "HEAD~1") == tip  # only the person's commit was kept
+    assert git_out(clone, "log", "-1", "--format=%s") == "wip: my work"
+    assert git_out(clone, "rev-parse", "HEAD~1") == tip  # only the person's commit was kept
+
+
+# -- moved here from the hostile review rounds (test names say the behaviour) --
+# hostile review round 2, finding F14
+def test_abort_keeps_untracked_files(world: World, tmp_path: Path) -> None:
+    """F14: notes written in the work tree during a resolution (untracked): abort removes the
+    whole work tree with them, without a word (apply and skip refuse or keep such files)."""
+    series = conflicted(world, tmp_path)
+    (tree(series) / "NOTES.md").write_text("my notes on the resolution\n")
+    r = run(series, "abort")
+    kept = [
+        p
+        for p in series.rglob("*")
+        if p.is_file() and p.read_bytes() == b"my notes on the resolution\n"
+    ]
+    assert kept or r.returncode != 0, "abort deleted the untracked NOTES.md"
+
+
+# hostile review round 3, finding F3
+def test_abort_keeps_ignored_files(
+    two_conflicts: Two, tmp_path: Path
+) -> None:
+    """F3: abort promises to keep the untracked files of the tree it removes under
+    .rebasectl/aborted/, but it lists them with `git status --ignored=no`, so files the upstream's
+    .gitignore covers are deleted unseen. Megatron-LM's .gitignore has `local/`, `logs`, `runs/`,
+    `*~`, `*.swp`: notes kept in local/ during a resolution, or an editor's backup of the file
+    being resolved, are lost. Repro: apply --base NEW (conflict), write local/notes.md and
+    a.txt~ in the tree, `rebasectl abort`: "aborted; removed .../.rebasectl/tree" and nothing
+    kept (on the real tree: "kept 1 untracked file(s)" = only the unignored NOTES.txt)."""
+    series = copy_two(two_conflicts, tmp_path)
+    run(series, "apply", "--base", two_conflicts.new_base, want=1)
+    (tree(series) / "local").mkdir()
+    (tree(series) / "local" / "notes.md").write_text("how I resolved a.txt\n")
+    (tree(series) / "a.txt~").write_text("my half-done resolution\n")
+    run(series, "abort", want=0)
+    kept = [p.name for p in (series / ".rebasectl" / "aborted").rglob("*") if p.is_file()]
+    assert "notes.md" in kept and "a.txt~" in kept, kept

@@ -11,7 +11,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.synth import Repo, lines, rebasectl
+from tests.harness.cli import ok, run
+from tests.harness.git import Repo, lines
 
 NAMES = ["ä.py", "with space.py", "dir b/x b/y.py"]
 
@@ -41,12 +42,6 @@ def _scenario(tmp_path: Path) -> tuple[Repo, str, str, Path]:
     return up, base, new, series
 
 
-def _ok(series: Path, *args: str, want: int = 0) -> subprocess.CompletedProcess[str]:
-    r = rebasectl(series, *args)
-    assert r.returncode == want, (args, r.returncode, r.stdout, r.stderr)
-    return r
-
-
 def _paths(obj: object) -> set[str]:
     """Every string value under a "path" key of a JSON document."""
     found: set[str] = set()
@@ -63,39 +58,39 @@ def _paths(obj: object) -> set[str]:
 
 def test_awkward_paths_through_every_command(tmp_path: Path) -> None:
     up, base, new, series = _scenario(tmp_path)
-    _ok(series, "import", f"{base}..feature", "--repo", str(up.path))
+    ok(series, "import", f"{base}..feature", "--repo", str(up.path))
     checkout = Repo(series)  # the series is a git checkout, as a fork keeps it
     checkout.commit("series on the old base")
     patches = sorted((series / "patches").glob("*.patch"))
     assert b'"a/\\303\\244.py"' in patches[0].read_bytes()  # git's quoting, as format-patch
     before = {p.name: p.read_bytes() for p in patches}
-    _ok(series, "check", "--apply", "--upstream", str(up.path))
-    _ok(series, "apply")
+    ok(series, "check", "--apply", "--upstream", str(up.path))
+    ok(series, "apply")
     tree = series / ".rebasectl" / "tree"
     assert all("P 10" in (tree / n).read_text() for n in NAMES)
-    _ok(series, "export")
+    ok(series, "export")
     assert {p.name: p.read_bytes() for p in sorted((series / "patches").glob("*.patch"))} == before
 
-    bump = json.loads(_ok(series, "bump", "--to", new, "--json", want=1).stdout)
+    bump = json.loads(run(series, "bump", "--to", new, "--json", want=1).stdout)
     conflict = bump["patches"][0]["conflicts"]
     assert sorted(c["path"] for c in conflict) == sorted(NAMES)
     assert all(c["regions"] and c["regions"][0]["hunks"] for c in conflict)
 
-    r = _ok(series, "apply", "--base", new, "--json", want=1)
+    r = run(series, "apply", "--base", new, "--json", want=1)
     assert _paths(json.loads(r.stdout)) >= set(NAMES)
-    status = json.loads(_ok(series, "status", "--json").stdout)
+    status = json.loads(ok(series, "status", "--json").stdout)
     assert sorted(u["path"] for u in status["apply_in_progress"]["unmerged"]) == sorted(NAMES)
     for n in NAMES:
         (tree / n).write_text(lines(12, n[:3]).replace(f"{n[:3]} 3\n", "UP 3 + P 3\n"))
         subprocess.run(["git", "-C", str(tree), "add", "--", n], check=True)
-    _ok(series, "continue")
+    ok(series, "continue")
     assert all("P 10" in (tree / n).read_text() for n in NAMES)
-    _ok(series, "export")
+    ok(series, "export")
     assert "UP 3 + P 3" in (series / "patches" / patches[0].name).read_text()
     checkout.commit("series on the new base")
 
-    report = json.loads(_ok(series, "report", "--format", "json").stdout)
+    report = json.loads(ok(series, "report", "--format", "json").stdout)
     named = _paths(report)
     assert set(NAMES) <= named and not any("\\" in p or p.endswith("\t") for p in named)
-    text = _ok(series, "report").stdout
+    text = ok(series, "report").stdout
     assert all(n in text for n in NAMES) and "\\303" not in text

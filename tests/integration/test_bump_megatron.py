@@ -16,30 +16,21 @@ The old series (in a scratch repository that borrows the mirror's objects, nothi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import real_mirror
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import git_out
 
 OLD = "3714d81d418c9f1bca4594fc35f9e8289f652862"
 NEW = "1dcf0dafa884ad52ffb243625717a3471643e087"
 SPECS = "megatron/core/models/gpt/gpt_layer_specs.py"
 ROUTER = "megatron/core/transformer/moe/router.py"
 BACKPORT = "500e080f20"
-
-
-def _git(repo: Path, *args: str, input: bytes | None = None,
-         env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=repo, input=input, capture_output=True,
-                          env={**os.environ, **(env or {})}, check=False)
-    assert proc.returncode == 0, proc.stderr.decode()
-    return proc.stdout.decode().strip()
 
 
 def _replace(old: str, new: str) -> Callable[[str], str]:
@@ -52,24 +43,24 @@ def _replace(old: str, new: str) -> Callable[[str], str]:
 def build_old_series(mirror: Path, root: Path) -> tuple[Path, str, str]:
     """A bare scratch repo (objects borrowed from the mirror) with the series on `fork`."""
     fork = root / "fork.git"
-    _git(root, "init", "-q", "--bare", str(fork))
+    git_out(root, "init", "-q", "--bare", str(fork))
     (fork / "objects" / "info" / "alternates").write_text(str(mirror.resolve() / "objects") + "\n")
-    base = _git(fork, "rev-parse", f"{OLD}^{{commit}}")
+    base = git_out(fork, "rev-parse", f"{OLD}^{{commit}}")
     env = {"GIT_INDEX_FILE": str(root / "index"), "GIT_AUTHOR_NAME": "Miles Dev",
            "GIT_AUTHOR_EMAIL": "dev@miles.invalid", "GIT_COMMITTER_NAME": "Miles Dev",
            "GIT_COMMITTER_EMAIL": "dev@miles.invalid", "GIT_AUTHOR_DATE": "1767225600 +0000",
            "GIT_COMMITTER_DATE": "1767225600 +0000"}
-    _git(fork, "read-tree", base, env=env)
+    git_out(fork, "read-tree", base, env=env)
     parent = base
 
     def commit(message: str, edits: dict[str, Callable[[str], str]]) -> None:
         nonlocal parent
         for path, edit in edits.items():
-            text = _git(fork, "cat-file", "blob", f":{path}", env=env) + "\n"
-            blob = _git(fork, "hash-object", "-w", "--stdin", input=edit(text).encode())
-            _git(fork, "update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
-        tree = _git(fork, "write-tree", env=env)
-        parent = _git(fork, "commit-tree", tree, "-p", parent, input=message.encode(), env=env)
+            text = git_out(fork, "cat-file", "blob", f":{path}", env=env) + "\n"
+            blob = git_out(fork, "hash-object", "-w", "--stdin", input=edit(text).encode())
+            git_out(fork, "update-index", "--cacheinfo", f"100644,{blob},{path}", env=env)
+        tree = git_out(fork, "write-tree", env=env)
+        parent = git_out(fork, "commit-tree", tree, "-p", parent, input=message.encode(), env=env)
 
     commit("[1/5] feat: add post-MLP layernorm to the layer spec helper\n", {SPECS: _replace(
         "            pre_mlp_layernorm=pre_mlp_layernorm,\n",
@@ -89,9 +80,9 @@ def build_old_series(mirror: Path, root: Path) -> tuple[Path, str, str]:
            {"megatron/core/transformer/enums.py": lambda text: text + "\n# downstream: miles\n"})
     diff = subprocess.run(["git", "diff", "--full-index", f"{BACKPORT}^", BACKPORT], cwd=mirror,
                           capture_output=True, check=True).stdout
-    _git(fork, "apply", "--cached", input=diff, env=env)
-    tree = _git(fork, "write-tree", env=env)
-    parent = _git(fork, "commit-tree", tree, "-p", parent, env=env,
+    git_out(fork, "apply", "--cached", input=diff, env=env)
+    tree = git_out(fork, "write-tree", env=env)
+    parent = git_out(fork, "commit-tree", tree, "-p", parent, env=env,
                   input=b"[4/5] backport: exact key match in reload_model_params\n")
     commit("[5/5] feat: MTP routers bypass replay\n", {ROUTER: _replace(
         "        self.is_mtp = False\n",
@@ -101,10 +92,10 @@ def build_old_series(mirror: Path, root: Path) -> tuple[Path, str, str]:
 
 def _log_l(mirror: Path, path: str, marker: str, before: int, after: int) -> set[str]:
     """`git log -L` on the lines around ``marker`` in 1dcf0da's version of ``path``."""
-    text = _git(mirror, "show", f"{NEW}:{path}").split("\n")
+    text = git_out(mirror, "show", f"{NEW}:{path}").split("\n")
     line = next(n for n, t in enumerate(text, start=1) if marker in t)
-    out = _git(mirror, "log", "--format=%H", "-s", "-L", f"{line - before},{line + after}:{path}",
-               f"{OLD}..{NEW}")
+    out = git_out(mirror, "log", "--format=%H", "-s", "-L",
+                  f"{line - before},{line + after}:{path}", f"{OLD}..{NEW}")
     return set(out.split())
 
 
@@ -119,11 +110,9 @@ def bumped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     assert r.returncode == 0, r.stderr
     r = rebasectl(series, "fetch", "--upstream", str(mirror))
     assert r.returncode == 0, r.stderr
-    started = time.perf_counter()
     r = rebasectl(series, "bump", "--to", NEW, "--json", "--artifacts", str(root / "artifacts"))
-    seconds = time.perf_counter() - started
-    return {"mirror": mirror, "series": series, "run": r, "seconds": seconds,
-            "artifacts": root / "artifacts"}
+    # its time (budget 8 s) is measured by bench/budgets.py megatron-bump, not here
+    return {"mirror": mirror, "series": series, "run": r, "artifacts": root / "artifacts"}
 
 
 def test_bump_to_1dcf0da_conflicts_and_culprits(bumped: dict[str, object]) -> None:
@@ -138,7 +127,7 @@ def test_bump_to_1dcf0da_conflicts_and_culprits(bumped: dict[str, object]) -> No
     mirror = bumped["mirror"]
     assert isinstance(mirror, Path)
     # 1: the commit that inlined the layer-spec helper (git log -S on its definition)
-    inlined = set(_git(mirror, "log", "--format=%H", "-S",
+    inlined = set(git_out(mirror, "log", "--format=%H", "-S",
                        "def get_transformer_layer_spec_for_backend", f"{OLD}..{NEW}").split())
     assert len(inlined) == 1
     culprits1 = {c["commit"] for c in by_index[1]["culprits"]}
@@ -149,8 +138,8 @@ def test_bump_to_1dcf0da_conflicts_and_culprits(bumped: dict[str, object]) -> No
         _log_l(mirror, ROUTER, "router_replay=self.router_replay,", 1, 1)
     culprits2 = {c["commit"] for c in by_index[2]["culprits"]}
     assert expected2 and expected2 <= culprits2
-    replay = {c for c in culprits2 if "routing replay" in _git(mirror, "log", "-1", "--format=%s",
-                                                                 c).lower()}
+    replay = {c for c in culprits2
+              if "routing replay" in git_out(mirror, "log", "-1", "--format=%s", c).lower()}
     assert by_index[2]["first_break"]["commit"] in replay
     # 4: absorbed by the very commit it backported
     assert by_index[4]["culprits"][0]["commit"].startswith(BACKPORT)
@@ -162,12 +151,6 @@ def test_bump_to_1dcf0da_conflicts_and_culprits(bumped: dict[str, object]) -> No
                           "culprits.json").read_text())["blocked_by"]
     assert blocked == ["routing-replay-hook-in-the-top-k-router"]
     assert by_index[3]["culprits"] == []
-
-
-def test_bump_is_fast(bumped: dict[str, object]) -> None:
-    seconds = bumped["seconds"]
-    assert isinstance(seconds, float)
-    assert seconds < 8.0, f"bump with attribution took {seconds:.1f} s (budget 5 s on 2 cores)"
 
 
 def test_blame_router_patch(bumped: dict[str, object]) -> None:

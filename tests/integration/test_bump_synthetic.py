@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 
 FILES = [f"src/f{n:02d}.py" for n in range(20)]
 LINES = 200
@@ -139,9 +138,7 @@ def test_long_synthetic_upstream(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = rebasectl(series, "fetch", "--upstream", str(repo))
     assert r.returncode == 0, r.stderr
-    started = time.perf_counter()
     r = rebasectl(series, "bump", "--to", sha[ev["tip"]], "--json")
-    seconds = time.perf_counter() - started
     assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
     assert data["upstream_commits"] == 520
@@ -162,4 +159,4 @@ def test_long_synthetic_upstream(tmp_path: Path) -> None:
     # five needs one's line: broken where one broke
     assert five["first_break"]["commit"] == sha[ev["land"]]
     assert {c["commit"] for c in five["culprits"]} >= {sha[ev["land"]], sha[ev["reland"]]}
-    assert seconds < 8.0, f"bump took {seconds:.1f} s"  # 1.5-1.9 s measured at load ~5
+    # its time (budget 8 s; 1.5-1.9 s measured at load ~5) is bench/budgets.py synthetic-bump

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 
 OLD = "3714d81..miles-20260218"
 NEW = "1dcf0da..upstream/1dcf0dafa"

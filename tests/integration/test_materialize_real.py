@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from rebasectl.engine.exchange import load_patches
-from rebasectl.engine.materialize import Materializer, StepStatus, commit_patch
+from rebasectl.engine.materialize import Materializer, commit_patch
 from rebasectl.git import Repo
 from rebasectl.model.patches import Patch
 from rebasectl.model.series import load
+from rebasectl.model.status import Applied
 from rebasectl.model.workspace import Workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def test_python_materialiser_equals_git(mirror_path: Path, base: str) -> None:
     reference = git_reference(repo, start, stack)
     assert [s.commit for s in ours.steps] == reference
     if base == "pinned":
-        assert all(s.status in (StepStatus.CLEAN, StepStatus.EMPTY) for s in ours.steps)
+        assert all(s.status in (Applied.CLEAN.EMPTY) for s in ours.steps)
     else:
-        assert StepStatus.CONFLICT in {s.status for s in ours.steps}
-        assert StepStatus.MERGED in {s.status for s in ours.steps}
+        assert Applied.CONFLICT in {s.status for s in ours.steps}
+        assert Applied.MERGED in {s.status for s in ours.steps}

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = "1dcf0dafa884ad52ffb243625717a3471643e087"

@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import real_mirror
+from tests.harness.git import git as harness_git
 from tests.sfix import module_hermetic_git
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,9 +74,8 @@ def rc(d: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess
 
 
 def git(d: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(d), *args], capture_output=True, text=True, check=False
-    ).stdout.strip()
+    """What git prints, or nothing where a killed command left no repository."""
+    return harness_git(d, *args, check=False).stdout.strip()
 
 
 def snap(d: Path) -> dict[str, bytes]:

@@ -25,12 +25,14 @@ from pathlib import Path
 import pytest
 
 from rebasectl.engine.exchange import load_patches
-from rebasectl.engine.materialize import Materializer, StepStatus
+from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo
 from rebasectl.model.series import load
+from rebasectl.model.status import Applied
 from rebasectl.model.workspace import Workspace
 from tests.conftest import real_mirror
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import git
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The series as it was when these cases were written (round 2, before the default-path rule made
@@ -90,7 +92,7 @@ def test_bump_regions_are_what_git_apply_3way_finds(bumped: dict[str, object],
     checked = 0
     for p in data["patches"]:
         if p["status"] != "conflict":
-            assert steps[p["id"]].status is not StepStatus.CONFLICT
+            assert steps[p["id"]].status is not Applied.CONFLICT
             continue
         for c in p["conflicts"]:
             if c["kind"] != "content":
@@ -123,20 +125,19 @@ def _ok(series: Path, *args: str, code: int = 0, **env: str) -> subprocess.Compl
     return r
 
 
-def _git(tree: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True,
-                          text=True).stdout
+def git_text(tree: Path, *args: str) -> str:
+    return git(tree, *args).stdout
 
 
 def _resolve_compat(tree: Path) -> None:
-    _git(tree, "rm", "-q", "--ignore-unmatch", TOKENIZER)
+    git_text(tree, "rm", "-q", "--ignore-unmatch", TOKENIZER)
     shutil.copy(RESOLVED / "compat" / "huggingface_tokenizer.py.resolved", tree / HF)
-    _git(tree, "add", HF)
+    git_text(tree, "add", HF)
 
 
 def _resolve_partial(tree: Path) -> None:
     shutil.copy(RESOLVED / "partial-ckpt-load" / "common.py.resolved", tree / COMMON)
-    _git(tree, "add", COMMON)
+    git_text(tree, "add", COMMON)
 
 
 def test_apply_resolve_skip_export_and_replay(tmp_path: Path) -> None:
@@ -149,13 +150,13 @@ def test_apply_resolve_skip_export_and_replay(tmp_path: Path) -> None:
     # the advice fits the conflict: no markers to edit in a modify/delete; `git rm` (done below
     # by _resolve_compat, with the change carried into huggingface_tokenizer.py) takes it
     assert "then `git rm` it" in r.stdout and "edit the marked files" not in r.stdout
-    assert _git(tree, "status", "--porcelain", "--untracked-files=no").splitlines()[-1] == \
+    assert git_text(tree, "status", "--porcelain", "--untracked-files=no").splitlines()[-1] == \
         f"DU {TOKENIZER}"
     assert "still unresolved" in _ok(series, "continue", code=1).stderr
     # a resolution that keeps nothing of the patch (the file dropped, the merged parts undone)
-    merged = _git(tree, "diff", "--cached", "--", ".", f":!{TOKENIZER}")
-    _git(tree, "rm", "-q", TOKENIZER)
-    _git(tree, "checkout", "HEAD", "--", *_git(tree, "diff", "--cached", "--name-only",
+    merged = git_text(tree, "diff", "--cached", "--", ".", f":!{TOKENIZER}")
+    git_text(tree, "rm", "-q", TOKENIZER)
+    git_text(tree, "checkout", "HEAD", "--", *git_text(tree, "diff", "--cached", "--name-only",
                                               "--diff-filter=M").split())
     assert "leaves nothing of the patch" in _ok(series, "continue", code=2).stderr
     subprocess.run(["git", "-C", str(tree), "apply", "--index"], input=merged.encode(),
@@ -207,7 +208,7 @@ def test_kills_in_the_conflict_state(tmp_path: Path) -> None:
     assert r.returncode == -9
     r = _ok(series, "continue", code=1)  # adopts the commit it made, goes on
     assert "stopped at 2/9 partial-ckpt-load" in r.stdout
-    log = _git(tree, "log", "--format=%s", f"{JUNE}..HEAD").splitlines()
+    log = git_text(tree, "log", "--format=%s", f"{JUNE}..HEAD").splitlines()
     assert log == ["fix: misc compatibility fixes for PyTorch and TE"]
     assert not (tree / TOKENIZER).exists() and "trust_remote_code=True" in (tree / HF).read_text()
     r = rebasectl(series, "skip", env={"REBASECTL_FAULT": "kill@state:1"}, timeout=600)

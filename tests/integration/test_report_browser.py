@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from rebasectl.report import render_html
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 from tests.unit.report_pair import build_pair
 
 CHROMIUM = Path("/usr/bin/chromium")

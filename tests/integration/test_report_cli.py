@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.synth import Repo, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo
 
 
 def text(name: str, n: int = 40) -> str:

@@ -16,7 +16,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 
 OLD_BASE = "3714d81d418c"
 NEW_BASE = "1dcf0dafa884"

@@ -3,7 +3,7 @@ whose hunk moved, a patch modified because upstream changed the line it needs, a
 into an already-paired one by lineage (same author and date), a dropped patch, a new patch that
 removes a parameter upstream's test still passes and adds back a line upstream removed, a
 redundant import, a stale message claim, and an empty marker. Every commit date comes from the
-``tests.synth.Repo`` clock, so the same calls give the same shas: the golden tests and the
+``tests.harness.git.Repo`` clock, so the same calls give the same shas: the golden tests and the
 browser test read it.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from rebasectl.git import Repo as GitRepo
 from rebasectl.report import Side, build_report
 from rebasectl.report.model import Report
-from tests.synth import Repo
+from tests.harness.git import Repo
 
 AUTHOR = "Pat Cher <pat@example.invalid>"
 

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.cli import fails, ok
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo
 from tests.sfix import (
     A,
     B,
@@ -23,7 +26,6 @@ from tests.sfix import (
     template_fixture,
     tree_of,
 )
-from tests.synth import Repo, rebasectl
 
 IDS = ["change-a-line-3", "add-e", "touch-b", "empty-marker", "change-a-line-30"]
 
@@ -33,22 +35,9 @@ def tpl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     yield from template_fixture(tmp_path_factory, "apply")
 
 
-def ok(series: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    r = rebasectl(series, *args)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r
-
-
-def fails(series: Path, code: int, *args: str) -> str:
-    r = rebasectl(series, *args)
-    assert r.returncode == code, (args, r.returncode, r.stdout, r.stderr)
-    assert "Traceback" not in r.stderr
-    return r.stderr
-
-
 def tree_repo(series: Path) -> Repo:
-    r = Repo.__new__(Repo)
-    r.path, r.clock = series / ".rebasectl" / "tree", 1767300000
+    r = Repo.existing(series / ".rebasectl" / "tree")
+    r.clock = 1767300000
     return r
 
 
@@ -458,9 +447,8 @@ def test_fetch_updates_the_mirror(tpl: Scenario, tmp_path: Path) -> None:
     assert "mirror up to date" in ok(series, "fetch", "--upstream", str(tpl.up.path)).stdout
     later = upstream_commit(tpl, "later", {"later.txt": "x\n"})
     ok(series, "fetch")  # the url of series.yaml
-    mirror = Repo.__new__(Repo)
-    mirror.path, mirror.clock = series / ".rebasectl" / "upstream.git", 0
-    assert mirror.git("rev-parse", "refs/heads/later") == later
+    mirror = Repo.existing(series / ".rebasectl" / "upstream.git")
+    assert mirror.git("rev-parse", "refs/rebasectl/upstream/heads/later") == later
 
 
 @pytest.mark.parametrize("where", [".", "..", "other-clone"])

@@ -7,20 +7,39 @@ from __future__ import annotations
 from pathlib import Path
 
 from rebasectl.engine.attribution import (
+    Scan,
     UpstreamRange,
-    absorbed_by,
     attribute,
-    breaks,
     relevant_stack,
-    reverse_applies,
-    same_patch_id,
-    scan,
 )
 from rebasectl.engine.exchange import patch_from_commit
 from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo as GitRepo
 from rebasectl.model.patches import Patch
-from tests.synth import Repo, lines
+from tests.harness.git import Repo, lines
+
+
+def scan(rng: UpstreamRange, stack: list[tuple[str, Patch]],
+         target: int) -> tuple[list[tuple[str, bool]], int]:
+    """Every state of the walk decided (``Scan.breaks`` decides only what it needs), and how
+    many distinct states were tried."""
+    walk = Scan(rng, stack, target)
+    walk.decide(range(len(walk.states)))
+    return [(c, walk.verdicts[k]) for c, k in walk.states], len(walk.verdicts)
+
+
+def breaks(statuses: list[tuple[str, bool]]) -> tuple[str | None, str | None]:
+    """The definition ``Scan.breaks`` walks less of the range to answer: the first commit at
+    which the patch stops applying, and the one after which it never applies again."""
+    if not statuses or statuses[-1][1]:
+        return None, None
+    first: str | None = None
+    permanent: str | None = None
+    for (_, before), (commit, now) in zip(statuses, statuses[1:]):
+        if before and not now:
+            first = first or commit
+            permanent = commit
+    return first, permanent
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -95,7 +114,7 @@ def test_revert_and_reland_give_different_first_and_permanent_break(tmp_path: Pa
     statuses, tried = scan(rng, fork.stack(shas), 0)
     assert [ok for _, ok in statuses] == [True, False, True, True, False]
     assert tried == 4  # 5 states; the revert restores the base's blob, decided once
-    assert breaks(statuses) == (land, reland)
+    assert breaks(statuses) == (land, reland) == Scan(rng, fork.stack(shas), 0).breaks()
 
 
 def test_culprit_on_a_merge_side_branch(tmp_path: Path) -> None:
@@ -156,30 +175,3 @@ def test_dependent_patch_after_a_failing_one(tmp_path: Path) -> None:
     assert first.status == "conflict" and [c.commit for c in att1.culprits] == [culprit]
     unrelated, _ = fork.attribute(shas, 1)
     assert unrelated.status == "clean"
-
-
-def test_absorbed_patch_is_named_by_patch_id_or_content(tmp_path: Path) -> None:
-    fork = Fork(tmp_path, {"a.txt": lines(30), "b.txt": lines(30, "b")})
-    shas = fork.series([
-        ("feat: add a feature line", {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")}),
-        ("feat: tweak b", {"b.txt": ("b 5\n", "b five\n")}),
-    ])
-    fork.change("unrelated", {"a.txt": ("line 2\n", "line 2 x\n")})
-    same = fork.change("upstream lands the feature",
-                       {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
-    mixed = fork.change("upstream lands the tweak with more",
-                        {"b.txt": ("b 5\n", "b five\n"), "a.txt": ("line 29\n", "line 29 y\n")})
-    fork.change("later edit next to it", {"b.txt": ("b 9\n", "b 9 z\n")})
-    fork.up.git("revert", "--no-edit", same)
-    fork.change("upstream lands the feature again",
-                {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
-
-    git = GitRepo(fork.up.path)
-    rng = UpstreamRange(git, fork.base, fork.up.head())
-    stack = fork.stack(shas)
-    assert same_patch_id(rng, stack[0][1]) == same  # the first landing, not the re-land
-    assert absorbed_by(rng, stack[0][1]) == same
-    assert reverse_applies(git, rng.new, stack[0][1])
-    assert same_patch_id(rng, stack[1][1]) == mixed  # its change to b.txt is exactly the patch
-    assert reverse_applies(git, rng.new, stack[1][1])
-    assert not reverse_applies(git, fork.base, stack[1][1])

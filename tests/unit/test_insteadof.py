@@ -7,7 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.synth import Repo, lines, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo, lines
 
 
 def test_series_url_redirected_by_insteadof(tmp_path: Path) -> None:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from rebasectl.git import Repo as GitRepo
 from rebasectl.model.diffs import parse
+from rebasectl.model.lines import significant
 from rebasectl.model.series import PatchEntry, Series, Upstream
 from rebasectl.report import Side, build_report, render_markdown, to_json
-from rebasectl.report.lineage import hunk_lines, load_changes, significant
-from tests.synth import Repo
+from rebasectl.report.lineage import hunk_lines, load_changes
+from tests.harness.git import Repo
 
 DIFF = b"""diff --git a/x.py b/x.py
 index 1111111..2222222 100644

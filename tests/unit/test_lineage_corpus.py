@@ -15,8 +15,8 @@ import pytest
 from rebasectl.git import Repo as GitRepo
 from rebasectl.model.series import PatchEntry, Series, Upstream
 from rebasectl.report import Side, build_report, render_html, render_markdown, to_json
-from rebasectl.report.model import Report
-from tests.synth import Repo
+from rebasectl.report.model import Entry, Report
+from tests.harness.git import Repo
 
 Files = dict[str, str]
 Edit = Callable[[Files], Files]
@@ -97,6 +97,14 @@ def _commits(repo: Repo, files: Files, patches: list[tuple[str, Edit]]) -> list[
     return shas
 
 
+def entry_for_old(r: Report, index: int) -> Entry:
+    return next(e for e in r.mapping if index in e.old)
+
+
+def entry_for_new(r: Report, index: int) -> Entry:
+    return next(e for e in r.mapping if index in e.new)
+
+
 def mapping(r: Report) -> set[tuple[tuple[int, ...], tuple[int, ...], str]]:
     return {(e.old, e.new, e.status) for e in r.mapping}
 
@@ -121,12 +129,12 @@ UP_CONTEXT_ALPHA = sub("alpha.py", "alpha_value_9 = compute_alpha(9)\n",
 
 
 def _renumbered(r: Report) -> None:
-    e = r.entry_for_old(1)
+    e = entry_for_old(r, 1)
     assert e.renumbered and e.status == "identical"
 
 
 def _moved(r: Report) -> None:
-    e = r.entry_for_old(1)
+    e = entry_for_old(r, 1)
     assert e.evidence["patch_id_equal"] is True and e.evidence["line_shift"] == 1
     assert e.moved and e.evidence["rule"] == "patch_id" and not e.review.needed
 
@@ -139,19 +147,19 @@ def _merge_renumbers(r: Report) -> None:
 def _whitespace(r: Report) -> None:
     """patch-id ignores whitespace; the +/- lines differ, so the change is not the same (in
     Python indentation is code)."""
-    e = r.entry_for_old(1)
+    e = entry_for_old(r, 1)
     assert e.evidence["patch_id_equal"] is True and e.evidence["whitespace_differs"] is True
     assert "line_shift" not in e.evidence and not e.moved and e.review.needed
 
 
 def _context(r: Report) -> None:
-    e = r.entry_for_old(1)
+    e = entry_for_old(r, 1)
     assert e.evidence["changed_lines_equal"] is True
     assert e.files[0].status == "equivalent"
 
 
 def _modified(r: Report) -> None:
-    e = r.entry_for_old(1)
+    e = entry_for_old(r, 1)
     f = e.files[0]
     assert f.status == "modified" and f.interdiff
     assert "-+alpha_value_10 = compute_alpha(10) * scale_factor" in f.interdiff
@@ -163,7 +171,7 @@ def _modified(r: Report) -> None:
 
 
 def _upstreamed(r: Report) -> None:
-    e = r.entry_for_old(2)
+    e = entry_for_old(r, 2)
     assert e.evidence["upstream_subject"] == "upstream: take the beta extra term (#42)"
 
 
@@ -172,12 +180,12 @@ def _never(r: Report) -> None:
 
 
 def _message(r: Report) -> None:
-    assert r.entry_for_old(1).message_changed
-    assert not r.entry_for_old(2).message_changed
+    assert entry_for_old(r, 1).message_changed
+    assert not entry_for_old(r, 2).message_changed
 
 
 def _absorbs(r: Report) -> None:
-    e = r.entry_for_new(1)
+    e = entry_for_new(r, 1)
     assert e.old == (1, 2)
     folded = e.evidence["folded"]["2"]
     assert folded["rule"] == "absorbs" and folded["lineage"]["absorbs"] == "gamma"
@@ -185,7 +193,7 @@ def _absorbs(r: Report) -> None:
 
 def _dropped(r: Report) -> None:
     """The rule printed for an unpaired patch is what the pairing saw: no rule matched."""
-    e = r.entry_for_old(2)
+    e = entry_for_old(r, 2)
     near = e.evidence["nearest"]
     assert e.evidence["rule"] == "unpaired"
     assert (near["index"], near["pair_rule"], near["fold_rule"]) == (1, None, None)

@@ -12,14 +12,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from rebasectl.infra.lock import LockedError, RepoLock
+from tests.harness.cli import one_error, popen, spawn
+from tests.harness.cli import run as rebasectl
+from tests.harness.process import resume, wait_stopped
 from tests.sfix import make, snapshot, tree_of
-from tests.synth import rebasectl
 
 
 def test_second_holder_refused_then_free(tmp_path: Path) -> None:
@@ -56,36 +57,22 @@ def test_garbage_lock_file_is_taken_over(tmp_path: Path) -> None:
         assert lock.held
 
 
-def _wait_stopped(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with open(f"/proc/{proc.pid}/stat") as fh:
-            if fh.read().split(") ", 1)[1].startswith("T"):
-                return
-        if proc.poll() is not None:
-            raise AssertionError(f"exited early: {proc.returncode}")
-        time.sleep(0.02)
-    raise AssertionError("never stopped")
-
-
 @pytest.mark.parametrize("second", [["export"], ["import", "HEAD~1..HEAD"], ["abort"], ["apply"]])
 def test_two_commands_at_once(tmp_path: Path, second: list[str]) -> None:
     sc = make(tmp_path)
     before = snapshot(sc.series)
-    env = dict(os.environ, REBASECTL_FAULT="stop@commit:2")
-    first = subprocess.Popen([sys.executable, "-m", "rebasectl", "-C", str(sc.series), "apply",
-                              "--upstream", str(sc.up.path)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = popen(sc.series, "apply", "--upstream", str(sc.up.path),
+                  env={"REBASECTL_FAULT": "stop@commit:2"})
     try:
-        _wait_stopped(first)
+        wait_stopped(first)
         args = [*second, "--repo", str(sc.up.path)] if second[0] == "import" else second
         r = rebasectl(sc.series, *args)
         assert r.returncode == 2, r.stderr
-        assert r.stderr.count("\n") == 1, r.stderr
+        one_error(r.stderr)
         assert f"`rebasectl apply` (pid {first.pid}" in r.stderr
         assert snapshot(sc.series) == before
     finally:
-        first.send_signal(signal.SIGCONT)
+        resume(first)
         out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert tree_of(sc.series / ".rebasectl" / "tree") == sc.up.tree("feature")
@@ -95,17 +82,15 @@ def test_two_commands_at_once(tmp_path: Path, second: list[str]) -> None:
 
 def test_read_only_status_runs_beside_a_holder(tmp_path: Path) -> None:
     sc = make(tmp_path)
-    env = dict(os.environ, REBASECTL_FAULT="stop@commit:1")
-    first = subprocess.Popen([sys.executable, "-m", "rebasectl", "-C", str(sc.series), "apply",
-                              "--upstream", str(sc.up.path)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = popen(sc.series, "apply", "--upstream", str(sc.up.path),
+                  env={"REBASECTL_FAULT": "stop@commit:1"})
     try:
-        _wait_stopped(first)
+        wait_stopped(first)
         r = rebasectl(sc.series, "status", "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["apply_in_progress"]["total"] == 5
     finally:
-        first.send_signal(signal.SIGCONT)
+        resume(first)
         first.communicate(timeout=120)
     assert first.returncode == 0
 
@@ -138,10 +123,9 @@ def test_disk_full_while_staging_changes_nothing(tmp_path: Path) -> None:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
 
-    r = subprocess.run([sys.executable, "-m", "rebasectl", "-C", str(sc.series), "export"],
-                       preexec_fn=limit, capture_output=True, text=True, timeout=120)
+    r = spawn(sc.series, "export", preexec_fn=limit)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and "nothing was changed" in r.stderr, r.stderr
+    one_error(r.stderr, "nothing was changed")
     assert snapshot(sc.series) == before
     assert not (sc.series / ".rebasectl" / "txn").exists()
     assert rebasectl(sc.series, "export").returncode == 0
@@ -178,20 +162,27 @@ def test_git_lock_left_by_a_killed_git_is_removed(tmp_path: Path) -> None:
 
 
 def test_a_git_still_at_work_is_waited_for(tmp_path: Path) -> None:
-    """A git holding a lock in the mirror (here a process with packed-refs.lock open for a
-    second, as a checkout a killed rebasectl started outlives it): the command waits for it,
-    says so, and then runs, instead of sending the person away."""
+    """A git holding a lock in the mirror (here a process with packed-refs.lock open until the
+    test lets it go, as a checkout a killed rebasectl started outlives it): the command waits for
+    it, says so, and then runs, instead of sending the person away. Synchronised on the command
+    itself: it stops at its ``git-wait`` fault point (reached only while it waits for a live
+    holder), the holder is let go, and the command goes on."""
     sc = make(tmp_path)
     assert rebasectl(sc.series, "apply").returncode == 0
     lock = sc.series / ".rebasectl" / "upstream.git" / "packed-refs.lock"
     holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys, time; f = open(sys.argv[1], 'w'); "
-                               "print('held', flush=True); time.sleep(1.5)", str(lock)],
-                              stdout=subprocess.PIPE, text=True)
+                               "import sys; f = open(sys.argv[1], 'w'); "
+                               "print('held', flush=True); sys.stdin.read()", str(lock)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    start = time.monotonic()
-    r = rebasectl(sc.series, "abort")
-    holder.wait()
-    assert "waiting for git (pid" in r.stderr, r.stderr
-    assert time.monotonic() - start >= 0.5  # it did wait for the holder
-    assert r.returncode == 2 and "no apply in progress" in r.stderr  # then ran as usual
+    cmd = popen(sc.series, "abort", env={"REBASECTL_FAULT": "stop@git-wait:1"})
+    try:
+        wait_stopped(cmd)  # it found the holder alive and is waiting for it
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()  # the git finishes (and leaves its lock file, as a killed one would)
+        holder.wait(timeout=60)
+        resume(cmd)
+    _, err = cmd.communicate(timeout=300)
+    assert "waiting for git (pid" in err, err
+    assert cmd.returncode == 2 and "no apply in progress" in err, err  # then ran as usual

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from rebasectl.report.names import bound
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 from tests.unit.test_attribution import Fork
 from tests.unit.test_bump import imported
 

@@ -15,7 +15,7 @@ from rebasectl.model.patches import (
     raw_to_rfc2822,
     rfc2822_to_raw,
 )
-from tests.synth import Repo, lines
+from tests.harness.git import Repo, lines
 
 
 @pytest.fixture

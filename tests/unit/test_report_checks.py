@@ -11,7 +11,7 @@ from rebasectl.git import Repo as GitRepo
 from rebasectl.report import Side, build_report
 from rebasectl.report.findings import claim_lines, message_identifiers
 from rebasectl.report.model import Report
-from tests.synth import Repo
+from tests.harness.git import Repo
 
 
 def text(name: str, n: int = 30) -> str:

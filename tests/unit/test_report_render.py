@@ -11,7 +11,7 @@ from pathlib import Path
 from rebasectl.git import Repo as GitRepo
 from rebasectl.report import Side, build_report, render_html, render_markdown, to_json
 from rebasectl.report.model import Report
-from tests.synth import Repo
+from tests.harness.git import Repo
 
 
 def _report(tmp: Path) -> Report:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.synth import Repo, lines, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo, lines
 
 
 def test_import_apply_reproduces_tip_tree(tmp_path: Path) -> None:
@@ -18,9 +19,7 @@ def test_import_apply_reproduces_tip_tree(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = rebasectl(series, "apply", "--upstream", str(up.path))
     assert r.returncode == 0, r.stderr
-    tree = Repo.__new__(Repo)
-    tree.path = series / ".rebasectl" / "tree"
-    tree.clock = 0
+    tree = Repo.existing(series / ".rebasectl" / "tree")
     assert tree.tree() == up.tree()
     before = {p.name: p.read_bytes() for p in (series / "patches").iterdir()}
     assert "0001-change-a.patch" in before

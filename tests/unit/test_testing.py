@@ -1,9 +1,10 @@
 """`rebasectl test` that cannot run is an error, never a pass; failures say why; coverage on the
 base counts assertions only; `apply --install` makes the tree the environment's megatron.
 
-Every case runs the real CLI in a subprocess on a tiny fake Megatron tree (``megatron/core``) and
-a series whose ``tests:`` name real pytest modules, so pytest, its JUnit XML and the exit codes
-are the real ones.
+Every case runs the real CLI (in this process, tests/harness/cli.py; a real one where a module
+must be missing) on a tiny fake Megatron tree (``megatron/core``) and a series whose ``tests:``
+name real pytest modules, so pytest (started by ``rebasectl test`` as a process), its JUnit XML
+and the exit codes are the real ones.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rebasectl.engine.testing import FailureKind, classify_failure
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 
 SERIES = """\
 version: 1

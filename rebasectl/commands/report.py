@@ -1,0 +1,38 @@
+"""``report``: explain a rebase. The two sides come from revisions of this repository, series
+folders or commit ranges (``report.inputs.choose``); the report is written to a file or returned
+for the front to print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..infra.fsutil import atomic_write
+from ..model.workspace import Workspace
+from .common import locked, source
+
+
+def report(ws: Workspace, *, old_rev: str | None, new_rev: str | None, old_series: str | None,
+           new_series: str | None, old_range: str | None, new_range: str | None,
+           repo: Path | None, upstream: str | None, fmt: str, verbose: bool,
+           output: Path | None) -> str | None:
+    """The report as text, or None when it was written to ``output`` (atomically: a reader
+    never sees half a report). Under the lock when a side is a series of this checkout (an
+    export may be half done; others must keep out), without it for commit ranges of another
+    repository. Series folders and ``--repo`` are taken from ``-C``, as git does."""
+    from ..report.inputs import choose, report_text
+
+    def here(path: str | None) -> str | None:
+        return str(ws.path(path)) if path else None
+
+    old = choose("old", old_rev, here(old_series), old_range)
+    new = choose("new", new_rev, here(new_series), new_range)
+    where = ws.path(repo) if repo else None
+    if not ws.series_file.exists():
+        text = report_text(ws, old, new, where, source(ws, upstream), fmt, verbose)
+    else:
+        with locked(ws, "report"):
+            text = report_text(ws, old, new, where, source(ws, upstream), fmt, verbose)
+    if output is None:
+        return text
+    atomic_write(ws.path(output), text.encode("utf-8"))
+    return None

@@ -1,0 +1,47 @@
+"""``status``: what the series is (series.yaml and the patch files, no git: any size answers at
+once) and, with an apply stopped at a conflict, the work tree's unmerged paths and the kind of
+each conflict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engine.exchange import (
+    patch_stats,
+)
+from ..engine.state import ApplyState
+from ..git import Worktree
+from ..model.series import load
+from ..model.workspace import Workspace
+from .common import (
+    finish_interrupted_write,
+)
+
+
+def status(ws: Workspace) -> dict[str, Any]:
+    finish_interrupted_write(ws)
+    series = load(ws.root)
+    patches = []
+    for number, (entry, st) in enumerate(zip(series.patches, patch_stats(ws, series)), start=1):
+        patches.append({"index": number, "id": entry.id, "file": entry.file,
+                        "title": entry.title, "kind": entry.kind, "files": st.files,
+                        "added": st.added, "removed": st.removed, "empty": st.files == 0})
+    up = series.upstream
+    return {"schema": "rebasectl.status/1",
+            "upstream": {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base},
+            "patches": patches, "apply_in_progress": describe_apply(ws)}
+
+
+def describe_apply(ws: Workspace) -> dict[str, Any] | None:
+    """The apply in progress: where it stopped, and the work tree's unmerged paths with the kind
+    of each conflict (git's own view of the tree, read now)."""
+    state = ApplyState.load(ws.apply_state)
+    if state is None:
+        return None
+    kinds = {str(c.get("path")): str(c.get("kind")) for c in state.conflicts}
+    tree = Worktree(ws.path(state.worktree))
+    unmerged = tree.status().unmerged if tree.exists and state.in_tree else []
+    return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
+            "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
+            "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
+            "conflicts": state.conflicts}

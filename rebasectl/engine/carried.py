@@ -1,0 +1,219 @@
+"""The one engine for "does upstream already carry these lines, and which commit brought them".
+
+Asked by ``bump`` (a patch is ``upstreamed`` only with the commit named), by the proposals
+(rules ``already-upstream`` and ``superseded``: one conflict region's lines) and by the report
+(a dropped patch: was it upstreamed, by which commit).
+
+The question is asked of *lines*: what a change adds and what it removes, in one file (or every
+file of a patch). The evidence is the change's *telling* lines only (stripped; at least
+``TELLING_CHARS`` characters that are not blanks or punctuation: a ``)`` or ``else:`` tells
+nothing):
+
+* an added line the old file did not have must be in the target's file;
+* a removed line the old file had, and that the change does not add back, must be gone from the
+  target's file.
+
+``share`` is the part of that evidence the target satisfies. The lines are carried when
+``share >= CARRIED_SHARE`` **and** a commit of ``old..new`` is found that brought them: among
+the commits that change those files, the one whose own diff adds most of the carried added lines
+and removes most of the carried removed lines (on a tie, the oldest: the one that landed them,
+not a later move). A commit with the same ``git patch-id`` as a whole patch is taken first.
+No commit, no verdict: lines the target has but no commit of the range brought (they were
+already there, or came by a way this engine cannot see) are not "carried", whatever the share,
+so nobody is told "upstream has it" without being told where.
+
+``CARRIED_SHARE`` is the one threshold (0.8): upstream rarely lands a change byte for byte
+(a renamed variable, a reflowed call), and a change that is four fifths there is one to compare
+with upstream's, not to carry again. Files renamed upstream are followed (rename detection
+between ``old`` and ``new``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..git import Repo
+from ..model.diffs import FileDiff, Hunk, text_lines
+from ..model.patches import Patch
+from .attribution import UpstreamRange
+
+CARRIED_SHARE = 0.8  # the one threshold: the part of the telling lines the target must carry
+TELLING_CHARS = 4  # a line tells something when it has this many non-punctuation characters
+_NOISE = re.compile(rb"[\s()\[\]{}:,.;#'\"]")
+
+
+def telling(line: bytes) -> bool:
+    """Whether a (stripped) line is evidence: brackets, blank lines, ``pass`` tell nothing."""
+    return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
+
+
+@dataclass(frozen=True)
+class Carried:
+    """The answer. ``commit`` is None when the lines are not carried (see the module)."""
+
+    commit: str | None
+    subject: str = ""
+    share: float = 0.0  # the part of the evidence the target satisfies
+    found: int = 0  # telling lines satisfied
+    total: int = 0  # telling lines asked about
+    how: str = ""  # "patch-id" | "lines" | "" (not carried)
+    lines: tuple[bytes, ...] = field(default=(), repr=False)  # the satisfied added lines
+
+    @property
+    def carried(self) -> bool:
+        return self.commit is not None
+
+    def to_json(self) -> dict[str, object]:
+        return {"carried": self.carried, "commit": self.commit, "subject": self.subject,
+                "share": round(self.share, 3), "found": self.found, "total": self.total,
+                "how": self.how, "threshold": CARRIED_SHARE}
+
+
+@dataclass(frozen=True)
+class Change:
+    """Lines one change adds to and removes from one file (``path``: the file's path at the old
+    base; ``pre``: the file the change was made on, when known, else the old base's)."""
+
+    path: str
+    added: tuple[bytes, ...] = ()
+    removed: tuple[bytes, ...] = ()
+
+    @classmethod
+    def of_file(cls, f: FileDiff, hunks: Sequence[Hunk] | None = None) -> Change:
+        chosen = f.hunks if hunks is None else hunks
+        return cls(f.old_path or f.path, tuple(ln for h in chosen for ln in h.added),
+                   tuple(ln for h in chosen for ln in h.removed))
+
+    @classmethod
+    def of_sides(cls, path: str, base: Sequence[bytes], patch: Sequence[bytes]) -> Change:
+        """A conflict region: the preimage's lines and the patch's lines of it."""
+        had = {ln.strip() for ln in base}
+        has = {ln.strip() for ln in patch}
+        return cls(path, tuple(ln for ln in patch if ln.strip() not in had),
+                   tuple(ln for ln in base if ln.strip() not in has))
+
+
+class CarriedLines:
+    """Answers for one upstream range; files and per-file histories read once and shared by
+    every question (safe to ask from several threads)."""
+
+    def __init__(self, rng: UpstreamRange) -> None:
+        self.rng = rng
+        self._lock = threading.Lock()
+        self._texts: dict[str, set[bytes]] = {}
+        self._diffs: dict[str, list[tuple[str, set[bytes], set[bytes]]]] = {}
+        self._renames: dict[str, str] | None = None
+
+    # -- questions ---------------------------------------------------------------------------------
+    def patch(self, patch: Patch) -> Carried:
+        """The whole patch: a same-patch-id commit, else its lines in every file."""
+        if patch.is_empty:
+            return Carried(None)
+        by_lines = self.changes([Change.of_file(f) for f in patch.files])
+        if by_lines.total and by_lines.share < CARRIED_SHARE:
+            return by_lines  # a same-patch-id commit would have put its lines there
+        same = self.same_patch_id(patch)
+        if same is not None:
+            return Carried(same, self.rng.subject(same), 1.0, by_lines.found, by_lines.total,
+                           "patch-id", by_lines.lines)
+        return by_lines
+
+    def changes(self, changes: Iterable[Change]) -> Carried:
+        """Lines of one or more files (a patch, a file's hunks, a conflict region)."""
+        added: dict[str, set[bytes]] = {}
+        removed: dict[str, set[bytes]] = {}
+        total = found = 0
+        for ch in changes:
+            old = self._text(self.rng.old, ch.path)
+            new = self._text(self.rng.new, self.at_new(ch.path))
+            plus = {t for t in (ln.strip() for ln in ch.added) if telling(t)} - old
+            minus = {t for t in (ln.strip() for ln in ch.removed) if telling(t)} & old
+            minus -= {ln.strip() for ln in ch.added}
+            total += len(plus) + len(minus)
+            added.setdefault(ch.path, set()).update(plus & new)
+            removed.setdefault(ch.path, set()).update(minus - new)
+            found += len(plus & new) + len(minus - new)
+        share = found / total if total else 0.0
+        if not total or share < CARRIED_SHARE:
+            return Carried(None, share=share, found=found, total=total)
+        commit = self._bringer(added, removed)
+        if commit is None:
+            return Carried(None, share=share, found=found, total=total)
+        lines = tuple(sorted(t for ts in added.values() for t in ts))
+        return Carried(commit, self.rng.subject(commit), share, found, total, "lines", lines)
+
+    def same_patch_id(self, patch: Patch) -> str | None:
+        """The commit of the range whose change to the patch's files has its patch-id (the
+        first to land it, when it was reverted and landed again)."""
+        history = self.rng.repo.history
+        own = history.patch_id(patch.diff)
+        if own is None:
+            return None
+        diffs = history.patches(self.rng.spec, patch.paths())
+        ids = history.patch_ids(diffs)
+        return next((c for c, _ in reversed(diffs) if ids.get(c) == own), None)
+
+    # -- the evidence ------------------------------------------------------------------------------
+    def at_new(self, path: str) -> str:
+        """``path``'s name in the target (a file upstream renamed is followed)."""
+        if self._text(self.rng.new, path) or self._text(self.rng.old, path) == set():
+            return path
+        with self._lock:
+            if self._renames is None:
+                self._renames = self.rng.repo.history.renames(self.rng.old, self.rng.new)
+        return self._renames.get(path, path)
+
+    def _text(self, rev: str, path: str) -> set[bytes]:
+        key = f"{rev}:{path}"
+        if key not in self._texts:
+            data = self.rng.blob(key)
+            self._texts[key] = {ln.strip() for ln in text_lines(data)}
+        return self._texts[key]
+
+    def _bringer(self, added: dict[str, set[bytes]], removed: dict[str, set[bytes]]) -> str | None:
+        """The commit whose diffs add most of ``added`` and remove most of ``removed`` (oldest
+        first on a tie)."""
+        score: dict[str, int] = {}
+        order: list[str] = []
+        for path in sorted(set(added) | set(removed)):
+            for commit, plus, minus in self._history(path):
+                hit = len(added.get(path, set()) & plus) + len(removed.get(path, set()) & minus)
+                if commit not in score:
+                    order.append(commit)
+                    score[commit] = 0
+                score[commit] += hit
+        ranked = self.rng.order(order)
+        best = max((score[c] for c in ranked), default=0)
+        return next((c for c in ranked if score[c] == best), None) if best else None
+
+    def _history(self, path: str) -> list[tuple[str, set[bytes], set[bytes]]]:
+        """(commit, lines it added, lines it removed) for each non-merge commit of the range
+        that changes ``path`` (or its new name)."""
+        if path not in self._diffs:
+            paths = sorted({path, self.at_new(path)})
+            rows = []
+            for commit, diff in self.rng.repo.history.patches(self.rng.spec, paths):
+                plus, minus = set(), set()
+                for ln in diff.split(b"\n"):
+                    if ln.startswith(b"+") and not ln.startswith(b"+++"):
+                        plus.add(ln[1:].strip())
+                    elif ln.startswith(b"-") and not ln.startswith(b"---"):
+                        minus.add(ln[1:].strip())
+                rows.append((commit, plus, minus))
+            self._diffs[path] = rows
+        return self._diffs[path]
+
+
+def reverse_applies(repo: Repo, rev: str, patch: Patch) -> bool:
+    """Whether ``patch`` reverse-applies cleanly at ``rev`` (its exact result is there)."""
+    if patch.is_empty:
+        return False
+    with repo.index() as index:
+        index.set_entries(repo.entries_at(rev, patch.paths()))
+        return index.apply(patch.diff, check=True, reverse=True).ok
+
+
+__all__ = ["CARRIED_SHARE", "Carried", "CarriedLines", "Change", "reverse_applies", "telling"]

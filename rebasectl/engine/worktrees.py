@@ -1,0 +1,82 @@
+"""Whose work tree it is: the one rule by which apply, bump and abort decide what they may
+replace or remove. A directory is ours only when it is a linked work tree of our mirror; an
+empty directory may be taken; anything else (the series checkout, a repository rebasectl did not
+make, a tree holding work never exported) is refused with the way out.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ..git import Repo, Worktree
+from ..git.worktree import linked_to, registration
+from ..infra.errors import RebasectlError
+from ..model.workspace import Workspace
+from .state import TreeMap
+
+
+def registered(ws: Workspace, worktree: Path) -> bool:
+    """A linked work tree of our mirror. Only such a directory is ever removed."""
+    return linked_to(ws.mirror, worktree)
+
+
+def check_room(ws: Workspace, worktree: Path) -> None:
+    """Refuse to replace anything but a rebasectl work tree, and one holding work that was never
+    exported (commits, changes, untracked files)."""
+    root, where = ws.root.resolve(), worktree.resolve()
+    if where == root or where in root.parents:
+        raise RebasectlError(f"--worktree {worktree}: is the series checkout or holds it; "
+                             "pick a directory of its own (default .rebasectl/tree)")
+    if not worktree.exists() and not worktree.is_symlink():
+        return
+    if not registered(ws, worktree):
+        if worktree.is_dir() and not any(worktree.iterdir()):
+            return
+        if not worktree.is_dir():
+            raise RebasectlError(f"{worktree} exists and is not a directory")
+        if (worktree / ".git").exists():
+            raise RebasectlError(f"{worktree} is a git repository that rebasectl did not make; "
+                                 "pick another --worktree")
+        raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree; "
+                             "pick another --worktree or move it away")
+    _check_exported(ws, Worktree(worktree))
+
+
+def _check_exported(ws: Workspace, tree: Worktree) -> None:
+    tmap = TreeMap.load(ws.tree_map)
+    head = tree.head()
+    status = tree.status()
+    if status.untracked:
+        shown = ", ".join(status.untracked[:5]) + (" ..." if len(status.untracked) > 5 else "")
+        raise RebasectlError(f"{tree.path} has untracked files that would be lost: {shown}; "
+                             "commit them into a patch (git add, git commit --amend) and "
+                             "`rebasectl export`, or move them out of the work tree")
+    if status.changed or (tmap is not None and head != tmap.tip_of(tree.path)):
+        raise RebasectlError(f"{tree.path} has changes or commits that were not exported: "
+                             "`rebasectl export` them, or remove the work tree")
+
+
+def clear(ws: Workspace, worktree: Path) -> None:
+    """Remove a work tree of ours (registered in our mirror) and its registration; anything
+    else is left where it is."""
+    reg = registration(ws.mirror, worktree)
+    if registered(ws, worktree) or reg is not None:
+        if (ws.mirror / "HEAD").exists():  # gone, there is no registration left to drop
+            Repo(ws.mirror).remove_worktree(worktree)
+        if reg is not None and reg.exists():
+            shutil.rmtree(reg, ignore_errors=True)
+        shutil.rmtree(worktree, ignore_errors=True)
+    elif worktree.is_dir() and not any(worktree.iterdir()):
+        worktree.rmdir()
+
+
+def checkout(ws: Workspace, repo: Repo, worktree: Path, commit: str) -> Worktree:
+    """The work tree at ``commit``: moved there (git refuses to overwrite untracked files), or
+    made anew."""
+    tree = Worktree(worktree)
+    if tree.exists and tree.head() is not None:
+        tree.move_to(commit)
+        return tree
+    clear(ws, worktree)
+    return repo.add_worktree(worktree, commit)

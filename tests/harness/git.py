@@ -1,0 +1,105 @@
+"""Real git repositories for tests, built in tmp dirs with a deterministic clock.
+
+``Repo`` wraps one repository whose clock advances one minute per commit, so every history built
+from the same calls has the same shas. ``git`` runs one git command that must succeed (its
+``CompletedProcess`` is returned for the callers that read stderr or bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+def git(path: Path, *args: str, check: bool = True, input: bytes | str | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``git -C path ARGS``; output decoded as UTF-8 (bytes git printed that are not UTF-8 kept
+    as surrogates); with ``check`` a failure is an AssertionError naming it."""
+    raw = subprocess.run(["git", "-C", str(path), *args], capture_output=True,
+                         input=input.encode() if isinstance(input, str) else input,
+                         env={**os.environ, **(env or {})}, check=False)
+    proc = subprocess.CompletedProcess(raw.args, raw.returncode,
+                                       raw.stdout.decode("utf-8", "surrogateescape"),
+                                       raw.stderr.decode("utf-8", "surrogateescape"))
+    if check:
+        assert proc.returncode == 0, (args, proc.stderr)
+    return proc
+
+
+def git_out(path: Path, *args: str, input: bytes | str | None = None,
+            env: dict[str, str] | None = None) -> str:
+    """The stripped stdout of a git command that must succeed."""
+    return git(path, *args, input=input, env=env).stdout.strip()
+
+
+class Repo:
+    def __init__(self, path: Path, *, bare: bool = False) -> None:
+        self.path = path
+        self.clock = 1767225600
+        path.mkdir(parents=True, exist_ok=True)
+        self.git("init", "-q", *(["--bare"] if bare else []), "-b", "main")
+
+    @classmethod
+    def existing(cls, path: Path) -> Repo:
+        """A repository that is already there (the real mirror, a work tree rebasectl made)."""
+        repo = cls.__new__(cls)
+        repo.path, repo.clock = path, 1767225600
+        return repo
+
+    def git(self, *args: str, input: bytes | None = None) -> str:
+        env = dict(os.environ)
+        stamp = f"{self.clock} +0000"
+        env.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
+        proc = subprocess.run(["git", *args], cwd=self.path, env=env, input=input,
+                              capture_output=True, check=False)
+        if proc.returncode != 0:
+            raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr.decode()}")
+        return proc.stdout.decode().strip()
+
+    def write(self, files: dict[str, str | None]) -> None:
+        for rel, content in files.items():
+            target = self.path / rel
+            if content is None:
+                target.unlink()
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+
+    def commit(self, message: str, files: dict[str, str | None] | None = None, *,
+               author: str | None = None, allow_empty: bool = False) -> str:
+        self.clock += 60
+        if files:
+            self.write(files)
+        self.git("add", "-A")
+        args = ["commit", "-q", "-m", message]
+        if allow_empty:
+            args.append("--allow-empty")
+        if author:
+            args += ["--author", author]
+        self.git(*args)
+        return self.head()
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD")
+
+    def tree(self, rev: str = "HEAD") -> str:
+        return self.git("rev-parse", f"{rev}^{{tree}}")
+
+    def checkout(self, *args: str) -> None:
+        self.git("checkout", "-q", *args)
+
+    def branch(self, name: str, rev: str = "HEAD") -> None:
+        self.git("branch", "-f", name, rev)
+
+
+def lines(n: int, prefix: str = "line") -> str:
+    return "".join(f"{prefix} {i}\n" for i in range(1, n + 1))
+
+
+def tree_of(path: Path, rev: str = "HEAD") -> str:
+    return Repo.existing(path).tree(rev)
+
+
+def head_of(path: Path) -> str:
+    return Repo.existing(path).head()

@@ -1,0 +1,196 @@
+"""What rebasectl fetches and which refs it may touch.
+
+The cached mirror (``.rebasectl/upstream.git``) is also the repository of the work tree
+(``.rebasectl/tree`` is a linked work tree of it), so a branch a person makes there lives in the
+mirror's ``refs/heads``. The upstream's refs therefore live in rebasectl's own namespace
+(``refs/rebasectl/upstream/``): nothing a fetch brings can delete or move a branch or tag the
+person made. Replace refs and grafts never change what a pinned sha means. And a repository
+given with ``--repo`` is opened as the git dir it is, with git's own message when git refuses it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.sfix import Scenario, copy, snapshot, template_fixture
+from tests.synth import Repo, rebasectl
+
+
+@pytest.fixture(scope="module")
+def sc(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    yield from template_fixture(tmp_path_factory, "refs")
+
+
+def git(path: Path, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True,
+                          check=False)
+    if check:
+        assert proc.returncode == 0, (args, proc.stderr)
+    return proc.stdout.strip()
+
+
+def run(series: Path, *args: str, want: int | None = 0) -> subprocess.CompletedProcess[str]:
+    r = rebasectl(series, *args, timeout=300)
+    if want is not None:
+        assert r.returncode == want, (args, r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def own_upstream(sc: Scenario, tmp: Path) -> Repo:
+    """A clone of the scenario's upstream this test may change (the template is shared)."""
+    path = tmp / "up"
+    subprocess.run(["git", "clone", "-q", str(sc.up.path), str(path)], check=True)
+    up = Repo.__new__(Repo)
+    up.path, up.clock = path, sc.up.clock
+    up.git("checkout", "-q", "-B", "main", "origin/main")
+    return up
+
+
+def point_series_at(series: Path, up: Path) -> None:
+    text = (series / "series.yaml").read_text()
+    lines = [f"  url: {up}" if ln.startswith("  url: ") else ln for ln in text.splitlines()]
+    (series / "series.yaml").write_text("\n".join(lines) + "\n")
+
+
+def work_on_a_branch(series: Path) -> tuple[Path, str]:
+    """A person's own branch in the work tree, with a commit of theirs on it."""
+    tree = series / ".rebasectl" / "tree"
+    git(tree, "switch", "-q", "-c", "my-work")
+    (tree / "mine.txt").write_text("my work\n")
+    git(tree, "add", "mine.txt")
+    git(tree, "commit", "-q", "-m", "my own change")
+    return tree, git(tree, "rev-parse", "HEAD")
+
+
+def test_fetch_keeps_a_branch_made_in_the_work_tree(sc: Scenario, tmp_path: Path) -> None:
+    """Finding 1: `rebasectl fetch` fetched the mirror with `--prune` and `+refs/*:refs/*`, and
+    the work tree is a linked work tree of the mirror: a branch made there was deleted (the tree
+    left on an unborn branch, the commit only in a reflog)."""
+    series = copy(sc, tmp_path)
+    up = own_upstream(sc, tmp_path)
+    point_series_at(series, up.path)
+    run(series, "apply", "--upstream", str(up.path))
+    tree, mine = work_on_a_branch(series)
+    up.commit("upstream moves on", {"later.txt": "later\n"})
+    run(series, "fetch")
+    assert git(tree, "rev-parse", "HEAD") == mine
+    assert git(tree, "symbolic-ref", "HEAD") == "refs/heads/my-work"
+    assert git(tree, "rev-parse", "refs/heads/my-work") == mine
+
+
+def test_fetch_never_moves_a_branch_the_upstream_also_has(sc: Scenario, tmp_path: Path) -> None:
+    """A branch a person made in the work tree under a name the upstream also uses (here
+    `feature`) is theirs: the upstream's `feature` moving does not move it, and the upstream's
+    revision is still reachable by name."""
+    series = copy(sc, tmp_path)
+    up = own_upstream(sc, tmp_path)
+    up.git("branch", "-f", "feature", "origin/feature")
+    point_series_at(series, up.path)
+    run(series, "apply", "--upstream", str(up.path))
+    tree = series / ".rebasectl" / "tree"
+    git(tree, "branch", "-f", "feature", "HEAD")
+    mine = git(tree, "rev-parse", "HEAD")
+    up.checkout("feature")
+    theirs = up.commit("feature moves upstream", {"f.txt": "f\n"})
+    run(series, "fetch")
+    assert git(tree, "rev-parse", "refs/heads/feature") == mine
+    mirror = series / ".rebasectl" / "upstream.git"
+    assert git(mirror, "rev-parse", "refs/rebasectl/upstream/heads/feature") == theirs
+    r = run(series, "blame", "change-a-line-3", "--to", "feature", "--json")
+    assert theirs[:12] in r.stdout, r.stdout
+    r = run(series, "blame", "change-a-line-3", "--to", "origin/feature", "--json")
+    assert theirs[:12] in r.stdout, r.stdout
+
+
+def test_bump_to_a_branch_checks_the_tree_before_fetching(sc: Scenario, tmp_path: Path) -> None:
+    """Finding 1, bump: `bump --to <branch>` fetched (deleting the person's branch) before its
+    own check of the work tree, and the advice it then gave ended with the commit gone. Now the
+    check comes first, nothing is fetched, and following the advice (`rebasectl export`) keeps
+    the commit: it becomes a patch, and the bump then goes through."""
+    series = copy(sc, tmp_path)
+    up = own_upstream(sc, tmp_path)
+    point_series_at(series, up.path)
+    run(series, "apply", "--upstream", str(up.path))
+    tree, mine = work_on_a_branch(series)
+    up.commit("upstream moves on", {"later.txt": "later\n"})
+    mirror = series / ".rebasectl" / "upstream.git"
+    refs_before = git(mirror, "for-each-ref")
+    before = snapshot(series)
+    r = run(series, "bump", "--to", "main", want=2)
+    assert "not exported" in r.stderr and "rebasectl export" in r.stderr, r.stderr
+    assert git(mirror, "for-each-ref") == refs_before  # nothing fetched
+    assert git(tree, "rev-parse", "refs/heads/my-work") == mine
+    assert snapshot(series) == before
+    run(series, "export")
+    assert any(b"my work" in data for name, data in snapshot(series).items()
+               if name.startswith("patches/"))
+    run(series, "bump", "--to", "main", want=1)  # patch 1 conflicts on the new main
+
+
+def test_replace_refs_do_not_change_the_pinned_base(sc: Scenario, tmp_path: Path) -> None:
+    """Finding 9: the mirror copied the upstream's `refs/replace/*`, so the pinned base could
+    be swapped for other content: `check --apply` and `apply` said ok "on <base>" with a tree
+    holding a file the real base does not have."""
+    series = copy(sc, tmp_path)
+    up = own_upstream(sc, tmp_path)
+    fake_tree = up.git("mktree", input=(up.git("ls-tree", sc.base) + "\n" + (
+        "100644 blob " + up.git("hash-object", "-w", "--stdin", input=b"planted\n")
+        + "\tplanted.txt\n")).encode())
+    fake = up.git("commit-tree", fake_tree, "-m", "base")
+    up.git("replace", sc.base, fake)
+    run(series, "check", "--apply", "--upstream", str(up.path))
+    run(series, "apply", "--upstream", str(up.path))
+    tree = series / ".rebasectl" / "tree"
+    assert not (tree / "planted.txt").exists()
+    assert git(tree, "rev-parse", "HEAD~5^{tree}") == sc.up.tree(sc.base)
+    mirror = series / ".rebasectl" / "upstream.git"
+    assert git(mirror, "for-each-ref", "refs/replace/") == ""
+
+
+def test_grafts_do_not_change_the_pinned_base(sc: Scenario, tmp_path: Path) -> None:
+    """A graft file in the mirror (info/grafts, deprecated but still read by git) must not give
+    the base other parents: the upstream range of a bump is the real one."""
+    series = copy(sc, tmp_path)
+    run(series, "apply", "--upstream", str(sc.up.path))
+    mirror = series / ".rebasectl" / "upstream.git"
+    (mirror / "info").mkdir(exist_ok=True)
+    (mirror / "info" / "grafts").write_text(f"{sc.new_base}\n")  # new_base: no parents
+    r = run(series, "blame", "change-a-line-3", "--to", sc.new_base, "--json")
+    assert sc.new_base[:12] in r.stdout, r.stdout
+
+
+def test_bare_repo_without_config_opens_as_given(tmp_path: Path) -> None:
+    """`--repo` at a bare repository with no `config` file (git itself reads it) said
+    "<sha>: not a commit": the object reader let GitPython guess a work tree from the path.
+    It reads the range like git does."""
+    src = Repo(tmp_path / "src")
+    base = src.commit("base", {"a.txt": "a\n"})
+    src.commit("fix: one", {"a.txt": "b\n"})
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(src.path), str(bare)], check=True)
+    (bare / "config").unlink()
+    series = tmp_path / "series"
+    series.mkdir()
+    r = run(series, "import", f"{base}..main", "--repo", str(bare))
+    assert "1 patch" in r.stdout or (series / "series.yaml").is_file(), r.stdout
+    assert "fix: one" in (series / "series.yaml").read_text()
+
+
+def test_git_refusing_a_repo_is_quoted(tmp_path: Path) -> None:
+    """A repository git refuses (here: owned by someone else as git sees it) gives git's own
+    reason, not a guess."""
+    src = Repo(tmp_path / "src")
+    base = src.commit("base", {"a.txt": "a\n"})
+    src.commit("fix: one", {"a.txt": "b\n"})
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(src.path), str(bare)], check=True)
+    series = tmp_path / "series"
+    series.mkdir()
+    env = {"GIT_TEST_ASSUME_DIFFERENT_OWNER": "1"}
+    r = rebasectl(series, "import", f"{base}..main", "--repo", str(bare), env=env)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "dubious ownership" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

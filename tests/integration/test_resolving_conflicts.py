@@ -1,0 +1,224 @@
+"""Resolving a stopped patch: continue's guards, skip, scratch files, recorded resolutions (rerere
+and whole ones) replayed by apply and bump and taken back by forget, conflict lines that
+point at markers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from tests.harness.cli import run
+from tests.harness.git import git, lines
+from tests.harness.scenes import (
+    RESOLVED_A,
+    Two,
+    World,
+    advised,
+    conflicted,
+    copy_two,
+    resolve_a,
+    resolve_all,
+    tree,
+)
+from tests.sfix import Scenario, copy
+
+ROOT = Path(__file__).resolve().parents[2]
+JUNE = "3346fa8a2"
+A = lines(40, "a")
+
+
+# hostile review round 2, finding F4
+def test_reset_hard_mid_conflict_advice_never_commits_a_revert(
+    world: World, tmp_path: Path
+) -> None:
+    """F4: `git reset --hard HEAD~1` in the work tree mid-conflict; continue advised `git -C …
+    reset --soft <tip>` ("keeps your resolution staged"); doing so and continuing committed
+    patch 1 as a revert of the upstream commit (UP 33 -> a 33) without its own change, exit 0.
+    Now: no `reset --soft` for a HEAD that is not built on the tip; the advised commands
+    (abort, apply --base) stop at patch 1's conflict again."""
+    series = conflicted(world, tmp_path)
+    git(tree(series), "reset", "-q", "--hard", "HEAD~1")
+    r = run(series, "continue", want=2)
+    assert not [c for c in advised(r.stderr) if "reset --soft" in c], r.stderr
+    commands = [c for c in advised(r.stderr) if c.startswith("rebasectl ")]
+    assert [c.split()[1] for c in commands] == ["abort", "apply"], r.stderr
+    for command in commands:
+        last = run(series, *command.split()[1:])
+    assert last.returncode == 1, last.stderr
+    assert "<<<<<<<" in (tree(series) / "a.txt").read_text()
+
+
+# hostile review round 2, finding F19
+def test_bump_replays_recorded_resolutions(world: World, tmp_path: Path) -> None:
+    """F19: a conflict resolved once (apply --base, resolve, continue: rerere records it, and
+    a second `apply --base` replays it) is reported again by `bump --to` the same revision as
+    a conflict: the bump's rerere runs `git --work-tree TMP rerere` from the bare mirror and git
+    says "error: could not open 'a.txt'", so it never resolves anything (issue 18: "after abort,
+    the same bump replays the recorded resolutions")."""
+    series = conflicted(world, tmp_path)
+    resolve_a(series)
+    run(series, "continue", want=0)
+    r = run(series, "bump", "--to", world.sc.new_base, "--json")
+    patch1 = json.loads(r.stdout)["patches"][0]
+    assert patch1["status"] == "resolved", (patch1["status"], r.stderr[-500:])
+
+
+# hostile review round 2, finding F22
+def test_forget_takes_back_a_wrong_resolution(world: World, tmp_path: Path) -> None:
+    """F22 (new in 380f5d6, resolutions remembered whole): a resolution committed once (here a
+    wrong one) is replayed by every later `apply --base`/bump ("resolved as recorded at an
+    earlier apply"), and no command or option forgets it (git has `rerere forget`): to redo the
+    resolution the user must delete .rebasectl/resolutions/ (and rr-cache) by hand."""
+    series = conflicted(world, tmp_path)
+    (tree(series) / "a.txt").write_text(RESOLVED_A.replace("PATCH 3 + UPSTREAM 3", "WRONG"))
+    git(tree(series), "add", "a.txt")
+    run(series, "continue", want=0)
+    r = run(series, "apply", "--base", world.sc.new_base, want=0)
+    assert "recorded" in r.stderr
+    helps = [run(series, "--help").stdout]
+    for command in ("apply", "continue", "skip", "abort", "bump"):
+        helps.append(run(series, command, "--help").stdout)
+    text = "\n".join(helps).lower()
+    assert "forget" in text or "no-replay" in text or "--no-rerere" in text, (
+        "no way to forget a recorded resolution"
+    )
+    # the way to forget it works: the next apply stops at the conflict again, then records anew
+    run(series, "forget", "change-a-line-3", want=0)
+    r = run(series, "apply", "--base", world.sc.new_base, want=1)
+    assert "<<<<<<<" in (tree(series) / "a.txt").read_text(), r.stderr
+    resolve_a(series)
+    run(series, "continue", want=0)
+    r = run(series, "apply", "--base", world.sc.new_base, want=0)
+    assert "PATCH 3 + UPSTREAM 3" in (tree(series) / "a.txt").read_text()
+
+
+# hostile review round 2, finding G3
+def test_skip_and_continue_keep_scratch_files_out(world: World, tmp_path: Path) -> None:
+    """G3: scratch files (notes.txt, a.txt.orig) during a resolution: continue commits neither,
+    skip keeps them on disk."""
+    series = conflicted(world, tmp_path)
+    (tree(series) / "notes.txt").write_text("notes\n")
+    (tree(series) / "a.txt.orig").write_text("orig\n")
+    resolve_a(series)
+    run(series, "continue", want=0)
+    files = git(tree(series), "ls-files").stdout.split()
+    assert "notes.txt" not in files and "a.txt.orig" not in files
+    assert (tree(series) / "notes.txt").exists()
+    s2 = conflicted(world, tmp_path, "s2")
+    (tree(s2) / "notes.txt").write_text("notes\n")
+    run(s2, "skip", want=0)
+    assert (tree(s2) / "notes.txt").read_text() == "notes\n"
+
+
+# hostile review round 2, finding G6
+def test_continue_refuses_an_untouched_conflict_and_a_users_commit(
+    world: World, tmp_path: Path
+) -> None:
+    """G6: continue refuses an untouched conflict (exit 1) and a `git commit` made instead of
+    `git add` (HEAD moved, exit 2; the user's commit is not adopted as the patch)."""
+    series = conflicted(world, tmp_path)
+    r = run(series, "continue", want=1)
+    assert "a.txt" in r.stderr
+    resolve_a(series)
+    git(tree(series), "commit", "-q", "-m", "resolved")
+    r = run(series, "continue", want=2)
+    assert "HEAD moved" in r.stderr
+    soft = [c for c in advised(r.stderr) if "reset --soft" in c]
+    subprocess.run(soft[0], shell=True, check=True, capture_output=True)
+    run(series, "continue", want=0)
+    subjects = git(tree(series), "log", "--format=%s", "-5").stdout.splitlines()
+    assert "resolved" not in subjects and "[1/5] fix: change a line 3" in subjects
+
+
+# hostile review round 2, finding G18
+def test_continue_refuses_an_empty_resolution(world: World, tmp_path: Path) -> None:
+    """G18: a resolution that keeps upstream's file (nothing of the patch left): continue
+    refuses (exit 2) and names skip and --allow-empty; `continue --allow-empty` then works."""
+    series = conflicted(world, tmp_path)
+    upstream_a = git(world.sc.up.path, "show", f"{world.sc.new_base}:a.txt").stdout
+    (tree(series) / "a.txt").write_text(upstream_a)
+    git(tree(series), "add", "a.txt")
+    r = run(series, "continue", want=2)
+    assert "rebasectl skip" in r.stderr and "--allow-empty" in r.stderr
+    run(series, "continue", "--allow-empty", want=0)
+
+
+# hostile review round 3, finding F2
+def test_forget_drops_every_rerere_variant(
+    two_conflicts: Two, tmp_path: Path
+) -> None:
+    """F2: a conflict reached through `continue` (every stop after the first, e.g. patches 2-5 of
+    the real June bump) is recorded by rerere twice, as variant 0 (preimage only) and variant 1
+    (rr-cache/<id>/preimage.1, postimage.1); the whole-resolution record then names the
+    conflict `<id>.1`, and `forget_rerere` looks for a folder `rr-cache/<id>.1`, which does not
+    exist. Repro: apply --base NEW (stops at `one`), resolve, continue (stops at `two`), resolve
+    `two` wrongly (WRONG 20), continue; `rebasectl forget two` prints "forgot 1 recorded
+    resolution(s) and 0 rerere record(s)"; the next `apply --base NEW` "stopped at 2/2 two ...
+    a.txt: content conflict ... edit the files (markers ...)" but a.txt has no markers: rerere
+    put the forgotten WRONG 20 back (unmerged, so a `git add` + continue commits it again). On
+    the real tree the same happens to mtp-rl, post-layernorm, mla-rope-triton and
+    partial-ckpt-load. forget must take the resolution back whole: markers again."""
+    series = copy_two(two_conflicts, tmp_path)
+    nb = two_conflicts.new_base
+    run(series, "apply", "--base", nb, want=1)
+    resolve_all(tree(series) / "a.txt", "P 3 + UP 3\n")
+    git(tree(series), "add", "a.txt")
+    r = run(series, "continue", want=1)
+    assert "stopped at 2/2 two" in r.stdout
+    resolve_all(tree(series) / "a.txt", "WRONG 20\n")
+    git(tree(series), "add", "a.txt")
+    run(series, "continue", want=0)
+    r = run(series, "forget", "two", want=0)
+    r = run(series, "apply", "--base", nb, want=1)
+    text = (tree(series) / "a.txt").read_text()
+    assert "WRONG 20" not in text, f"the forgotten resolution came back: {r.stdout}"
+    assert "<<<<<<< " in text
+
+
+# hostile review round 3, finding G2
+def test_conflict_lines_point_at_markers(two_conflicts: Two, tmp_path: Path) -> None:
+    """G2: every `path:line` apply and continue print is the line of a `<<<<<<<` marker."""
+    series = copy_two(two_conflicts, tmp_path)
+    for step in ("apply", "continue"):
+        if step == "apply":
+            r = run(series, "apply", "--base", two_conflicts.new_base, want=1)
+        else:
+            resolve_all(tree(series) / "a.txt", "P 3 + UP 3\n")
+            git(tree(series), "add", "a.txt")
+            r = run(series, "continue", want=1)
+        marked = (tree(series) / "a.txt").read_text().splitlines()
+        spots = re.findall(r"a\.txt:(\d+): content conflict", r.stdout)
+        assert spots, r.stdout
+        for n in spots:
+            assert marked[int(n) - 1].startswith("<<<<<<< "), (step, n)
+
+
+# hostile review round 3, finding F6
+def test_conflict_resolved_by_rerere_is_committed_and_said(sc: Scenario, tmp_path: Path) -> None:
+    """F6: docs/design.md and session.py promise that when rerere resolves every file of the
+    stopped patch, "the patch is committed and the apply goes on, saying so". It never does:
+    apply --base NEW, resolve a.txt, continue (rerere records it), then the whole-resolution
+    record does not match (here removed: .rebasectl/resolutions/*.json; in real use any other
+    state of the file, e.g. an earlier patch resolved differently), `apply --base NEW` again:
+    rerere writes the old resolution into a.txt (no markers, still `UU a.txt`) and apply exits 1
+    with "stopped at 1/5 change-a-line-3 ... a.txt: content conflict" (no line) and "edit the
+    files (markers `upstream` vs `patch change-a-line-3`)" — there are no markers to edit. The
+    same stop is what F2 leaves. It should commit and go on (exit 0), or at least say that
+    rerere resolved a.txt and that `git add` + `continue` takes it."""
+    series = copy(sc, tmp_path)
+    run(series, "apply", "--base", sc.new_base, want=1)
+    resolve_all(tree(series) / "a.txt", "PATCH 3 + UPSTREAM 3\n")
+    git(tree(series), "add", "a.txt")
+    run(series, "continue", want=0)
+    for record in (series / ".rebasectl" / "resolutions").glob("*.json"):
+        record.unlink()
+    r = run(series, "apply", "--base", sc.new_base)
+    text = (tree(series) / "a.txt").read_text()
+    if r.returncode == 1:  # stopped: then there must be something to edit, as the message says
+        said = (r.stdout + r.stderr).replace(str(tmp_path), "TMP")
+        assert "<<<<<<< " in text or "rerere" in said, (r.stdout, r.stderr)
+    else:
+        assert r.returncode == 0 and "PATCH 3 + UPSTREAM 3" in text, (r.stdout, r.stderr)

@@ -1,0 +1,190 @@
+"""Work trees stay the person's: a moved or copied checkout, a work tree outside the checkout, a
+second work tree, untracked files in the finished tree; nothing is deleted or taken over, and
+each situation gets out with rebasectl commands alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.harness.cli import run
+from tests.harness.git import git, lines
+from tests.harness.scenes import (
+    RESOLVED_A,
+    World,
+    advised,
+    applied,
+    commit_in,
+    conflicted,
+    resolve_a,
+    tree,
+)
+from tests.sfix import Scenario, copy, snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+JUNE = "3346fa8a2"
+A = lines(40, "a")
+
+
+# hostile review round 2, finding F3a
+def test_abort_in_a_moved_checkout_spares_the_new_checkout(world: World, tmp_path: Path) -> None:
+    """F3a: `mv series series.old` mid-conflict, a fresh checkout at the old path with an
+    unexported commit in its work tree; `rebasectl -C series.old abort` deletes the NEW
+    checkout's work tree (and the commit with it), printing "aborted; removed <new path>"."""
+    old = conflicted(world, tmp_path)
+    moved = tmp_path / "series.old"
+    old.rename(moved)
+    fresh = applied(world, tmp_path)  # at the old path
+    work = commit_in(tree(fresh), "my unexported work", {"work.txt": "precious\n"})
+    run(moved, "abort")
+    assert (tree(fresh) / "work.txt").read_text() == "precious\n"
+    assert git(tree(fresh), "rev-parse", "HEAD").stdout.strip() == work
+
+
+# hostile review round 2, finding F3b
+def test_continue_in_a_moved_checkout_spares_the_new_checkout(
+    world: World, tmp_path: Path
+) -> None:
+    """F3b: as F3a, but `continue` in the moved checkout: it checks out its base in the NEW
+    checkout's work tree (HEAD moved off the user's commit, work.txt gone from disk) and writes
+    its conflict there."""
+    old = conflicted(world, tmp_path)
+    moved = tmp_path / "series.old"
+    old.rename(moved)
+    fresh = applied(world, tmp_path)
+    work = commit_in(tree(fresh), "my unexported work", {"work.txt": "precious\n"})
+    run(moved, "continue")
+    assert git(tree(fresh), "rev-parse", "HEAD").stdout.strip() == work
+    assert (tree(fresh) / "work.txt").read_text() == "precious\n"
+    assert git(tree(fresh), "status", "--porcelain").stdout == ""
+
+
+# hostile review round 2, finding F3c
+def test_continue_in_a_moved_checkout_keeps_the_resolution(world: World, tmp_path: Path) -> None:
+    """F3c: `mv` of the checkout mid-conflict, then the resolution edited in the moved work
+    tree: `continue` re-creates a work tree at the OLD path (outside the checkout), reports a
+    fresh conflict there and ignores the resolution."""
+    old = conflicted(world, tmp_path)
+    moved = tmp_path / "moved"
+    old.rename(moved)
+    resolve_a(moved, add=False)  # git itself no longer works in the moved tree
+    run(moved, "continue")
+    assert not old.exists(), f"continue created {old}"
+    head = git(tree(moved), "show", "HEAD:a.txt", check=False).stdout
+    on_disk = (tree(moved) / "a.txt").read_text()
+    assert RESOLVED_A in (head, on_disk), "the resolution in the moved work tree is gone"
+
+
+# hostile review round 2, finding F3d
+def test_abort_then_apply_in_a_moved_checkout_needs_no_hand_work(
+    world: World, tmp_path: Path
+) -> None:
+    """F3d: after `mv` mid-conflict, `abort` then `apply` must work with no hand work; apply
+    fails "…/.rebasectl/tree is a git repository that rebasectl did not make; pick another
+    --worktree"."""
+    old = conflicted(world, tmp_path)
+    moved = tmp_path / "moved"
+    old.rename(moved)
+    run(moved, "abort", want=0)
+    run(moved, "apply", want=0)
+    assert not old.exists(), f"abort/apply created {old}"
+
+
+# hostile review round 2, finding F10
+def test_a_second_worktree_leaves_the_default_one_usable(world: World, tmp_path: Path) -> None:
+    """F10: apply, then `apply --base CLEAN --worktree ../wt2`, export: from then on `apply`
+    (and bump) refuse ".rebasectl/tree has changes or commits that were not exported:
+    `rebasectl export` them, or remove the work tree" — export succeeds and changes nothing,
+    abort says "no apply in progress": only a hand `rm` gets out."""
+    series = applied(world, tmp_path)
+    run(series, "apply", "--base", world.clean, "--worktree", str(tmp_path / "wt2"), want=0)
+    run(series, "export", want=0)
+    r = run(series, "apply")
+    if r.returncode != 0:
+        for command in advised(r.stderr):
+            if command.startswith("rebasectl "):
+                run(series, *command.split()[1:])
+        r = run(series, "apply")
+    assert r.returncode == 0, r.stderr
+
+
+# hostile review round 2, finding G2
+@pytest.mark.parametrize("how", ["apply", "apply-base", "bump-clean"])
+def test_untracked_files_stop_apply_and_bump_and_survive(
+    world: World, tmp_path: Path, how: str
+) -> None:
+    """G2: an untracked file in the finished work tree stops a rerun of apply, apply --base and
+    a clean bump (listed, exit 2) and survives."""
+    series = applied(world, tmp_path)
+    (tree(series) / "untracked.txt").write_text("mine\n")
+    args = {
+        "apply": ["apply"],
+        "apply-base": ["apply", "--base", world.sc.new_base],
+        "bump-clean": ["bump", "--to", world.clean],
+    }[how]
+    before = snapshot(series)
+    r = run(series, *args, want=2)
+    assert "untracked.txt" in r.stderr
+    assert (tree(series) / "untracked.txt").read_text() == "mine\n"
+    assert snapshot(series) == before
+
+
+# hostile review round 3, finding F4
+def test_a_worktree_turned_into_a_plain_folder_is_kept(
+    sc: Scenario, tmp_path: Path
+) -> None:
+    """F4: `apply --worktree ../wt`, then the user turns ../wt into a plain folder (`rm
+    ../wt/.git`) and keeps working there (wt/mynotes.txt). The next command of the checkout
+    (here `apply`) deletes the whole folder: "removed the rest of .../wt, left by an interrupted
+    `git worktree remove`" — no `git worktree remove` ran; mynotes.txt is gone. A folder outside
+    .rebasectl/ with files rebasectl did not write must never be deleted."""
+    series = copy(sc, tmp_path)
+    wt = tmp_path / "wt"
+    run(series, "apply", "--worktree", str(wt), want=0)
+    (wt / ".git").unlink()
+    (wt / "mynotes.txt").write_text("precious\n")
+    run(series, "apply")
+    assert (wt / "mynotes.txt").is_file(), "the user's folder was deleted"
+
+
+# hostile review round 3, finding F5
+def test_a_copy_of_the_checkout_leaves_the_outside_worktree_alone(
+    sc: Scenario, tmp_path: Path
+) -> None:
+    """F5: `apply --base NEW --worktree ../wt` (stopped at a conflict), then `cp -r series copy`
+    (two checkouts of one series, e.g. to try something): any locking command in the copy
+    (`rebasectl -C copy continue`) "relinks" ../wt to the copy's mirror, taking it from the
+    original, which was never moved (relink_moved does not check that the old mirror is gone).
+    After `rm -rf copy`, git no longer works in the original's work tree ("fatal: not a git
+    repository: .../copy/.rebasectl/upstream.git/worktrees/wt")."""
+    series = copy(sc, tmp_path)
+    wt = tmp_path / "wt"
+    run(series, "apply", "--base", sc.new_base, "--worktree", str(wt), want=1)
+    link = (wt / ".git").read_text()
+    dup = tmp_path / "copy"
+    shutil.copytree(series, dup, symlinks=True)
+    run(dup, "continue")  # refuses (unresolved), but ran the repair first
+    shutil.rmtree(dup)
+    assert (wt / ".git").read_text() == link
+    assert git(wt, "status", "--porcelain", check=False).returncode == 0
+
+
+# hostile review round 3, finding G1
+def test_moved_checkout_skip_and_export_need_no_hand_work(sc: Scenario, tmp_path: Path) -> None:
+    """G1: mv of the checkout after apply, export in the moved one (nothing changed), apply
+    --base NEW, mv again mid-conflict, skip, export: each works with no hand work."""
+    series = copy(sc, tmp_path)
+    run(series, "apply", want=0)
+    moved = tmp_path / "s2"
+    series.rename(moved)
+    assert "0 files changed" in run(moved, "export", want=0).stdout
+    run(moved, "apply", "--base", sc.new_base, want=1)
+    again = tmp_path / "s3"
+    moved.rename(again)
+    run(again, "skip", want=0)
+    r = run(again, "export", want=0)
+    assert "kept change-a-line-3 as it was" in r.stdout
+    assert not moved.exists() and not series.exists()

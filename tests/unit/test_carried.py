@@ -1,0 +1,116 @@
+"""The carried-lines engine on synthetic upstreams: lines upstream landed (named by the commit that
+brought them, not a later one that merely touches the file), lines it did not, lines the old base
+already had (no evidence), a removal upstream made, a file upstream renamed, and the threshold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rebasectl.engine.attribution import UpstreamRange
+from rebasectl.engine.carried import CARRIED_SHARE, CarriedLines, Change, reverse_applies
+from rebasectl.git import Repo as GitRepo
+from tests.synth import lines
+from tests.unit.test_attribution import Fork
+
+
+def _engine(fork: Fork) -> CarriedLines:
+    return CarriedLines(UpstreamRange(GitRepo(fork.up.path), fork.base, fork.up.head()))
+
+
+FEATURE = "line 20\nfeature = enabled()\nweights = load(path, strict=False)\n"
+
+
+def test_patch_carried_names_the_commit_that_brought_its_lines(tmp_path: Path) -> None:
+    fork = Fork(tmp_path, {"a.txt": lines(30), "b.txt": lines(30, "b")})
+    shas = fork.series([
+        ("feat: the feature", {"a.txt": ("line 20\n", FEATURE)}),
+        ("feat: only ours", {"b.txt": ("b 5\n", "b 5\nnothing_upstream_has = 1\n")}),
+    ])
+    fork.change("unrelated", {"a.txt": ("line 2\n", "line 2 x\n")})
+    # upstream lands the same lines with different context (not the same patch-id)
+    brought = fork.change("upstream lands it", {"a.txt": ("line 25\n", "line 25\n" + FEATURE[8:])})
+    later = fork.change("touches the file later", {"a.txt": ("line 28\n", "line 28 y\n")})
+    engine = _engine(fork)
+    stack = fork.stack(shas)
+    got = engine.patch(stack[0][1])
+    assert got.carried and got.commit == brought and got.how == "lines"
+    assert got.commit != later and got.share == 1.0 and got.total == 2
+    assert got.to_json()["threshold"] == CARRIED_SHARE
+    ours = engine.patch(stack[1][1])
+    assert not ours.carried and ours.commit is None and ours.share == 0.0
+
+
+def test_same_patch_id_is_taken_first(tmp_path: Path) -> None:
+    fork = Fork(tmp_path, {"a.txt": lines(30)})
+    shas = fork.series([("feat", {"a.txt": ("line 20\n", FEATURE)})])
+    same = fork.change("upstream lands the feature", {"a.txt": ("line 20\n", FEATURE)})
+    fork.up.git("revert", "--no-edit", same)
+    fork.change("and again", {"a.txt": ("line 20\n", FEATURE)})
+    engine = _engine(fork)
+    patch = fork.stack(shas)[0][1]
+    got = engine.patch(patch)
+    assert (got.commit, got.how) == (same, "patch-id")  # the first landing, not the re-land
+    assert reverse_applies(engine.rng.repo, engine.rng.new, patch)
+
+
+def test_lines_the_old_base_had_are_no_evidence(tmp_path: Path) -> None:
+    base = lines(30) + "feature = enabled()\n"
+    fork = Fork(tmp_path, {"a.txt": base})
+    shas = fork.series([("dup", {"a.txt": ("line 3\n", "line 3\nfeature = enabled()\n")})])
+    fork.change("unrelated", {"a.txt": ("line 9\n", "line 9 x\n")})
+    got = _engine(fork).patch(fork.stack(shas)[0][1])
+    assert not got.carried and got.total == 0
+
+
+def test_removal_upstream_made_and_the_threshold(tmp_path: Path) -> None:
+    body = "".join(f"value_{n} = compute({n})\n" for n in range(10))
+    fork = Fork(tmp_path, {"a.txt": lines(5) + body})
+    engine_lines = fork.series([("drop 0-4", {"a.txt": (body[:5 * 21 - 5], "")})])
+    del engine_lines
+    removed = [f"value_{n} = compute({n})".encode() for n in range(5)]
+    # upstream removes four of the five lines: 0.8 of the evidence, at the threshold
+    gone = fork.change("upstream drops 0-3", {"a.txt": (body[:4 * 21 - 4], "")})
+    engine = _engine(fork)
+    got = engine.changes([Change("a.txt", (), tuple(removed))])
+    assert got.share == 0.8 and got.carried and got.commit == gone
+    short = engine.changes([Change("a.txt", (b"brand_new_line = 1",), tuple(removed))])
+    assert short.share < CARRIED_SHARE and not short.carried
+
+
+def test_file_renamed_upstream_is_followed(tmp_path: Path) -> None:
+    text = lines(40)
+    fork = Fork(tmp_path, {"old.txt": text})
+    shas = fork.series([("feat", {"old.txt": ("line 20\n", FEATURE)})])
+    fork.up.git("mv", "old.txt", "new.txt")
+    fork.up.git("commit", "-q", "-m", "rename")
+    brought = fork.change("lands it", {"new.txt": ("line 20\n", FEATURE)})
+    got = _engine(fork).patch(fork.stack(shas)[0][1])
+    assert got.carried and got.commit == brought
+
+
+def test_absorbed_patch_is_named_by_patch_id_or_content(tmp_path: Path) -> None:
+    fork = Fork(tmp_path, {"a.txt": lines(30), "b.txt": lines(30, "b")})
+    shas = fork.series([
+        ("feat: add a feature line", {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")}),
+        ("feat: tweak b", {"b.txt": ("b 5\n", "b five\n")}),
+    ])
+    fork.change("unrelated", {"a.txt": ("line 2\n", "line 2 x\n")})
+    same = fork.change("upstream lands the feature",
+                       {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
+    mixed = fork.change("upstream lands the tweak with more",
+                        {"b.txt": ("b 5\n", "b five\n"), "a.txt": ("line 29\n", "line 29 y\n")})
+    fork.change("later edit next to it", {"b.txt": ("b 9\n", "b 9 z\n")})
+    fork.up.git("revert", "--no-edit", same)
+    fork.change("upstream lands the feature again",
+                {"a.txt": ("line 20\n", "line 20\nfeature = enabled()\n")})
+
+    git = GitRepo(fork.up.path)
+    rng = UpstreamRange(git, fork.base, fork.up.head())
+    engine = CarriedLines(rng)
+    stack = fork.stack(shas)
+    assert engine.same_patch_id(stack[0][1]) == same  # the first landing, not the re-land
+    assert engine.patch(stack[0][1]).commit == same
+    assert reverse_applies(git, rng.new, stack[0][1])
+    assert engine.same_patch_id(stack[1][1]) == mixed  # its change to b.txt is exactly the patch
+    assert reverse_applies(git, rng.new, stack[1][1])
+    assert not reverse_applies(git, fork.base, stack[1][1])
