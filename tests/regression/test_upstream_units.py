@@ -117,6 +117,16 @@ JUNE_LAYER = (
        on=JUNE, match="CUDA graph tests require TransformerEngine"),
 )
 JUNE_MTP = (
+    *(
+        _x(pattern, "failed", NEEDS_CUDA, "cuda", on=JUNE, match="CUDA")
+        for pattern in (
+            "TestLearnedOutputContract::*",
+            "TestMHCMTPIntegration::test_transformer_block_returns_tuple",
+            "TestMultiTokenPrediction::test_roll_tensor_shifts_left_and_zeroes_last",
+            "TestMultiTokenPrediction::test_roll_tensor_with_packed_sequences_odd_seqlen[1]",
+            "TestMultiTokenPredictionLayer::test_forward_detach_heads_gradient_flow[*]",
+        )
+    ),
     _x("TestMultiTokenPredictionLayer::test_constructor_ues_te[*]", "skipped", TE_SKIP, "te",
        on=JUNE, match="transformer_engine not available"),
     _x("TestMHCMTPIntegration::test_e2e_forward_backward[*]", "skipped", TE_SKIP + " (mHC)",
@@ -199,6 +209,8 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         "routing-replay",
         ("cpu", "gpu"),
         (
+            _x("TestHashRouting::*", "skipped", CUDA_SKIP, "cuda", on=JUNE,
+               match="CUDA not available"),
             _x(
                 "*::test_router_forward_fusion_equivalence[*]",
                 "skipped",
