@@ -44,7 +44,7 @@ def main() -> None:
                               exhaustive=args.exhaustive)
         t3 = time.perf_counter()
         git.close()
-    statuses = Counter(g.status for g in groups)
+    statuses = Counter(str(g.status) for g in groups)
     print(f"{len(old)} x {len(new)} commits; build {t1 - t0:.1f} s, load {t2 - t1:.1f} s, "
           f"pair{' (exhaustive)' if args.exhaustive else ''} {t3 - t2:.1f} s, "
           f"load + pair {t3 - t1:.1f} s")

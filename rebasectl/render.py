@@ -35,6 +35,9 @@ def status(data: dict[str, Any]) -> None:
         ui.line(f"  unmerged: {item['path']} ({item['kind']})")
     if progress["skipped"]:
         ui.line(f"  skipped: {', '.join(progress['skipped'])}")
+    if progress.get("blocked_by"):
+        ui.line(f"  {progress['stopped_at']} is blocked: it needs lines or files of skipped "
+                f"patch(es) {', '.join(progress['blocked_by'])}")
 
 
 def check(data: dict[str, Any]) -> None:
@@ -46,8 +49,11 @@ def check(data: dict[str, Any]) -> None:
 
 
 # -- apply / continue / skip -----------------------------------------------------------------------
-def conflict_lines(conflicts: list[FileConflict]) -> list[str]:
-    """``path:line: kind ...`` per region, as a person (and an editor's quickfix) reads them."""
+def conflict_lines(conflicts: list[FileConflict], why: Any = None) -> list[str]:
+    """``path:line: kind ...`` per region, as a person (and an editor's quickfix) reads them:
+    the line is the work tree's (the file with markers), upstream's lines said beside it, and
+    (``why``: region -> its culprits) the upstream commits behind each region or the earlier
+    patch it needs."""
     out = []
     for c in conflicts:
         if c.kind is ConflictKind.MODIFY_DELETE:
@@ -58,18 +64,42 @@ def conflict_lines(conflicts: list[FileConflict]) -> list[str]:
             out.append(f"{c.path}: modify/delete: the patch changes this file, deleted{by}"
                        f"{moved}{near}")
             continue
+        if c.kind is ConflictKind.MISSING:
+            rc = why(c.regions[0]) if why and c.regions else None
+            maker = ", ".join(rc.blocked_by) if rc and rc.blocked_by else c.blocked_by
+            made = f"earlier patch {maker} creates it and is not applied" if maker else \
+                "upstream never had it"
+            out.append(f"{c.path}: missing: the patch changes this file; {made}")
+            continue
         if c.kind is ConflictKind.DELETE_MODIFY:
             out.append(f"{c.path}: delete/modify: the patch deletes this file, which upstream "
                        "changed")
             continue
         for r in c.regions:
             line = r.start or (r.base[0] if r.base else 1)
+            up = f" (work tree line; upstream {_lines(r.ours)})" if r.start and r.ours else ""
             hunks = ("; patch hunk" + ("s " if len(r.hunks) > 1 else " ") +
                      " and ".join(r.hunks)) if r.hunks else ""
-            out.append(f"{c.path}:{line}: {c.kind.value} conflict{hunks}")
+            out.append(f"{c.path}:{line}: {c.kind.value} conflict{up}{hunks}"
+                       f"{_stop_why(why(r) if why else None)}")
         if not c.regions:
             out.append(f"{c.path}: {c.kind.value} conflict")
     return out
+
+
+def _lines(span: tuple[int, int]) -> str:
+    return f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}-{span[1]}"
+
+
+def _stop_why(rc: Any) -> str:
+    if rc is None:
+        return ""
+    if rc.blocked_by:
+        return f"; needs lines of earlier patch {', '.join(rc.blocked_by)}, not applied"
+    if rc.commits:
+        return "; changed upstream by " + ", ".join(c[:12] for c in rc.commits[:3]) + \
+            (f" and {len(rc.commits) - 3} more" if len(rc.commits) > 3 else "")
+    return "; no upstream commit found"
 
 
 def apply_outcome(outcome: Any, as_json: bool) -> None:
@@ -88,7 +118,10 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
     stop = outcome.stop
     ui.line(f"{done}/{outcome.total} committed{skipped}; stopped at {stop.index}/{stop.total} "
             f"{stop.id} ({stop.file}): {len(stop.conflicts)} file(s) conflict")
-    for text in conflict_lines(stop.conflicts):
+    if stop.blocked_by:
+        ui.line(f"  blocked: it needs lines or files of skipped patch(es) "
+                f"{', '.join(stop.blocked_by)}")
+    for text in conflict_lines(stop.conflicts, stop.why):
         ui.line(f"  {text}")
     kinds = {c.kind for c in stop.conflicts}
     how = []
@@ -130,6 +163,26 @@ def _evidence(p: Any) -> str:
     return evidence_line(p)
 
 
+def imported(ws: Any, series: Any, changed: list[str]) -> None:
+    """What import did, counted as what it is: patches, the files they touch, the files it
+    wrote; an empty commit said in words (it stays, as a patch with no diff)."""
+    from .model.patches import parse
+
+    touched: set[str] = set()
+    empty = []
+    for entry in series.patches:
+        patch = parse((ws.root / "patches" / entry.file).read_bytes(), entry.file)
+        touched.update(patch.paths())
+        if patch.is_empty:
+            empty.append(entry)
+    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]} "
+            f"({series.upstream.name}), touching {len(touched)} upstream files; wrote "
+            f"{len(changed)} files (patches/ and series.yaml)")
+    for entry in empty:
+        ui.line(f"  {entry.id}: an empty commit (no changes): kept as a patch without a diff; "
+                "bump reports it `empty`")
+
+
 def export(series: Any, built: Any, changed: list[str]) -> None:
     ui.line(f"exported {len(series.patches)} patches on {series.upstream.base[:12]}; "
             f"{len(changed)} files changed")
@@ -169,17 +222,21 @@ def _failure_line(owner: str, failure: Any, category: str) -> None:
 
 ANNOTATE_ENV = ("GITHUB_ACTIONS", "REBASECTL_ANNOTATE")  # CI: one annotation per region
 SHOWN_REGIONS = 5  # a terminal run shows this many region lines, then where the rest are
+SHOWN_RISKS = 2  # ... and this many warnings of the checks after the merge
 
 
-def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
-    """CI (``GITHUB_ACTIONS`` or ``REBASECTL_ANNOTATE`` set): one ``patches/FILE:LINE:``
-    annotation per region on stderr. A terminal: a summary line, one line per failing patch,
-    a few region lines and where the rest are (``-v``: every region)."""
-    if any(os.environ.get(k) for k in ANNOTATE_ENV):
+def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = False) -> None:
+    """CI (``GITHUB_ACTIONS`` or ``REBASECTL_ANNOTATE`` set, or ``--annotations``): one
+    ``patches/FILE:LINE:`` annotation per region on stderr. A terminal: a summary line, one line
+    per failing patch, a few region lines and where the rest are (``-v``: every region)."""
+    if annotate or any(os.environ.get(k) for k in ANNOTATE_ENV):
         for text in result.annotations():
             ui.note(text)
     elif not result.clean:
         _bump_summary(result, verbose)
+    else:
+        for text in result.warning_lines():
+            ui.note(f"warning: {text}")
     if as_json:
         ui.emit_json(result.to_json())
         return
@@ -190,6 +247,10 @@ def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
              [[p.index, p.id, p.status.value, _first(p), sum(len(c.regions) for c in
                                                               p.conflicts),
                len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
+    for p in result.patches:
+        for a, b in p.followed.items():
+            ui.line(f"{p.index}/{len(result.patches)} {p.id}: followed upstream's rename "
+                    f"{a} -> {b} (as `git am -3` carries it)")
     ui.line(f"artifacts: {result.artifacts}")
     for p in result.patches:
         for pr in p.proposals.values():
@@ -213,6 +274,11 @@ def _bump_summary(result: Any, verbose: bool) -> None:
             f"{blocked} blocked), {len(regions)} regions")
     for text in result.patch_lines():
         ui.note(f"  {text}")
+    risky = result.warning_lines()
+    for text in risky if verbose else risky[:SHOWN_RISKS]:
+        ui.note(f"  warning: {text}")
+    if len(risky) > SHOWN_RISKS and not verbose:
+        ui.note(f"  +{len(risky) - SHOWN_RISKS} more warnings: {result.artifacts / 'risks.txt'}")
     shown = regions if verbose else regions[:SHOWN_REGIONS]
     for text in shown:
         ui.note(f"    {text}")
@@ -232,9 +298,23 @@ def blame(data: dict[str, Any]) -> None:
         if data[key]:
             ui.line(f"{key.replace('_', ' ')}: {data[key]['commit'][:12]} "
                     f"{data[key]['subject']}")
+    if data["blocked_by"]:
+        ui.line(f"blocked: needs lines or files of earlier failing patch(es) "
+                f"{', '.join(data['blocked_by'])}")
     for c in data["culprits"]:
         when = "" if c.get("by_first_break", True) else " (after the first break)"
         ui.line(f"culprit {c['commit'][:12]} {c['path']}{when}: {c['subject']}")
-    if data["blocked_by"]:
-        ui.line(f"needs lines of earlier patch(es): {', '.join(data['blocked_by'])}")
+    for c in data.get("touched_by", []):
+        ui.line(f"changed its lines (it still applies) {c['commit'][:12]} {c['path']}: "
+                f"{c['subject']}")
+    for c in data["conflicts"]:
+        for r in c["regions"]:
+            where = f"upstream lines {r['upstream_lines'][0]}-{r['upstream_lines'][1]}" \
+                if r.get("upstream_lines") else "no upstream lines"
+            marked = f", work tree lines {r['start']}-{r['end']} with markers" \
+                if r.get("start") else ""
+            why = f"needs lines of {', '.join(r['blocked_by'])}" if r.get("blocked_by") else \
+                f"changed upstream by {', '.join(x[:12] for x in r['culprits'])}" \
+                if r.get("culprits") else "no upstream commit found"
+            ui.line(f"  {c['path']}: {c['kind']}, {where}{marked}; {why}")
     ui.line(f"{len(data['touching'])} first-parent commits touch its files")

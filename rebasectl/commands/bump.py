@@ -13,6 +13,7 @@ patch, a README and bump.json, and the one command that reproduces the conflict 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import shlex
@@ -23,6 +24,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
     Attribution,
     Culprit,
@@ -32,16 +34,18 @@ from ..engine.attribution import (
     landing,
 )
 from ..engine.carried import Carried, CarriedLines
-from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
+from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
 from ..engine.exchange import LoadedPatch, check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.proposals import GitOracle, Proposal, consistent, propose_file, superseded
 from ..engine.resolutions import Memory
+from ..engine.session import followed_words
 from ..engine.state import TreeMap
 from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
+from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.series import PATCH_DIR, Series, load
 from ..model.status import Applied
@@ -81,6 +85,8 @@ class PatchOutcome:
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
     findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
     blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
+    followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
+    risks: list[Risk] = field(default_factory=list)  # checks after the merge (warnings)
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +110,8 @@ class PatchOutcome:
             if att and att.permanent_break else None,
             "culprits": [c.to_json() for c in att.culprits] if att else [],
             "blocked_by": self.blocked_by,
+            "renames_followed": self.followed,
+            "risks": [r.to_json() for r in self.risks],
             "upstream_commit": self.upstream_commit,
             "carried": self.carried.to_json() if self.carried else None,
             "findings": [f.to_json() for f in self.findings],
@@ -166,7 +174,21 @@ class BumpResult:
                     out.append(annotation(p, c, r))
             out += [f"{PATCH_DIR}/{p.file}:1: patch {p.index} {p.id}: warning: {f.text()}"
                     for f in p.findings]
+            out += [f"{PATCH_DIR}/{p.file}:{p.hunk_lines.get(r.hunk, 1)}: patch {p.index} "
+                    f"{p.id}: warning: {r.text()}" for r in p.risks]
         return out
+
+    def risk_lines(self) -> list[str]:
+        """The checks after the merge, one line each."""
+        total = len(self.patches)
+        return [f"{p.index}/{total} {p.id}: {r.text()}" for p in self.patches for r in p.risks]
+
+    def warning_lines(self) -> list[str]:
+        """Every warning, one line each: the checks after the merge, then the names the patch
+        unbinds that the merged file still uses (``risks.txt``; the terminal shows a few)."""
+        total = len(self.patches)
+        return self.risk_lines() + [f"{p.index}/{total} {p.id}: {f.text()}"
+                                    for p in self.patches for f in p.findings]
 
     def region_lines(self) -> list[str]:
         """One line per region, for a person: where it is in upstream's file and in the marked
@@ -199,8 +221,7 @@ def _where(c: FileConflict, r: Region | None) -> str:
         return f"{c.path}: {c.kind.value}"
     up = f"upstream lines {_span(r.ours)}" if r.ours else "upstream: none"
     marked = f", work tree lines {r.start}-{r.end} with markers" if r.start else ""
-    core = differing(c, r)
-    trim = f" (differs at work tree lines {core[0]}-{core[1]})" if core else ""
+    trim = _trimmed(c, r)
     return f"{c.path}: {c.kind.value}, {up}{marked}{trim}"
 
 
@@ -235,31 +256,29 @@ def _gone_words(c: FileConflict) -> str:
 HUGE = 40  # a region longer than this is also shown trimmed to the lines that differ
 
 
-def differing(c: FileConflict, r: Region) -> tuple[int, int] | None:
-    """For a huge region: the work-tree lines of its upstream part that differ from the
-    patch's part (their common first and last lines trimmed); None for a small one."""
+def differing(c: FileConflict, r: Region) -> list[tuple[int, int]]:
+    """For a huge region: the work-tree lines of its patch side that the patch changed (its
+    side against the preimage's, diffed): what a person has to carry, trimmed out of the many
+    lines upstream rewrote around it. Empty for a small region."""
     if not c.content or not r.start or r.end - r.start <= HUGE:
-        return None
-    block = c.content.split(b"\n")[r.start:r.end - 1]
-    ours, theirs, part = [], [], 0
-    for ln in block:
-        if ln.startswith(b"||||||| "):
-            part = 1
-        elif ln == b"=======":
-            part = 2
-        elif part == 0:
-            ours.append(ln)
-        elif part == 2:
-            theirs.append(ln)
-    head = 0
-    while head < min(len(ours), len(theirs)) and ours[head] == theirs[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(ours), len(theirs)) - head and ours[-1 - tail] == theirs[-1 - tail]:
-        tail += 1
-    if head + tail == 0 or head >= len(ours) - tail:
-        return None
-    return r.start + 1 + head, r.start + len(ours) - tail
+        return []
+    _, base, theirs, theirs_at = sides(c.content, r)
+    spans = []
+    matcher = difflib.SequenceMatcher(None, base, theirs, autojunk=False)
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            first = theirs_at + j1
+            spans.append((first, max(first, theirs_at + j2 - 1)))
+    return spans
+
+
+def _trimmed(c: FileConflict, r: Region) -> str:
+    spans = differing(c, r)
+    if not spans:
+        return ""
+    shown = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans[:3])
+    more = f" and {len(spans) - 3} more" if len(spans) > 3 else ""
+    return f" (the patch's change: work tree lines {shown}{more})"
 
 
 def annotation(p: PatchOutcome, c: FileConflict, region: Region | None) -> str:
@@ -302,18 +321,23 @@ class Planner:
         """Every patch classified; the failing ones attributed (only the one at position
         ``only`` when given: blame asks about one patch)."""
         stack = [(lp.entry.id, lp.patch) for lp in loaded]
-        # the series on its old base first: it puts every patch's preimage blob in the mirror,
-        # so the 3-way merges below and the line mapping of attribution have them
-        self.notify(f"materialising {len(stack)} patches on the old base {self.old[:12]}")
-        Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
+        # the series on its old base first, unless the mirror has them: it puts every patch's
+        # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
+        pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
+        if self.repo.missing_objects(pre):  # an imported series' blobs are there already
+            self.notify(f"materialising {len(stack)} patches on the old base {self.old[:12]}")
+            Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
         self.notify(f"applying {len(stack)} patches on {self.new[:12]}")
         labels = Labels(f"upstream {self.new[:12]}", "")
+        asked = stack[only][0] if only is not None else None
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
-                           self.engine, self._replay, self.memory).run(
+                           self.engine, self._replay, self.memory,
+                           explain=lambda pid: asked is None or pid == asked).run(
             self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
         failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         deps = SeriesLines(stack)
-        outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed))
+        outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed),
+                                   only in (None, pos))
                     for pos, (lp, step) in enumerate(zip(loaded, mat.steps))]
         for pos, out in enumerate(outcomes):
             for c in out.conflicts:
@@ -325,10 +349,17 @@ class Planner:
             self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
         self._attribute(outcomes, stack, failed, deps, todo)
-        for out, lp, step in zip(outcomes, loaded, mat.steps):
+        self.carried.prefetch(path for pos, lp in enumerate(loaded) if only in (None, pos)
+                              for path in lp.patch.paths())
+        for pos, (out, lp, step) in enumerate(zip(outcomes, loaded, mat.steps)):
             if step.commit and out.status is not BumpStatus.UPSTREAMED:
                 out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
                                                self.new)
+            if only in (None, pos) and out.status not in (BumpStatus.UPSTREAMED,
+                                                          BumpStatus.EMPTY):
+                out.risks = risks(self.carried, lp.patch, merged=step.commit is not None)
+                if out.risks and not out.hunk_lines:
+                    out.hunk_lines = hunk_lines(lp)
         return outcomes, mat
 
     def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
@@ -348,8 +379,9 @@ class Planner:
                     out.blocked_by = list(dict.fromkeys([*att.blocked_by, *out.blocked_by]))
 
     def _announce(self, total: int) -> Callable[[Step], None]:
-        return lambda step: self.notify(f"Applying ({step.index}/{total}) {step.id}: "
-                                        f"{step.status.value}")
+        return lambda step: self.notify(Counted(
+            f"Applying ({step.index}/{total}) {step.id}: "
+            f"{step.status.value}{followed_words(step.followed)}", step.index, total))
 
     def _replay(self, index: Index, conflicts: list[FileConflict]) -> bool:
         """Resolutions recorded by rerere at an earlier apply resolve every conflict: staged."""
@@ -360,10 +392,13 @@ class Planner:
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
 
-    def _classify(self, lp: LoadedPatch, step: Step, needs: list[str]) -> PatchOutcome:
+    def _classify(self, lp: LoadedPatch, step: Step, needs: list[str],
+                  asked: bool = True) -> PatchOutcome:
         """Its status from the step; ``needs``: the failed earlier patches whose lines or files
-        its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged)."""
+        its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
+        Upstream's copy of its lines is looked for when it is ``asked`` about."""
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
+        out.followed = dict(step.followed)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
         elif step.status is Applied.RERERE:
@@ -372,7 +407,7 @@ class Planner:
             out.status = BumpStatus.CONFLICT
             out.conflicts = list(step.conflicts)
             out.hunk_lines = hunk_lines(lp)
-            if not needs:
+            if not needs and asked:
                 out.carried = self.carried.patch(lp.patch)
                 if out.carried.commit is not None:
                     out.conflicts, out.hunk_lines = [], {}
@@ -402,8 +437,6 @@ def hunk_lines(lp: LoadedPatch) -> dict[str, int]:
     diff_at = rendered.rfind(lp.patch.diff) if lp.patch.diff else -1
     first = rendered.count(b"\n", 0, diff_at) + 1 if diff_at >= 0 else 1
     return {h.header: first + h.line - 1 for f in lp.patch.files for h in f.hunks}
-
-
 
 
 def reproduce_command(new: str, upstream: str | None) -> str:
@@ -451,6 +484,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
         return result
     carry(ws, repo, result, mat, notify)
     out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     notify("writing the rebase report")
     write_report(ws, repo, series, loaded, result, out)
     if run_tests:
@@ -459,7 +493,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
         notify("running the regression suite on the bumped tree")
         assert result.worktree is not None
         result.test = run_suite(ws, result.worktree, against="patched", device=None,
-                                patch_id=None)
+                                patch_id=None, notify=notify)
         out.write("test.json", (json.dumps(result.test.to_json(), indent=2) + "\n").encode())
     out.finish()
     return result
@@ -524,6 +558,7 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
     if found:
         out.write("proposals.json", (json.dumps(found, indent=2) + "\n").encode())
     out.write("regions.txt", "".join(f"{ln}\n" for ln in result.region_lines()).encode())
+    out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     out.write("README.md", conflict_readme(result).encode())
 
 
@@ -553,6 +588,9 @@ def conflict_readme(result: BumpResult) -> str:
         lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
+    if any(p.risks for p in result.patches):
+        lines += ["", "## Risks after the merge", ""]
+        lines += [f"- {text}" for text in result.risk_lines()]
     warned = [(p, f) for p in result.patches for f in p.findings]
     if warned:
         lines += ["", "## Merged, but uses a name the patch removes", ""]
@@ -576,9 +614,7 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
                                              ConflictKind.MISSING) else ():
             up = f"upstream lines {_span(r.ours)}" if r.ours else "no upstream lines"
             where = f"work tree lines {r.start}-{r.end} of {code_span('files/' + c.path)} ({up})"
-            core = differing(c, r)
-            if core:
-                where += f", differing at {core[0]}-{core[1]}"
+            where += _trimmed(c, r)
             lines.append(f"  - {where}{_why(p, c, r)}")
         for n, _ in enumerate(c.regions, 1):
             pr = p.proposals.get(region_id(p.id, c.path, n))
@@ -616,13 +652,12 @@ def evidence_line(p: Proposal) -> str:
 # -- blame: one patch ------------------------------------------------------------------------------
 def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, new: str,
           notify: Notify) -> dict[str, Any]:
-    """Breaks and culprits of one patch (id or file name) between two upstream revisions."""
+    """Breaks and culprits of one patch (id, file name, or the id as an older import cut it)
+    between two upstream revisions. Only that patch is attributed; the ones before it are only
+    applied (a verdict each, no regions: recorded resolutions are not replayed for them). A
+    patch that applies has no culprits: the commits that changed its lines are ``touched_by``."""
     loaded = load_patches(ws, series)
-    pos = next((i for i, lp in enumerate(loaded)
-                if patch_ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}")),
-               None)
-    if pos is None:
-        raise RebasectlError(f"no patch {patch_ref!r} in series.yaml (give an id or a file name)")
+    pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify)
     outcomes, _ = planner.run(loaded[:pos + 1], only=pos)
     out = outcomes[-1]
@@ -632,16 +667,33 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
         touched = attribute(planner.rng, stack, pos, ())
         att = att or touched
         att.touching = touched.touching
+    failing = out.status in FAILED
     data = out.to_json()
     data.update(schema="rebasectl.blame/1", **{"from": old, "to": new},
                 upstream_commits=planner.rng.count(),
-                culprits=[c.to_json() for c in att.culprits],
+                culprits=[c.to_json() for c in att.culprits] if failing else [],
+                touched_by=[] if failing else [c.to_json() for c in att.culprits],
                 first_break=att.first_break.to_json() if att.first_break else None,
                 permanent_break=att.permanent_break.to_json() if att.permanent_break else None,
                 blocked_by=out.blocked_by,
                 touching=[{"commit": c, "subject": planner.rng.subject(c)}
                           for c in att.touching])
     return data
+
+
+def find_patch(loaded: list[LoadedPatch], ref: str) -> int:
+    """The position of the patch ``ref`` names: its id, its file (with or without
+    ``patches/``), or, for a long id, its id cut short or the whole subject's slug that import
+    cut at 48 characters."""
+    for i, lp in enumerate(loaded):
+        if ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}"):
+            return i
+    cut = [i for i, lp in enumerate(loaded)
+           if len(ref) >= 40 and lp.entry.id.startswith(ref)
+           or len(lp.entry.id) >= 40 and ref.startswith(lp.entry.id)]
+    if len(cut) == 1:
+        return cut[0]
+    raise RebasectlError(f"no patch {ref!r} in series.yaml (give an id or a file name)")
 
 
 # -- the command -----------------------------------------------------------------------------------

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine.exchange import (
-    patch_stats,
-)
+from ..engine.exchange import load_patches, patch_stats
 from ..engine.state import ApplyState
 from ..git import Worktree
+from ..model.dependencies import SeriesLines
 from ..model.series import load
 from ..model.workspace import Workspace
 from .common import (
@@ -43,5 +42,19 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
     unmerged = tree.status().unmerged if tree.exists and state.in_tree else []
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
             "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
+            "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
             "conflicts": state.conflicts}
+
+
+def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:
+    """The skipped patches whose lines or files the stopped patch needs (read from the patch
+    files, as apply's stop says it)."""
+    if state.current is None or not state.skipped or state.current not in state.ids:
+        return []
+    loaded = {lp.entry.id: lp.patch for lp in load_patches(ws, load(ws.root))}
+    if [i for i in state.ids if i not in loaded]:
+        return []  # series.yaml changed under the apply: continue says so
+    stack = [(i, loaded[i]) for i in state.ids]
+    pos = state.ids.index(state.current)
+    return SeriesLines(stack[:pos + 1]).blockers(pos, stack[pos][1], state.skipped)

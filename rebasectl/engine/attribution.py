@@ -106,6 +106,8 @@ class UpstreamRange:
         self._between: dict[tuple[str, str, str], list[str]] = {}
         self._order: dict[str, int] | None = None
         self._count: int | None = None
+        self._ancestors: dict[str, set[str]] = {}
+        self.contents = Contents(repo)  # blobs, merges and file results every scan shares
 
     @property
     def parents(self) -> dict[str, tuple[str, ...]]:
@@ -142,6 +144,15 @@ class UpstreamRange:
             self._order = {c: i for i, c in enumerate(self.repo.history.rev_list([self.spec]))}
         rank = self._order
         return sorted(set(commits), key=lambda c: (rank.get(c, len(rank)), c))
+
+    def ancestors(self, commit: str) -> set[str]:
+        """The commits of the range that ``commit`` contains (itself included): one
+        ``rev-list`` per commit asked, however many culprits are checked against it."""
+        with self._lock:
+            if commit not in self._ancestors:
+                self._ancestors[commit] = set(self.repo.history.rev_list(
+                    [f"{self.old}..{commit}"], reverse=False))
+            return self._ancestors[commit]
 
     def between(self, keeper: str, parent: str, path: str) -> list[str]:
         """Commits of ``keeper..parent`` that touch ``path`` (one side of a merge)."""
@@ -198,11 +209,22 @@ class Contents:
         self.repo = repo
         self.blobs: dict[str, bytes | None] = {}
         self.merges: dict[tuple[bytes, ...], bytes | None] = {}
+        self.applied: dict[tuple[int, bytes | None], dict[str, bytes | None] | None] = {}
 
     def blob(self, sha: str) -> bytes | None:
         if sha not in self.blobs:
             self.blobs[sha] = self.repo.objects.blob(sha)
         return self.blobs[sha]
+
+    def apply_file(self, f: FileDiff, data: bytes | None) -> dict[str, bytes | None] | None:
+        """One file's diff on ``data`` (its file's content): path -> result, or None when it
+        does not apply; asked once per (diff, input)."""
+        key = (id(f), data)
+        if key not in self.applied:
+            src = f.old_path or f.path
+            self.applied[key] = apply_patch(lambda path: data if path == src else None, [f],
+                                            self.blob, self.merge)
+        return self.applied[key]
 
     def merge(self, ours: bytes, base: bytes, theirs: bytes) -> bytes | None:
         key = tuple(hashlib.sha1(x).digest() for x in (ours, base, theirs))
@@ -215,7 +237,9 @@ class Contents:
 def python_decides(contents: Contents, entries: dict[str, Entry],
                    patches: Sequence[Patch]) -> bool:
     """``stack_applies`` without git processes (but for 3-way merges): each earlier patch
-    applied when it can, the last one asked. Raises ``Unsupported`` where git must decide."""
+    applied when it can, the last one asked. Raises ``Unsupported`` where git must decide.
+    Each file's result is kept by (its diff, its input): the states of a scan differ in one
+    file at a time, so every other file of every patch is a lookup."""
     files: dict[str, bytes | None] = {}
 
     def read(path: str) -> bytes | None:
@@ -225,7 +249,16 @@ def python_decides(contents: Contents, entries: dict[str, Entry],
         return contents.blob(entry.blob) if entry else None
 
     for k, patch in enumerate(patches):
-        result = apply_patch(read, patch.files, contents.blob, contents.merge)
+        result: dict[str, bytes | None] | None = {}
+        for f in patch.files:
+            assert result is not None
+            got = contents.apply_file(f, result.get(f.old_path or f.path, b"") if
+                                      (f.old_path or f.path) in result else
+                                      read(f.old_path or f.path))
+            if got is None:
+                result = None
+                break
+            result.update(got)
         if k == len(patches) - 1:
             return result is not None
         if result is not None:
@@ -266,7 +299,7 @@ class Scan:
         self.states: list[tuple[str, State]] = []
         self.verdicts: dict[State, bool] = {}
         self.batch = max(1, os.cpu_count() or 2)
-        self.contents = Contents(rng.repo)
+        self.contents = rng.contents
         if not paths:
             return
         entries = rng.repo.entries_at(rng.old, paths)
@@ -473,12 +506,13 @@ def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
 
 def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
               conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = (),
-              deps: SeriesLines | None = None) -> Attribution:
+              deps: SeriesLines | None = None, *, breaks: bool = True) -> Attribution:
     """Breaks and culprits of ``stack[target]`` across ``rng``, region by region of
     ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch).
-    Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's."""
+    Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's.
+    Without ``breaks`` only the regions' culprits (an apply's stop: no scan)."""
     walk = Scan(rng, stack, target)
-    first, permanent = walk.breaks()
+    first, permanent = walk.breaks() if breaks else (None, None)
     patch = stack[target][1]
     lines = deps or SeriesLines(stack[:target + 1])
     regions = _regions(Culprits(rng), patch, conflicts,
@@ -491,7 +525,7 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
                       permanent_break=rng.ref(permanent) if permanent else None,
                       regions=regions, touching=walk.touching, states=len(walk.verdicts))
     for commit in rng.order(paths):
-        by_break = first is None or rng.repo.history.is_ancestor(commit, first)
+        by_break = first is None or commit in rng.ancestors(first)
         att.culprits.append(Culprit(commit, rng.subject(commit), paths[commit], by_break))
     blockers = {pid for rc in regions for pid in rc.blocked_by}
     att.blocked_by = [pid for pid, _ in stack if pid in blockers]

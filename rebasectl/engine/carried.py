@@ -46,7 +46,12 @@ _NOISE = re.compile(rb"[\s()\[\]{}:,.;#'\"]")
 
 
 def telling(line: bytes) -> bool:
-    """Whether a (stripped) line is evidence: brackets, blank lines, ``pass`` tell nothing."""
+    """Whether a (stripped) line is evidence: brackets, blank lines, ``pass`` tell nothing, and
+    neither does a comment line (``# ...``): upstream lands a fix in its own words, so a fork's
+    comments are not what it carries (June: upstream 2e4a5d48 made the gate TP slice fix of
+    patch #22 line for line, without the patch's two comment lines)."""
+    if line.startswith(b"# ") or line == b"#":
+        return False
     return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
 
 
@@ -145,6 +150,22 @@ class CarriedLines:
         lines = tuple(sorted(t for ts in added.values() for t in ts))
         return Carried(commit, self.rng.subject(commit), share, found, total, "lines", lines)
 
+    def removed_upstream(self, change: Change) -> list[tuple[str, list[bytes]]]:
+        """The change's telling added lines that a commit of the range *removed* and the target
+        does not have, grouped by that commit: a port of them reverts upstream (a patch that
+        turns ``f(x)`` into ``f(x, weights_only=False)`` after upstream took that argument out).
+        ``prefetch`` reads the histories of many files in one process."""
+        new = self._text(self.rng.new, self.at_new(change.path))
+        back = {t for t in (ln.strip() for ln in change.added) if telling(t)} - new
+        if not back:
+            return []
+        found: dict[str, list[bytes]] = {}
+        for commit, _, minus in self._history(change.path):
+            hit = sorted(back & minus)
+            if hit:
+                found[commit] = hit
+        return [(c, found[c]) for c in self.rng.order(found)]
+
     def same_patch_id(self, patch: Patch) -> str | None:
         """The commit of the range whose change to the patch's files has its patch-id (the
         first to land it, when it was reverted and landed again)."""
@@ -189,6 +210,19 @@ class CarriedLines:
         best = max((score[c] for c in ranked), default=0)
         return next((c for c in ranked if score[c] == best), None) if best else None
 
+    def prefetch(self, paths: Iterable[str]) -> None:
+        """The range's history of ``paths`` (as ``_history`` has it), read in one ``git log``."""
+        wanted = sorted({p for p in paths if p not in self._diffs and p.isascii() and
+                         not any(c in p for c in ' "\\\t')})  # git quotes those: read alone
+        if not wanted:
+            return
+        rows: dict[str, list[tuple[str, set[bytes], set[bytes]]]] = {p: [] for p in wanted}
+        for commit, diff in self.rng.repo.history.patches(self.rng.spec, wanted):
+            for path, plus, minus in _per_file(diff):
+                if path in rows:
+                    rows[path].append((commit, plus, minus))
+        self._diffs.update(rows)
+
     def _history(self, path: str) -> list[tuple[str, set[bytes], set[bytes]]]:
         """(commit, lines it added, lines it removed) for each non-merge commit of the range
         that changes ``path`` (or its new name)."""
@@ -205,6 +239,23 @@ class CarriedLines:
                 rows.append((commit, plus, minus))
             self._diffs[path] = rows
         return self._diffs[path]
+
+
+def _per_file(diff: bytes) -> list[tuple[str, set[bytes], set[bytes]]]:
+    """(path, added lines, removed lines) per file of a multi-file diff (stripped lines)."""
+    out: list[tuple[str, set[bytes], set[bytes]]] = []
+    for ln in diff.split(b"\n"):
+        if ln.startswith(b"diff --git "):
+            out.append(("", set(), set()))
+        elif not out:
+            continue
+        elif ln.startswith((b"--- a/", b"+++ b/")) and not out[-1][0]:
+            out[-1] = (ln[6:].decode("utf-8", errors="surrogateescape"), out[-1][1], out[-1][2])
+        elif ln.startswith(b"+") and not ln.startswith(b"+++"):
+            out[-1][1].add(ln[1:].strip())
+        elif ln.startswith(b"-") and not ln.startswith(b"---"):
+            out[-1][2].add(ln[1:].strip())
+    return out
 
 
 def reverse_applies(repo: Repo, rev: str, patch: Patch) -> bool:

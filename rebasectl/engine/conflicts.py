@@ -25,7 +25,7 @@ upstream deleted, and nothing applies):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ..git import Entry, Index, Repo, Stages
@@ -100,6 +100,7 @@ class Merge:
     """A patch merged onto the tree in an index: conflicts (empty when it merged)."""
 
     conflicts: list[FileConflict] = field(default_factory=list)
+    followed: dict[str, str] = field(default_factory=dict)  # renames followed: old -> new path
 
     @property
     def ok(self) -> bool:
@@ -134,20 +135,39 @@ class Engine:
         self.moved = moved or (lambda path: None)
         self.code_in = code_in or (lambda f: [])
 
-    def merge(self, index: Index, patch: Patch, labels: Labels) -> Merge:
+    def merge(self, index: Index, patch: Patch, labels: Labels, *,
+              tried: bool = False) -> Merge:
         """Apply ``patch`` to ``index``: exactly, else 3-way, else file by file. The index ends
-        with every merged file staged and, for each conflict, its unmerged stages."""
-        if applies(index, patch):
+        with every merged file staged and, for each conflict, its unmerged stages. ``tried``:
+        the caller knows the whole patch neither applies nor merges (straight to the files)."""
+        if not tried and applies(index, patch):
             return Merge()
         present = index.entries([p for f in patch.files for p in (f.old_path, f.new_path) if p])
         merge = Merge()
         for f in patch.files:
+            f = self._follow(index, f, present, merge)
             conflict = self._file(index, f, present, labels)
             if conflict is not None:
                 merge.conflicts.append(conflict)
         if merge.conflicts:
             index.update({c.path: {0: None, **c.stages} for c in merge.conflicts})
         return merge
+
+    def _follow(self, index: Index, f: FileDiff, present: dict[str, Entry],
+                merge: Merge) -> FileDiff:
+        """A file upstream renamed (rename detection finds it, and the new path is in the
+        tree): the diff retargeted at the new path, as ``git am -3`` carries a hunk over."""
+        if f.old_path is None or f.old_path in present or f.old_path != f.new_path:
+            return f
+        to = self.moved(f.old_path)
+        if to is None:
+            return f
+        found = index.entries([to]).get(to)
+        if found is None:
+            return f
+        present[to] = found
+        merge.followed[f.old_path] = to
+        return retarget(f, to)
 
     def _file(self, index: Index, f: FileDiff, present: dict[str, Entry],
               labels: Labels) -> FileConflict | None:
@@ -240,6 +260,17 @@ class Engine:
         if entry is None:
             return b""
         return self.repo.objects.blob(entry.blob) or b""
+
+
+def retarget(f: FileDiff, to: str) -> FileDiff:
+    """``f`` as a change of ``to`` (its header's names replaced; the index line's blobs kept,
+    so a 3-way apply still finds the preimage)."""
+    old = (f.old_path or "").encode("utf-8", errors="surrogateescape")
+    new = to.encode("utf-8", errors="surrogateescape")
+    header = f.header
+    for prefix in (b"a/", b"b/"):
+        header = header.replace(prefix + old, prefix + new)
+    return replace(f, old_path=to, new_path=to, header=header)
 
 
 def engine_for(repo: Repo, old: str, new: str) -> Engine:
@@ -375,6 +406,22 @@ def _blocks(lines: list[bytes]) -> list[tuple[int, int, list[bytes], list[bytes]
     return out
 
 
+def sides(text: bytes, region: Region) -> tuple[list[bytes], list[bytes], list[bytes], int]:
+    """One region's (upstream, preimage, patch) lines in a marked file, and the line of its
+    patch side's first line there (what a person edits)."""
+    block = text.split(b"\n")[region.start:region.end - 1]
+    parts: list[list[bytes]] = [[], [], []]
+    part, theirs_at = 0, region.end
+    for n, ln in enumerate(block):
+        if ln.startswith(MARK_BASE) and part == 0:
+            part = 1
+        elif ln == MARK_SEP and part < 2:
+            part, theirs_at = 2, region.start + n + 2
+        else:
+            parts[part].append(ln)
+    return parts[0], parts[1], parts[2], theirs_at
+
+
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
@@ -384,4 +431,4 @@ def kinds_summary(conflicts: list[FileConflict]) -> str:
 
 
 __all__ = ["ConflictKind", "Engine", "FileConflict", "Labels", "Merge", "Region",
-           "find_regions", "kinds_summary"]
+           "find_regions", "kinds_summary", "sides"]

@@ -38,6 +38,7 @@ class Step:
     commit: str | None
     parent: str = ""  # the commit it was applied on
     conflicts: tuple[FileConflict, ...] = ()
+    followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
 
     def to_json(self) -> dict[str, object]:
         return {"index": self.index, "id": self.id, "subject": self.subject,
@@ -141,9 +142,13 @@ class Materializer:
 
     def __init__(self, repo: Repo, labels: Callable[[str], Labels] | None = None,
                  engine: Engine | None = None, resolver: Resolver | None = None,
-                 memory: Memory | None = None) -> None:
+                 memory: Memory | None = None,
+                 explain: Callable[[str], bool] | None = None) -> None:
         self.repo = repo
         self.engine = engine or Engine(repo)
+        # which patches' conflicts are worked out (regions, markers); the others are only
+        # known to conflict (blame asks about one patch: the ones before it just need a verdict)
+        self.explain = explain or (lambda pid: True)
         self.labels = labels or (lambda pid: Labels("upstream", f"patch {pid}"))
         self.resolver = resolver
         self.memory = memory
@@ -196,15 +201,23 @@ class Materializer:
 
         if patch.is_empty:
             return step(Applied.EMPTY), []
+        followed: dict[str, str] = {}
         try:
             changes, status = self._python(state, patch, three_way)
-        except (Unsupported, NotExact):
-            changes, status, conflicts = self._git(state, pid, patch, three_way)
+        except (Unsupported, NotExact) as exc:
+            # Python's NotExact in 3-way mode is git's answer already: the whole patch neither
+            # applies nor merges, so git is only asked to explain it
+            known = three_way and isinstance(exc, NotExact)
+            changes, status, conflicts = self._git(state, pid, patch, three_way, followed, known)
             if status is Applied.CONFLICT:
-                return step(status, conflicts), []
+                done = step(status, conflicts)
+                done.followed = followed
+                return done, []
         if not changes and status is not Applied.RERERE:
             status = Applied.NOOP
-        return step(status), changes
+        done = step(status)
+        done.followed = followed
+        return done, changes
 
     def _python(self, state: TreeState, patch: Patch,
                 three_way: bool) -> tuple[list[Change], Applied]:
@@ -245,24 +258,33 @@ class Materializer:
             changes.append(Change(path, mode, data=data))
         return changes
 
-    def _git(self, state: TreeState, pid: str, patch: Patch,
-             three_way: bool) -> tuple[list[Change], Applied, tuple[FileConflict, ...]]:
+    def _git(self, state: TreeState, pid: str, patch: Patch, three_way: bool,
+             followed: dict[str, str], known: bool = False) -> tuple[list[Change], Applied,
+                                                                     tuple[FileConflict, ...]]:
         """The patch through git: exactly, else the conflict engine (and its resolver). In
-        exact mode a patch that only merges 3-way is a conflict with no region."""
+        exact mode a patch that only merges 3-way is a conflict with no region. Files upstream
+        renamed are followed (``followed``: old -> new path). ``known``: the whole patch is
+        known not to apply nor merge (git is not asked again)."""
         with self.repo.index() as index:
             index.set_entries(state.entries())
-            if index.apply(patch.diff).ok:
+            if not known and index.apply(patch.diff).ok:
                 return state.take(index, patch.paths()), Applied.CLEAN, ()
             recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
                 self.memory else None
             if recorded is not None and index.apply(recorded).ok:
                 paths = dict.fromkeys([*patch.paths(), *diffs.parse(recorded).paths()])
                 return state.take(index, list(paths)), Applied.RERERE, ()
-            merge = self.engine.merge(index, patch, self.labels(pid))
+            if not self.explain(pid):
+                if three_way and not known and index.apply(patch.diff, three_way=True).ok:
+                    return state.take(index, patch.paths()), Applied.MERGED, ()
+                return [], Applied.CONFLICT, ()
+            merge = self.engine.merge(index, patch, self.labels(pid), tried=known)
+            followed.update(merge.followed)
+            touched = [*patch.paths(), *merge.followed.values()]
             if not three_way:
                 return [], Applied.CONFLICT, tuple(merge.conflicts)
             if merge.ok:
-                return state.take(index, patch.paths()), Applied.MERGED, ()
+                return state.take(index, touched), Applied.MERGED, ()
             if self.resolver is not None and self.resolver(index, merge.conflicts):
-                return state.take(index, patch.paths()), Applied.RERERE, ()
+                return state.take(index, touched), Applied.RERERE, ()
             return [], Applied.CONFLICT, tuple(merge.conflicts)

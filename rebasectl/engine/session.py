@@ -34,10 +34,13 @@ from ..git.runner import Started
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
 from ..infra.fsutil import confined_parent, write_confined
+from ..infra.progress import Counted
 from ..model import diffs
+from ..model.dependencies import SeriesLines
 from ..model.series import load
 from ..model.status import Applied
 from ..model.workspace import Workspace
+from .attribution import RegionCulprits, UpstreamRange, attribute
 from .conflicts import Engine, FileConflict, Labels, engine_for
 from .exchange import LoadedPatch, load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
@@ -63,10 +66,24 @@ class Stop:
     file: str
     subject: str
     conflicts: list[FileConflict]
+    regions: list[RegionCulprits] = field(default_factory=list)  # why, region by region
+    blocked_by: list[str] = field(default_factory=list)  # skipped earlier patches it needs
+
+    def why(self, region: object) -> RegionCulprits | None:
+        return next((rc for rc in self.regions if rc.region is region), None)
 
     def to_json(self) -> dict[str, Any]:
+        def region(c: FileConflict) -> list[dict[str, Any]]:
+            out = []
+            for r in c.regions:
+                rc = self.why(r)
+                out.append({**r.to_json(), "culprits": rc.commits if rc else [],
+                            "blocked_by": rc.blocked_by if rc else []})
+            return out
+
         return {"index": self.index, "id": self.id, "file": self.file, "subject": self.subject,
-                "conflicts": [c.to_json() for c in self.conflicts]}
+                "blocked_by": self.blocked_by,
+                "conflicts": [{**c.to_json(), "regions": region(c)} for c in self.conflicts]}
 
 
 @dataclass
@@ -240,9 +257,10 @@ class Session:
         total = len(state.ids)
 
         def announce(step: Step) -> None:
-            self.notify(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}")
+            self.notify(Counted(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}"
+                                f"{followed_words(step.followed)}", step.index, total))
 
-        mat = Materializer(self.repo, self.labels(state)).run(
+        mat = Materializer(self.repo, self.labels(state), self.engine(state)).run(
             state.tip, [(i, patches[i].patch) for i in remaining],
             start_index=total - len(remaining) + 1, on_step=announce)
         for step in mat.steps:
@@ -342,7 +360,26 @@ class Session:
             lp = patches[stopped.id]
             out.stop = Stop(stopped.index, len(state.ids), stopped.id, lp.entry.file,
                             lp.patch.subject, conflicts)
+            out.stop.regions, out.stop.blocked_by = self.explain(state, patches, stopped.id,
+                                                                 conflicts)
         return out
+
+    def explain(self, state: ApplyState, patches: dict[str, LoadedPatch], pid: str,
+                conflicts: list[FileConflict]) -> tuple[list[RegionCulprits], list[str]]:
+        """Why the stopped patch conflicts, region by region, as bump says it: the upstream
+        commits that changed each region's lines (on a newer upstream than the series' base),
+        or the skipped earlier patch whose lines it needs (it is blocked by that one)."""
+        stack = [(i, patches[i].patch) for i in state.ids]
+        pos = state.ids.index(pid)
+        deps = SeriesLines(stack[:pos + 1])
+        gone = list(state.skipped)
+        pinned = load(self.ws.root, check_files=False).upstream.base
+        if pinned != state.base and self.repo.resolve(pinned) and \
+                self.repo.history.is_ancestor(pinned, state.base):
+            att = attribute(UpstreamRange(self.repo, pinned, state.base), stack, pos, conflicts,
+                            gone, deps, breaks=False)
+            return att.regions, att.blocked_by
+        return [], deps.blockers(pos, stack[pos][1], gone)
 
     # -- skip / abort --------------------------------------------------------------------------
     def skip(self) -> ApplyOutcome:
@@ -360,6 +397,11 @@ class Session:
         self.notify(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped (the series "
                     "entry stays; `rebasectl export` keeps it)")
         return self.run(state, patches)
+
+
+def followed_words(followed: dict[str, str]) -> str:
+    """`` (followed upstream's rename a -> b)``, as ``git am -3`` would have carried it."""
+    return "".join(f" (followed upstream's rename {a} -> {b})" for a, b in followed.items())
 
 
 def _made_by_us(repo: Repo, sha: str, lp: LoadedPatch) -> bool:

@@ -94,6 +94,11 @@ class Repo:
         proc = self.runner.run(["config", "--get", "remote.origin.url"], check=False)
         return proc.stdout.decode().strip() or None
 
+    def head_branch(self) -> str | None:
+        """The branch HEAD names (a bare mirror's default branch), None when detached."""
+        proc = self.runner.run(["symbolic-ref", "--short", "-q", "HEAD"], check=False)
+        return proc.stdout.decode().strip() or None
+
     def set_remote_url(self, url: str) -> None:
         self.runner.run(["remote", "set-url", "origin", "--", url])
 
@@ -123,6 +128,17 @@ class Repo:
 
     def commits(self, revs: Sequence[str]) -> list[CommitInfo]:
         return self.objects.commits(revs)
+
+    def missing_objects(self, shas: Sequence[str]) -> list[str]:
+        """Those of ``shas`` (full or abbreviated) the repository does not have (one
+        ``cat-file --batch-check``)."""
+        wanted = list(dict.fromkeys(s for s in shas if s))
+        if not wanted:
+            return []
+        out = self.runner.run(["cat-file", "--batch-check"],
+                              input="".join(f"{s}\n" for s in wanted).encode()).stdout
+        return [ln.split()[0] for ln in out.decode(errors="replace").splitlines()
+                if ln.endswith((" missing", " ambiguous"))]
 
     def entries_at(self, rev: str, paths: Sequence[str]) -> dict[str, Entry]:
         """path -> (mode, blob) at ``rev`` for those of ``paths`` that are files there."""

@@ -23,12 +23,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..model import pysyntax
 from ..model.diffs import FileDiff, Hunk
 from ..model.ids import is_abbrev
 from ..model.lines import significant
-from . import names, pycode
+from . import pycode
 from .lineage import Change
 from .model import Finding
 from .names import NameUse
@@ -276,8 +277,8 @@ def partial_revert(c: Change, path: str, found: list[str], commit: str | None) -
 
 
 # -- removed names still used ----------------------------------------------------------------------
-_DEF = re.compile(names.DEF)
-_ATTR = re.compile(rf"^\s*self\.({names.IDENT}){names.BINDS}")
+_DEF = re.compile(pysyntax.DEF)
+_ATTR = re.compile(rf"^\s*self\.({pysyntax.IDENT}){pysyntax.BINDS}")
 _PARAM = re.compile(r"^\s*\*{0,2}([A-Za-z_]\w*)\s*(?::[^=]*)?(?:=[^=].*)?,?\s*$")
 
 
@@ -295,7 +296,7 @@ class Removed:
             return False  # ``from x.name import y`` names a module, not the attribute
         pattern = {"def": rf"(?<![\w.]){self.name}\b|\.{self.name}\b",
                    "attribute": rf"\.{self.name}\b",
-                   "parameter": rf"\b{self.name}\s*{names.EQUALS}"}[self.kind]
+                   "parameter": rf"\b{self.name}\s*{pysyntax.EQUALS}"}[self.kind]
         return re.search(pattern, line) is not None
 
 
@@ -391,7 +392,7 @@ def rebound(name: str, text: list[str]) -> bool:
     """Whether the file binds ``name`` other than by import, def or class (an assignment,
     ``for name in``, ``as name``): then its uses are not left dangling."""
     word = re.escape(name)
-    pattern = re.compile(rf"^\s*{word}{names.BINDS}|\bfor\s+{word}\s+in\b|\bas\s+{word}\b")
+    pattern = re.compile(rf"^\s*{word}{pysyntax.BINDS}|\bfor\s+{word}\s+in\b|\bas\s+{word}\b")
     return any(pattern.search(line) for line in text)
 
 
@@ -412,6 +413,18 @@ def in_file_uses(c: Change, uses: Sequence[NameUse]) -> list[Finding]:
                            f"removes `{name}`, which the patched file still uses: {where}",
                            commit, (name,) + tuple(f"{u.path}:{u.line}" for u in found)))
     return out
+
+
+def standing(old: Sequence[Finding],
+             new: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """Both sides' findings, those that held before this bump marked ``standing`` (said, but no
+    reason to review now): a new-side finding the old side states too (kind, file, items), and
+    an old patch's stale message (a fact about the old series alone; lost lines, which compare
+    the two sides, are not)."""
+    before = {(f.kind, f.path, f.items) for f in old}
+    return ([replace(f, standing=True) if f.kind == "stale-message" else f for f in old],
+            [replace(f, standing=True) if (f.kind, f.path, f.items) in before else f
+             for f in new])
 
 
 def once(old: Sequence[Finding], new: Sequence[Finding]) -> list[Finding]:

@@ -19,15 +19,10 @@ from typing import Protocol
 from ..git import Repo
 from ..model.diffs import FileDiff, LineMap, text_lines
 from ..model.ids import short
+from ..model.pysyntax import ASSIGN, DEF
 
 _IMPORT = re.compile(rb"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?\s*(?:#.*)?$")
 _FROM = re.compile(rb"^\s*from\s+[\w.]+\s+import\s+\(?([\w\s,]+?)\)?\s*(?:#.*)?$")
-# How Python binds a name, written once (the report's findings build theirs from these):
-IDENT = r"[A-Za-z_]\w*"
-EQUALS = r"=(?!=)"  # an ``=`` that binds (``name=`` in a call too), never ``==``
-BINDS = rf"\s*(?::[^=]+)?{EQUALS}"  # what follows the name in ``name = ...``/``name: T = ...``
-DEF = rf"^\s*(?:async\s+)?(?P<kind>def|class)\s+(?P<name>{IDENT})"  # a def/class header
-ASSIGN = rf"^\s*(?P<name>{IDENT}){BINDS}"  # ``name = ...`` rebinds
 _DEF = re.compile(DEF.encode())
 _ASSIGN = re.compile(ASSIGN.encode())
 _STRING = re.compile(rb"(['\"])(?:\\.|(?!\1).)*\1")

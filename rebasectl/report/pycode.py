@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .names import DEF
+from ..model.pysyntax import DEF
 
 _HEADER = re.compile(DEF)  # groups: kind (def or class), name
 

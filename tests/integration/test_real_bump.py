@@ -5,7 +5,7 @@ REBASECTL_MEGATRON_MIRROR).
 - bump: every conflict region it reports is a region `git apply --3way` of that patch leaves on the
   same tree (checked, for every conflicting file, against plain git run here); compat's
   tokenizer.py is named as deleted by its real commit, with where its code went; one stderr line
-  per region, under 8 KB in all.
+  per region under CI annotations (REBASECTL_ANNOTATE), under 8 KB in all.
 - apply --base: the state git leaves (markers with one set of labels, `UU`/`DU` entries); continue
   refuses unresolved paths and an empty result; two patches resolved from the resolution files
   kept beside this test, the rest skipped; export keeps the skipped entries; and after `abort` the
@@ -60,7 +60,9 @@ def _series(tmp: Path, mirror: Path) -> Path:
 def bumped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     mirror = real_mirror()
     series = _series(tmp_path_factory.mktemp("june-bump"), mirror)
-    r = rebasectl(series, "bump", "--to", JUNE, "--json", timeout=600)
+    # CI's stderr: one annotation per region (a terminal gets a summary: test_grown_june.py)
+    r = rebasectl(series, "bump", "--to", JUNE, "--json", timeout=600,
+                  env={"REBASECTL_ANNOTATE": "1"})
     assert r.returncode == 1, r.stderr
     return {"mirror": mirror, "series": series, "data": json.loads(r.stdout), "stderr": r.stderr}
 
@@ -91,7 +93,7 @@ def test_bump_regions_are_what_git_apply_3way_finds(bumped: dict[str, object],
     steps = {s.id: s for s in Materializer(Repo(mirror)).run(JUNE, stack, keep_going=True).steps}
     checked = 0
     for p in data["patches"]:
-        if p["status"] != "conflict":
+        if p["status"] not in ("conflict", "blocked"):
             assert steps[p["id"]].status is not Applied.CONFLICT
             continue
         for c in p["conflicts"]:
@@ -110,7 +112,8 @@ def test_bump_regions_are_what_git_apply_3way_finds(bumped: dict[str, object],
     assert gone["code_now_in"] == [HF]
     stderr = str(bumped["stderr"])
     regions = sum(len(c["regions"]) for p in data["patches"] for c in p["conflicts"])
-    notes = [ln for ln in stderr.splitlines() if ln.startswith("patches/")]
+    notes = [ln for ln in stderr.splitlines() if ln.startswith("patches/")
+             and ": warning: " not in ln]  # warnings: checks after the merge, unbound names
     assert len(notes) == regions and len(stderr.encode()) < 8192
 
 

@@ -88,7 +88,9 @@ def test_apply_conflict_stops_with_everything_needed(tpl: Scenario, tmp_path: Pa
     out = r.stdout.splitlines()
     assert out[0] == ("0/5 committed; stopped at 1/5 change-a-line-3 "
                       "(0001-change-a-line-3.patch): 1 file(s) conflict")
-    assert out[1] == "  a.txt:3: content conflict; patch hunk @@ -1,6 +1,6 @@"
+    # the work tree's line, upstream's beside it, and the upstream commit behind the region
+    assert out[1].startswith("  a.txt:3: content conflict (work tree line; upstream line 3); "
+                             "patch hunk @@ -1,6 +1,6 @@; changed upstream by "), out[1]
     assert all(f"`rebasectl {c}`" in r.stdout for c in ("continue", "skip", "abort"))
     text = (series / ".rebasectl" / "tree" / "a.txt").read_text()
     assert text.splitlines()[2] == f"<<<<<<< upstream {tpl.new_base[:12]}"
@@ -234,7 +236,8 @@ def test_continue_stops_at_the_next_conflict(tpl: Scenario, tmp_path: Path) -> N
     assert "rebasectl: 1/5 change-a-line-3: committed " in r.stderr
     assert r.stdout.startswith("2/5 committed; stopped at 3/5 touch-b (0003-touch-b.patch): "
                                "1 file(s) conflict")
-    assert "b.txt:10: content conflict; patch hunk @@ -7,7 +7,7 @@ b 6" in r.stdout
+    assert "b.txt:10: content conflict (work tree line; upstream line" in r.stdout
+    assert "patch hunk @@ -7,7 +7,7 @@ b 6; changed upstream by " in r.stdout
     status = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]
     assert status["applied"] == 2 and status["stopped_at"] == "touch-b"
 
@@ -391,7 +394,8 @@ def test_reimport_keeps_metadata_and_bytes(tpl: Scenario, tmp_path: Path) -> Non
     series = copy(tpl, tmp_path)
     before = snapshot(series)
     out = ok(series, "import", f"{tpl.base}..feature", "--repo", str(tpl.up.path)).stdout
-    assert "0 files changed" in out
+    assert "wrote 0 files" in out and "touching 3 upstream files" in out
+    assert "empty-marker: an empty commit (no changes)" in out  # said in words
     assert snapshot(series) == before
     # a shorter range: the last patch goes, the others keep their bytes and metadata
     ok(series, "import", f"{tpl.base}..feature~1", "--repo", str(tpl.up.path))

@@ -109,6 +109,14 @@ def test_bump_with_conflicts_names_culprits_and_leaves_artifacts(tmp_path: Path)
     assert any(ln.startswith("patches/0001-one.patch:") and "content conflict at a.txt:" in ln
                and commits["culprit"][:12] in ln for ln in notes), r.stderr
     assert len(notes) == 2  # one per region: patch one, and two on top of it
+    # off GitHub Actions the annotation lines come only when asked for
+    quiet = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                      "--artifacts", str(out), env=TERMINAL)
+    assert quiet.returncode == 1 and not any(ln.startswith("patches/")
+                                             for ln in quiet.stderr.splitlines())
+    asked = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                      "--artifacts", str(out), "--annotations", env=TERMINAL)
+    assert [ln for ln in asked.stderr.splitlines() if ln.startswith("patches/")] == notes
 
 
 def test_clean_bump_exports_reports_and_drops_an_upstreamed_patch(tmp_path: Path) -> None:
@@ -150,18 +158,26 @@ def test_blame_one_patch(tmp_path: Path) -> None:
     fork, series, commits = conflicted_history(tmp_path)
     r = rebasectl(series, "blame", "one", "--to", "main", "--upstream", str(fork.up.path),
                   "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # a conflict, as bump says it
     data = json.loads(r.stdout)
     assert data["schema"] == "rebasectl.blame/1" and data["status"] == "conflict"
     assert data["first_break"]["commit"] == commits["culprit"]
     assert [c["commit"] for c in data["culprits"]] == [commits["culprit"]]
     assert [t["commit"] for t in data["touching"]] == [commits["culprit"]]
+    r = rebasectl(series, "blame", "two-on-top-of-one", "--to", "main")
+    assert r.returncode == 1, r.stderr
+    assert "two-on-top-of-one: blocked" in r.stdout and "earlier failing patch(es) one" in r.stdout
+    assert "needs lines of one" in r.stdout and "culprit" not in r.stdout
     r = rebasectl(series, "blame", "0002-feature-line.patch", "--to", "main")
     assert r.returncode == 0, r.stderr
     assert "feature-line: upstreamed" in r.stdout
-    r = rebasectl(series, "blame", "c-stays-clean", "--to", commits["noise"])
+    # a clean patch has no culprit: what changed its lines is said as that
+    fork.up.git("checkout", "-q", "-b", "near", commits["noise"])
+    near = fork.change("edit next to c 5", {"c.txt": ("c 7\n", "c seven\n")})
+    r = rebasectl(series, "blame", "c-stays-clean", "--to", near)
     assert r.returncode == 0, r.stderr
-    assert "c-stays-clean: clean" in r.stdout
+    assert "c-stays-clean: clean" in r.stdout and "culprit" not in r.stdout
+    assert f"changed its lines (it still applies) {near[:12]}" in r.stdout
 
 
 def test_bump_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:

@@ -104,10 +104,10 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
     "the conflict-marker prefixes (the marker scanner)": (
         "engine/conflicts.py", _where(constants, lambda s: s.strip() in MARKERS)),
     "the regex for a Python definition (def/class)": (
-        "report/names.py", _where(constants, lambda s: re.search(r"def\)?\|", s) is not None
+        "model/pysyntax.py", _where(constants, lambda s: re.search(r"def\)?\|", s) is not None
                                   or "(?:def|class)" in s)),
     "the regex for a Python assignment": (
-        "report/names.py", _where(constants, lambda s: "=(?!=)" in s)),
+        "model/pysyntax.py", _where(constants, lambda s: "=(?!=)" in s)),
     "the containment threshold (is patch A contained in B)": (
         "model/lines.py", _where(assigned, lambda s: "CONTAIN" in s)),
     "the pairing similarity threshold": (

@@ -159,23 +159,31 @@ def _reindent(e: Edit, base: list[str], looks: list[str], out: Merged) -> tuple[
     return e.lines
 
 
-_DEFINES = (re.compile(r"^\s*(?:async\s+)?def\s+(\w+)"), re.compile(r"^\s*class\s+(\w+)"),
-            re.compile(r"^\s*(?:self\.)?(\w+)\s*(?::[^=]*)?=(?!=)"),
-            re.compile(r"^\s*(\w+)\s*:\s*[\w\[\], .|\"']+,?\s*$"),
-            re.compile(r"^\s*(?:from\s+\S+\s+)?import\s+.*?(\w+)\s*,?\s*$"),
-            re.compile(r"^\s*[\"'](--[\w-]+)[\"']"))
-
-
 def defined(lines: tuple[str, ...]) -> set[str]:
-    """Names the lines define or bind: functions, classes, assignments, parameters, kwargs,
-    imports, command-line flags."""
-    names = set()
+    """Names the lines define or bind: functions, classes, assignments, parameters, keyword
+    arguments, imports, command-line flags (read token by token)."""
+    names: set[str] = set()
     for line in lines:
-        for pattern in _DEFINES:
-            m = pattern.match(line)
-            if m:
-                names.add(m.group(1))
-                break
+        text = line.strip()
+        if text.startswith(("'--", '"--')):
+            names.add(text[1:].split(text[0])[0])
+            continue
+        if text.startswith(("import ", "from ")):
+            body = text.split(" import ", 1)[1] if text.startswith("from ") else text[7:]
+            for part in body.split("#")[0].strip("() \\").split(","):
+                words = part.split()
+                if words:
+                    names.add(words[-1] if len(words) > 1 else words[0].split(".")[0])
+            continue
+        words = TOKEN.findall(text)
+        words = words[1:] if words[:1] == ["async"] else words
+        if len(words) > 1 and words[0] in ("def", "class"):
+            names.add(words[1])
+            continue
+        words = words[2:] if words[:2] == ["self", "."] else words
+        if len(words) > 1 and words[0].isidentifier() and (
+                words[1] == ":" or (words[1] == "=" and words[2:3] != ["="])):
+            names.add(words[0])
     return names
 
 

@@ -142,9 +142,10 @@ def module_names(lines: Sequence[str]) -> set[str]:
     for line in lines:
         if line[:1].isspace():
             continue
-        m = re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", line)
-        if m:
-            out.add(m.group(1))
+        words = line.replace("(", " ").replace(":", " ").split()
+        words = words[1:] if words[:1] == ["async"] else words
+        if len(words) > 1 and words[0] in ("def", "class"):
+            out.add(words[1])
         elif line.startswith(("import ", "from ")):
             body = line.split(" import ", 1)[1] if line.startswith("from ") else line[7:]
             for part in body.strip("() \\").split(","):

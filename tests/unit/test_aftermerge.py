@@ -1,0 +1,58 @@
+"""Checks after a merge, on synthetic upstreams: a patch that adds back a line an upstream commit
+removed (the commit named, as 109feda4d's ``weights_only=False`` is on the real June bump), and a
+clean hunk whose context upstream duplicated (the copy and the commit that made it named)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.synth import lines, rebasectl
+from tests.unit.test_attribution import Fork
+from tests.unit.test_bump import TERMINAL, imported
+
+LOAD = "    return torch.load(path, map_location='cpu')\n"
+UNSAFE = "    return torch.load(path, map_location='cpu', weights_only=False)\n"
+
+
+def test_readding_a_line_upstream_removed_is_named(tmp_path: Path) -> None:
+    text = lines(10) + "def load(path):\n" + UNSAFE + lines(10, "tail")
+    fork = Fork(tmp_path, {"a.py": text})
+    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
+    # the series: a second loader, written with the unsafe load the file had then
+    tip = fork.up.commit("feat: second loader", {"a.py": text.replace(
+        "tail 5\n", "tail 5\ndef load2(path):\n" + UNSAFE)})
+    fork.up.git("checkout", "-q", "main")
+    series = imported(tmp_path, fork, tip)
+    removed = fork.change("get rid of weights_only=False", {"a.py": (UNSAFE, LOAD)})
+    out = tmp_path / "art"
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
+                  "--artifacts", str(out), env=TERMINAL)
+    assert r.returncode == 0, r.stderr
+    assert f"re-adds `{UNSAFE.strip()}`, which upstream {removed[:12]} (get rid of " \
+        "weights_only=False) removed" in r.stderr
+    (risk,) = json.loads((out / "bump.json").read_text())["patches"][0]["risks"]
+    assert (risk["kind"], risk["commit"], risk["path"]) == ("re-adds-removed", removed, "a.py")
+    assert (out / "risks.txt").read_text().count("\n") == 1
+
+
+def test_clean_hunk_beside_an_upstream_duplicate_of_its_context(tmp_path: Path) -> None:
+    block = "    x = layer(x)\n    x = norm(x)\n    return x\n"
+    text = lines(10) + "def attention(x):\n" + block + lines(10, "mid") + "def mlp(y):\n" + \
+        "    return y\n" + lines(10, "tail")
+    fork = Fork(tmp_path, {"m.py": text})
+    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
+    tip = fork.up.commit("feat: post-layernorm", {"m.py": text.replace(
+        "    x = norm(x)\n", "    x = norm(x)\n    x = post_norm(x)\n")})
+    fork.up.git("checkout", "-q", "main")
+    series = imported(tmp_path, fork, tip)
+    # upstream gives mlp the same block, near the top: the hunk now has two places to go
+    copied = fork.change("mlp uses the attention block", {"m.py": (
+        "line 5\n", "line 5\ndef early(x):\n" + block)})
+    out = tmp_path / "art"
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
+                  "--artifacts", str(out), "--json", env=TERMINAL)
+    assert r.returncode == 0, r.stderr
+    (risk,) = json.loads(r.stdout)["patches"][0]["risks"]
+    assert risk["kind"] == "duplicate-context" and risk["commit"] == copied
+    assert "now has 2 times" in risk["detail"] and risk["hunk"].startswith("@@ ")

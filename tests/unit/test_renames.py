@@ -1,0 +1,52 @@
+"""A file upstream renamed is followed the way ``git am -3`` follows it: no stop, the hunk carried
+to the new path, the rename named (bump and apply), on a synthetic upstream that renames
+``test_mamba_moe_model.py`` to ``test_hybrid_moe_model.py`` (as Megatron-LM did)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.synth import lines, rebasectl
+from tests.unit.test_attribution import Fork
+from tests.unit.test_bump import TERMINAL, imported
+
+OLD, NEW = "tests/test_mamba_moe_model.py", "tests/test_hybrid_moe_model.py"
+
+
+def _renamed(tmp: Path) -> tuple[Fork, Path]:
+    text = lines(40)
+    fork = Fork(tmp, {OLD: text, "b.txt": lines(5, "b")})
+    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
+    checked = text.replace("line 20\n", "line 20 checked\n")
+    tip = fork.up.commit("test: check line 20", {OLD: checked})
+    fork.up.git("checkout", "-q", "main")
+    series = imported(tmp, fork, tip)
+    fork.up.git("mv", OLD, NEW)
+    fork.up.git("commit", "-q", "-m", "rename mamba -> hybrid")
+    fork.change("edit far from the hunk", {NEW: ("line 2\n", "line 2 hybrid\n")})
+    return fork, series
+
+
+def test_bump_follows_an_upstream_rename(tmp_path: Path) -> None:
+    fork, series = _renamed(tmp_path)
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
+                  "--artifacts", str(tmp_path / "art"), env=TERMINAL)
+    assert r.returncode == 0, r.stderr
+    assert f"followed upstream's rename {OLD} -> {NEW}" in r.stdout
+    bumped = (series / ".rebasectl" / "tree" / NEW).read_text()
+    assert "line 20 checked\n" in bumped and "line 2 hybrid\n" in bumped
+    assert not (series / ".rebasectl" / "tree" / OLD).exists()
+    patch = next((series / "patches").glob("0001-*.patch")).read_text()
+    assert f"+++ b/{NEW}" in patch  # the exported patch changes the new path
+    data = json.loads((tmp_path / "art" / "bump.json").read_text())
+    assert data["patches"][0]["renames_followed"] == {OLD: NEW}
+
+
+def test_apply_follows_an_upstream_rename_without_a_stop(tmp_path: Path) -> None:
+    fork, series = _renamed(tmp_path)
+    r = rebasectl(series, "apply", "--base", "main", "--upstream", str(fork.up.path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"(followed upstream's rename {OLD} -> {NEW})" in r.stderr
+    tree = series / ".rebasectl" / "tree"
+    assert "line 20 checked\n" in (tree / NEW).read_text() and not (tree / OLD).exists()
