@@ -20,7 +20,6 @@ import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ from ..infra.errors import ExitCode, RebasectlError
 from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.series import PATCH_DIR, Series, load
-from ..model.status import Applied
+from ..model.status import Applied, BumpStatus
 from ..model.words import commits
 from ..model.workspace import Workspace
 from ..report.markdown import code_span, escape
@@ -56,16 +55,6 @@ from ..report.names import NameUse, uses_of_removed
 
 SCHEMA = "rebasectl.bump/1"
 Notify = Callable[[str], None]
-
-
-class BumpStatus(str, Enum):
-    CLEAN = "clean"
-    RESOLVED = "resolved"  # conflicted; replayed from resolutions recorded at an earlier bump
-    CONFLICT = "conflict"
-    UPSTREAMED = "upstreamed"  # upstream carries its lines: always with the commit that did
-    BLOCKED = "blocked"  # needs lines of an earlier patch that failed (or was left out)
-    NOOP = "no-op"  # applies and changes nothing, and no upstream commit brought its lines
-    EMPTY = "empty"
 
 
 FAILED = (BumpStatus.CONFLICT, BumpStatus.BLOCKED)
