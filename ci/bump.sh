@@ -32,7 +32,7 @@ $REBASECTL -C "$DIR" fetch "${up[@]}" || exit $?
 
 extra=()
 [ "${RUN_TESTS:-0}" = 1 ] && extra+=(--test)
-$REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json "${extra[@]}" \
+REBASECTL_ANNOTATE=1 $REBASECTL -C "$DIR" bump --to "$target" --artifacts "$OWN" --json "${extra[@]}" \
   > "$ARTIFACTS/bump-stdout.json"
 rc=$?
 

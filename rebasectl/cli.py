@@ -107,16 +107,18 @@ def fetch(ws: Workspace, upstream: str | None) -> None:
               ".rebasectl/tree).")
 @click.option("--install", is_flag=True,
               help="Then make the work tree this Python environment's megatron (a .pth file).")
+@click.option("--propose", is_flag=True,
+              help="At a stop, show each region's proposed resolution (nothing written).")
 @json_option
 @pass_ws
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
-          install: bool, as_json: bool) -> None:
+          install: bool, propose: bool, as_json: bool) -> None:
     """Materialise base + one commit per patch in a work tree; stop at a conflict as git does."""
     from . import render, ui
     from .commands import apply as applying
 
     with ui.progress("apply", quiet=as_json) as news:
-        outcome = applying.apply(ws, base, upstream, worktree, news)
+        outcome = applying.apply(ws, base, upstream, worktree, news, propose)
     render.apply_outcome(outcome, as_json)
     pth = applying.install(outcome) if install else None
     if pth is not None and not as_json:
@@ -234,9 +236,10 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
     from .commands import test as testing
 
     path = testing.prepare(ws, against, upstream, tree, jobs)
+    base = testing.default_path_base(ws, upstream) if against == "patched" and not tree else None
     with ui.progress(f"test ({path})", quiet=as_json):
         run = testing.run(ws, path, against=against, device=device, patch_id=patch_id,
-                          jobs=jobs, multi_gpu=multi_gpu)
+                          jobs=jobs, multi_gpu=multi_gpu, base_tree=base)
     render.json(run.to_json()) if as_json else render.test_run(run, path)
     if run.exit_code:
         ui.error(run.verdict())
@@ -275,6 +278,27 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
         sys.stdout.write(text)
 
 
+@cli.command()
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--list", "action", flag_value="list", default=True,
+              help="The proposals of the stopped patch's regions, with their states (default).")
+@click.option("--accept", "action", flag_value="accept",
+              help="Write the proposals ID... (or --all) into the work tree and stage them.")
+@click.option("--reject", "action", flag_value="reject", help="Take the proposals ID... back.")
+@click.option("--all", "everything", is_flag=True, help="With --accept: every proposal.")
+@json_option
+@pass_ws
+def resolve(ws: Workspace, ids: tuple[str, ...], action: str, everything: bool,
+            as_json: bool) -> None:
+    """At a stop: proposed resolutions of the conflict regions; accept or reject them."""
+    from . import render, ui
+    from .commands import resolve as resolving
+
+    with ui.progress("resolve", quiet=as_json) as news:
+        b = resolving.run(ws, action, list(ids), everything, news)
+    render.resolve(b, as_json)
+
+
 # -- bump / blame ----------------------------------------------------------------------------------
 @cli.command()
 @click.option("--to", "to_rev", required=True, help="Upstream revision to carry the series to.")
@@ -283,17 +307,20 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
               help="New (or rebasectl's own) folder for bump.json, README.md, report.md/json "
                    "and conflicts/ (default .rebasectl/bump).")
 @click.option("--test", "run_tests", is_flag=True, help="When clean, run the regression suite.")
+@click.option("--propose", "proposals", is_flag=True,
+              help="Propose a resolution for each conflict region (shown, nothing written).")
+@click.option("-v", "--verbose", is_flag=True, help="List every conflict region on stderr.")
 @json_option
 @pass_ws
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-         run_tests: bool, as_json: bool) -> None:
+         run_tests: bool, proposals: bool, verbose: bool, as_json: bool) -> None:
     """Carry the series onto a new upstream revision; name what broke each failing patch."""
     from . import render, ui
     from .commands import bump as bumping
 
     with ui.progress(f"bump to {to_rev}", quiet=as_json) as news:
-        result = bumping.run(ws, to_rev, upstream, artifacts, news, run_tests)
-    render.bump(result, as_json)
+        result = bumping.run(ws, to_rev, upstream, artifacts, news, run_tests, proposals)
+    render.bump(result, as_json, verbose)
     finish(result.exit_code)
 
 

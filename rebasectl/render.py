@@ -6,6 +6,7 @@ something to do, the command that does it (each such piece of advice is exercise
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,34 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
                    "where the code went, then `git rm` it (or `git add` it to keep it)")
     ui.line(f"resolve in {outcome.worktree}: {'; '.join(how)}; then `rebasectl continue`; "
             "`rebasectl skip` leaves this patch out, `rebasectl abort` gives up")
+    if outcome.proposals is not None:
+        ui.line(f"{len(outcome.proposals)} region(s) with a proposed resolution"
+                + (" (`rebasectl resolve --list` shows them, `rebasectl resolve --accept ID` "
+                   "writes one)" if outcome.proposals else ""))
+        for p in outcome.proposals:
+            ui.line(f"  {p['id']}: {p['rule']}")
+
+
+def resolve(b: Any, as_json: bool) -> None:
+    if as_json:
+        ui.emit_json(b.to_json())
+        return
+    ui.line(f"{b.patch}: {b.regions} region(s), {len(b.proposals)} with a proposal")
+    ui.table(None, ["region", "rule", "state", "evidence"],
+             [[p.id, p.rule, p.state, _evidence(p)] for p in b.proposals])
+    if b.tests:
+        ui.line(f"regression tests: {b.tests.get('verdict') or b.tests.get('why')}")
+    if any(p.state == "proposed" for p in b.proposals):
+        ui.line("`rebasectl resolve --accept ID` (or `--accept --all`) writes and stages; "
+                "the diff of each is in `rebasectl resolve --json`")
+    else:
+        ui.line("then `rebasectl continue`")
+
+
+def _evidence(p: Any) -> str:
+    from .commands.bump import evidence_line
+
+    return evidence_line(p)
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
@@ -118,20 +147,39 @@ def export(series: Any, built: Any, changed: list[str]) -> None:
 
 def test_run(run: Any, path: Path) -> None:
     ui.table(f"regression tests against {run.against} ({path})",
-             ["patch", "passed", "failed", "skipped"],
-             [[p.id, p.passed, p.failed, p.skipped] for p in run.patches])
+             ["patch", "passed", "failed", "skipped", "patch failures", "harness failures"],
+             [[p.id, p.passed, p.failed, p.skipped,
+               sum(1 for f in p.failures if f.category.value == "patch"),
+               sum(1 for f in p.failures if f.category.value == "harness")]
+              for p in run.patches])
     for p in run.patches:
         for failure in p.failures:
-            first = failure.message.splitlines()[0] if failure.message else ""
-            kind = failure.kind.value if failure.kind else ""
-            ui.line(f"FAILED {p.id}: {failure.node} [{kind}] {failure.location}: {first}")
+            _failure_line(p.id, failure, failure.category.value)
+    for failure in run.unmapped:
+        _failure_line("(no series entry)", failure, "unmapped")
     if run.result == "failed" and run.against == "patched":
         ui.line(run.log_tail)
 
 
-def bump(result: Any, as_json: bool) -> None:
-    for text in result.annotations():  # one short line per conflict region (CI annotations)
-        ui.note(text)
+def _failure_line(owner: str, failure: Any, category: str) -> None:
+    first = failure.message.splitlines()[0] if failure.message else ""
+    kind = failure.kind.value if failure.kind else ""
+    ui.line(f"FAILED {owner}: {failure.node} [{category}, {kind}] {failure.location}: {first}")
+
+
+ANNOTATE_ENV = ("GITHUB_ACTIONS", "REBASECTL_ANNOTATE")  # CI: one annotation per region
+SHOWN_REGIONS = 5  # a terminal run shows this many region lines, then where the rest are
+
+
+def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
+    """CI (``GITHUB_ACTIONS`` or ``REBASECTL_ANNOTATE`` set): one ``patches/FILE:LINE:``
+    annotation per region on stderr. A terminal: a summary line, one line per failing patch,
+    a few region lines and where the rest are (``-v``: every region)."""
+    if any(os.environ.get(k) for k in ANNOTATE_ENV):
+        for text in result.annotations():
+            ui.note(text)
+    elif not result.clean:
+        _bump_summary(result, verbose)
     if as_json:
         ui.emit_json(result.to_json())
         return
@@ -143,11 +191,33 @@ def bump(result: Any, as_json: bool) -> None:
                                                               p.conflicts),
                len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
     ui.line(f"artifacts: {result.artifacts}")
+    for p in result.patches:
+        for pr in p.proposals.values():
+            ui.line(f"  proposal {pr.id}: {pr.rule}")
     if not result.clean:
         ui.line(f"reproduce and resolve: {result.reproduce}")
         return
+    if result.worktree is None:
+        ui.line("proposals only (--propose): nothing carried, nothing exported")
+        return
     ui.line(f"series carried to {result.new[:12]}; exported ({len(result.changed)} files "
             f"changed); work tree {result.worktree}")
+
+
+def _bump_summary(result: Any, verbose: bool) -> None:
+    failing = result.failing()
+    blocked = sum(1 for p in failing if p.status.value == "blocked")
+    regions = result.region_lines()
+    ui.note(f"bump {result.old[:12]} -> {result.new[:12]}: {len(failing)} of "
+            f"{len(result.patches)} patches fail ({len(failing) - blocked} conflict, "
+            f"{blocked} blocked), {len(regions)} regions")
+    for text in result.patch_lines():
+        ui.note(f"  {text}")
+    shown = regions if verbose else regions[:SHOWN_REGIONS]
+    for text in shown:
+        ui.note(f"    {text}")
+    if len(regions) > len(shown):
+        ui.note(f"+{len(regions) - len(shown)} more: {result.artifacts / 'regions.txt'}")
 
 
 def _first(p: Any) -> str:

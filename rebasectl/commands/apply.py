@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.exchange import (
+    check_links_on,
     load_patches,
 )
 from ..engine.materialize import Materializer
@@ -17,6 +18,7 @@ from ..model.series import load
 from ..model.workspace import Workspace
 from .common import (
     Notify,
+    apply_mirror,
     locked,
     mirror_for,
     quiet,
@@ -24,17 +26,32 @@ from .common import (
 
 
 def apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
-          notify: Notify = quiet) -> ApplyOutcome:
+          notify: Notify = quiet, propose: bool = False) -> ApplyOutcome:
+    """``propose``: at a stop, the proposals of its regions too (shown; nothing written to the
+    work tree)."""
     with locked(ws, "apply", notify):
-        series = load(ws.root)
-        loaded = load_patches(ws, series)  # bad or hostile patch files are refused before git
-        rev = base or series.upstream.base
-        repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
-        sha = resolve(repo, rev, what="base")
-        if sha != series.upstream.base and repo.resolve(series.upstream.base):
-            _seed_blobs(repo, series.upstream.base, loaded)
-        target = ws.path(worktree) if worktree else ws.default_tree
-        return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
+        outcome = _apply(ws, base, upstream, worktree, notify)
+        if propose and outcome.stop is not None:
+            from ..engine import resolving
+
+            notify("proposing resolutions")
+            board = resolving.for_stop(ws, apply_mirror(ws))
+            outcome.proposals = [p.to_json() for p in board.proposals]
+        return outcome
+
+
+def _apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path | None,
+           notify: Notify) -> ApplyOutcome:
+    series = load(ws.root)
+    loaded = load_patches(ws, series)  # bad or hostile patch files are refused before git
+    rev = base or series.upstream.base
+    repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
+    sha = resolve(repo, rev, what="base")
+    check_links_on(repo, sha, loaded)
+    if sha != series.upstream.base and repo.resolve(series.upstream.base):
+        _seed_blobs(repo, series.upstream.base, loaded)
+    target = ws.path(worktree) if worktree else ws.default_tree
+    return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
 
 
 def _seed_blobs(repo: Repo, base: str, loaded: list[Any]) -> None:

@@ -23,17 +23,26 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..engine.attribution import Attribution, Culprit, UpstreamRange, attribute, landing
+from ..engine.attribution import (
+    Attribution,
+    Culprit,
+    RegionCulprits,
+    UpstreamRange,
+    attribute,
+    landing,
+)
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for
-from ..engine.exchange import LoadedPatch, export_tree, load_patches
+from ..engine.exchange import LoadedPatch, check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
+from ..engine.proposals import GitOracle, Proposal, consistent, propose_file, superseded
 from ..engine.resolutions import Memory
 from ..engine.state import TreeMap
 from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
+from ..model.dependencies import SeriesLines
 from ..model.series import PATCH_DIR, Series, load
 from ..model.status import Applied
 from ..model.words import commits
@@ -55,6 +64,9 @@ class BumpStatus(str, Enum):
     EMPTY = "empty"
 
 
+FAILED = (BumpStatus.CONFLICT, BumpStatus.BLOCKED)
+
+
 @dataclass
 class PatchOutcome:
     index: int
@@ -68,25 +80,48 @@ class PatchOutcome:
     carried: Carried | None = None  # the carried-lines engine's answer (conflicts, no-ops)
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
     findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
+    blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
+    proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
         regions = {id(r.region): r for r in att.regions} if att else {}
+
+        def region(c: FileConflict, n: int, r: Region) -> dict[str, Any]:
+            rc = regions.get(id(r))
+            rid = region_id(self.id, c.path, n)
+            return {"id": rid, **r.to_json(), "culprits": rc.commits if rc else [],
+                    "blocked_by": rc.blocked_by if rc else [], **self._proposal(rid)}
+
         return {
             "index": self.index, "id": self.id, "subject": self.subject,
             "status": self.status.value,
-            "conflicts": [{**c.to_json(), "regions": [
-                {**r.to_json(), "culprits": regions[id(r)].commits if id(r) in regions else []}
-                for r in c.regions]} for c in self.conflicts],
+            "conflicts": [{**c.to_json(), "regions": [region(c, n, r) for n, r in
+                                                      enumerate(c.regions, 1)]}
+                          for c in self.conflicts],
             "first_break": att.first_break.to_json() if att and att.first_break else None,
             "permanent_break": att.permanent_break.to_json()
             if att and att.permanent_break else None,
             "culprits": [c.to_json() for c in att.culprits] if att else [],
-            "blocked_by": att.blocked_by if att else [],
+            "blocked_by": self.blocked_by,
             "upstream_commit": self.upstream_commit,
             "carried": self.carried.to_json() if self.carried else None,
             "findings": [f.to_json() for f in self.findings],
         }
+
+    def _proposal(self, rid: str) -> dict[str, Any]:
+        p = self.proposals.get(rid)
+        return {"proposal": {k: v for k, v in p.to_json().items() if k != "id"}} if p else {}
+
+    def region_culprits(self, c: FileConflict) -> list[list[str]]:
+        att = self.attribution
+        found = {id(rc.region): rc.commits for rc in att.regions} if att else {}
+        return [found.get(id(r), []) for r in c.regions]
+
+
+def region_id(patch_id: str, path: str, n: int) -> str:
+    """``<patch-id>/<path>/<n>``: n counts the file's regions from 1, in file order."""
+    return f"{patch_id}/{path}/{n}"
 
 
 @dataclass
@@ -103,7 +138,7 @@ class BumpResult:
 
     @property
     def clean(self) -> bool:
-        return all(p.status is not BumpStatus.CONFLICT for p in self.patches)
+        return all(p.status not in FAILED for p in self.patches)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -119,6 +154,9 @@ class BumpResult:
                 "reproduce": self.reproduce, "artifacts": str(self.artifacts),
                 "patches": [p.to_json() for p in self.patches]}
 
+    def failing(self) -> list[PatchOutcome]:
+        return [p for p in self.patches if p.status in FAILED]
+
     def annotations(self) -> list[str]:
         """One short ``file:line: message`` per conflict region (CI annotates the patch file)."""
         out = []
@@ -130,31 +168,117 @@ class BumpResult:
                     for f in p.findings]
         return out
 
+    def region_lines(self) -> list[str]:
+        """One line per region, for a person: where it is in upstream's file and in the marked
+        file, labelled, and why (what ``regions.txt`` holds; the terminal shows a few)."""
+        total = len(self.patches)
+        return [f"{p.index}/{total} {p.id}: {_where(c, r)}{_why(p, c, r)}"
+                for p in self.failing() for c in p.conflicts for r in c.regions or [None]]
+
+    def patch_lines(self) -> list[str]:
+        """One line per failing patch: status, regions, first culprit (or its blocker)."""
+        total, out = len(self.patches), []
+        for p in self.failing():
+            n = sum(len(c.regions) or 1 for c in p.conflicts)
+            head = f"{p.index}/{total} {p.id}: {p.status.value}"
+            if p.blocked_by:
+                head += f" by {', '.join(p.blocked_by)}"
+            first = p.attribution.culprits[0] if p.attribution and p.attribution.culprits \
+                else None
+            gone = next((c.deleted_by for c in p.conflicts if c.deleted_by), None)
+            why = f"; first culprit {first.commit[:12]} {first.subject[:60]}" if first else \
+                f"; deleted upstream by {gone[:12]}" if gone else ""
+            out.append(f"{head}; {n} region{'' if n == 1 else 's'}{why}")
+        return out
+
+
+def _where(c: FileConflict, r: Region | None) -> str:
+    """``path``: upstream lines (the target's file) and work-tree lines (the file with
+    markers), each labelled; a huge region also names the lines in it that differ."""
+    if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING) or r is None:
+        return f"{c.path}: {c.kind.value}"
+    up = f"upstream lines {_span(r.ours)}" if r.ours else "upstream: none"
+    marked = f", work tree lines {r.start}-{r.end} with markers" if r.start else ""
+    core = differing(c, r)
+    trim = f" (differs at work tree lines {core[0]}-{core[1]})" if core else ""
+    return f"{c.path}: {c.kind.value}, {up}{marked}{trim}"
+
+
+def _span(span: tuple[int, int] | None) -> str:
+    if span is None:
+        return "-"
+    return f"{span[0]}" if span[0] == span[1] else f"{span[0]}-{span[1]}"
+
+
+def _why(p: PatchOutcome, c: FileConflict, r: Region | None) -> str:
+    rc = _region_info(p, r)
+    if c.kind is ConflictKind.MISSING:
+        return f"; the file is created by earlier patch {c.blocked_by}, which failed" \
+            if c.blocked_by else "; the file is not in the tree"
+    if c.kind is ConflictKind.MODIFY_DELETE:
+        return _gone_words(c)
+    if rc and rc.blocked_by:
+        return f"; needs lines of earlier patch {', '.join(rc.blocked_by)}, which failed"
+    if rc and rc.commits:
+        more = f" and {len(rc.commits) - 1} more" if len(rc.commits) > 1 else ""
+        return f"; changed upstream by {rc.commits[0][:12]}{more}"
+    return "; no upstream commit found"
+
+
+def _gone_words(c: FileConflict) -> str:
+    gone = f"; deleted upstream by {c.deleted_by[:12]}" if c.deleted_by else "; deleted upstream"
+    moved = f", moved to {c.moved_to}" if c.moved_to else ""
+    near = f"; its code is now in {c.code_in[0]}" if c.code_in else ""
+    return gone + moved + near
+
+
+HUGE = 40  # a region longer than this is also shown trimmed to the lines that differ
+
+
+def differing(c: FileConflict, r: Region) -> tuple[int, int] | None:
+    """For a huge region: the work-tree lines of its upstream part that differ from the
+    patch's part (their common first and last lines trimmed); None for a small one."""
+    if not c.content or not r.start or r.end - r.start <= HUGE:
+        return None
+    block = c.content.split(b"\n")[r.start:r.end - 1]
+    ours, theirs, part = [], [], 0
+    for ln in block:
+        if ln.startswith(b"||||||| "):
+            part = 1
+        elif ln == b"=======":
+            part = 2
+        elif part == 0:
+            ours.append(ln)
+        elif part == 2:
+            theirs.append(ln)
+    head = 0
+    while head < min(len(ours), len(theirs)) and ours[head] == theirs[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(ours), len(theirs)) - head and ours[-1 - tail] == theirs[-1 - tail]:
+        tail += 1
+    if head + tail == 0 or head >= len(ours) - tail:
+        return None
+    return r.start + 1 + head, r.start + len(ours) - tail
+
 
 def annotation(p: PatchOutcome, c: FileConflict, region: Region | None) -> str:
-    """``patches/FILE:LINE: patch N id: ...``. The file line is upstream's (where the region
-    is in the new base); the marked copy (apply's work tree, ``conflicts/.../files/``) holds it
-    at ``region.start``, which is said too, since the two differ by the markers above it."""
-    where = f"{c.path}:{region.ours[0] if region and region.ours else 1}"
-    marked = f", line {region.start} with markers" if region and region.start else ""
-    what = f"{c.kind.value} conflict at {where}{marked}"
-    culprits = _region_culprits(p, region)
-    if c.kind is ConflictKind.MODIFY_DELETE:
-        gone = f" (deleted by {c.deleted_by[:12]})" if c.deleted_by else ""
-        moved = f", moved to {c.moved_to}" if c.moved_to else ""
-        near = f"; its code is now in {c.code_in[0]}" if c.code_in else ""
-        what, culprits = f"modify/delete: {c.path}{gone}{moved}{near}", []
-    if culprits:
-        more = f" and {len(culprits) - 1} more" if len(culprits) > 1 else ""
-        what += f"; changed upstream by {culprits[0][:12]}{more}"
-    line = _patch_line(p, region)
-    return f"{PATCH_DIR}/{p.file}:{line}: patch {p.index} {p.id}: {what}"
+    """``patches/FILE:LINE: patch N id: ...``: the line of the patch file is the region's
+    hunk; the message says where the region is, in upstream's file and in the marked copy
+    (apply's work tree, ``conflicts/.../files/``), each labelled, and why."""
+    if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING) or region is None:
+        what = f"{c.kind.value}: {c.path}{_why(p, c, region)}"
+    else:
+        up = f"{c.path}:{region.ours[0]} (upstream)" if region.ours else f"{c.path}"
+        marked = f", line {region.start} with markers" if region.start else ""
+        what = f"{c.kind.value} conflict at {up}{marked}{_why(p, c, region)}"
+    return f"{PATCH_DIR}/{p.file}:{_patch_line(p, region)}: patch {p.index} {p.id}: {what}"
 
 
-def _region_culprits(p: PatchOutcome, region: Region | None) -> list[str]:
+def _region_info(p: PatchOutcome, region: Region | None) -> RegionCulprits | None:
     if p.attribution is None or region is None:
-        return []
-    return next((rc.commits for rc in p.attribution.regions if rc.region is region), [])
+        return None
+    return next((rc for rc in p.attribution.regions if rc.region is region), None)
 
 
 def _patch_line(p: PatchOutcome, region: Region | None) -> int:
@@ -173,7 +297,10 @@ class Planner:
         self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
-    def run(self, loaded: list[LoadedPatch]) -> tuple[list[PatchOutcome], Materialised]:
+    def run(self, loaded: list[LoadedPatch],
+            only: int | None = None) -> tuple[list[PatchOutcome], Materialised]:
+        """Every patch classified; the failing ones attributed (only the one at position
+        ``only`` when given: blame asks about one patch)."""
         stack = [(lp.entry.id, lp.patch) for lp in loaded]
         # the series on its old base first: it puts every patch's preimage blob in the mirror,
         # so the 3-way merges below and the line mapping of attribution have them
@@ -185,34 +312,40 @@ class Planner:
                            self.engine, self._replay, self.memory).run(
             self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
         failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
-        if failed:
-            self.notify(f"attributing {len(failed)} failing patches over "
+        deps = SeriesLines(stack)
+        outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed))
+                    for pos, (lp, step) in enumerate(zip(loaded, mat.steps))]
+        for pos, out in enumerate(outcomes):
+            for c in out.conflicts:
+                if c.kind is ConflictKind.MISSING:
+                    c.blocked_by = deps.creator(pos, c.path)
+        todo = [pos for pos, o in enumerate(outcomes) if o.status in FAILED
+                and (only is None or pos == only)]
+        if todo:
+            self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
-        outcomes = [self._classify(lp, step) for lp, step in zip(loaded, mat.steps)]
-        self._attribute(outcomes, stack, failed)
+        self._attribute(outcomes, stack, failed, deps, todo)
         for out, lp, step in zip(outcomes, loaded, mat.steps):
             if step.commit and out.status is not BumpStatus.UPSTREAMED:
                 out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
                                                self.new)
         return outcomes, mat
 
-    def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any],
-                   failed: list[str]) -> None:
+    def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
+                   deps: SeriesLines, todo: list[int]) -> None:
         """The failing patches' attributions, side by side (each is git processes, mostly
-        waiting); then each inherits what broke the earlier patches it needs."""
-        todo = [(pos, o) for pos, o in enumerate(outcomes) if o.status is BumpStatus.CONFLICT]
-
-        def one(item: tuple[int, PatchOutcome]) -> Attribution:
-            pos, out = item
-            return attribute(self.rng, stack, pos, out.conflicts, failed)
+        waiting). A region an earlier failed patch caused is that patch's: the patch is
+        ``blocked``."""
+        def one(pos: int) -> Attribution:
+            return attribute(self.rng, stack, pos, outcomes[pos].conflicts, failed, deps)
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 2))) as pool:
-            for (_, out), att in zip(todo, pool.map(one, todo)):
+            for pos, att in zip(todo, pool.map(one, todo)):
+                out = outcomes[pos]
                 out.attribution = att
-        for out in outcomes:
-            if out.attribution is not None and out.status is BumpStatus.CONFLICT:
-                _inherit(out.attribution, [o for o in outcomes
-                                           if o.id in out.attribution.blocked_by])
+                if att.blocked_by:
+                    out.status = BumpStatus.BLOCKED
+                    out.blocked_by = list(dict.fromkeys([*att.blocked_by, *out.blocked_by]))
 
     def _announce(self, total: int) -> Callable[[Step], None]:
         return lambda step: self.notify(f"Applying ({step.index}/{total}) {step.id}: "
@@ -227,22 +360,31 @@ class Planner:
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
 
-    def _classify(self, lp: LoadedPatch, step: Step) -> PatchOutcome:
+    def _classify(self, lp: LoadedPatch, step: Step, needs: list[str]) -> PatchOutcome:
+        """Its status from the step; ``needs``: the failed earlier patches whose lines or files
+        its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged)."""
         out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
         elif step.status is Applied.RERERE:
             out.status = BumpStatus.RESOLVED
-        elif step.status in (Applied.NOOP, Applied.CONFLICT):
+        elif step.status is Applied.CONFLICT:
+            out.status = BumpStatus.CONFLICT
+            out.conflicts = list(step.conflicts)
+            out.hunk_lines = hunk_lines(lp)
+            if not needs:
+                out.carried = self.carried.patch(lp.patch)
+                if out.carried.commit is not None:
+                    out.conflicts, out.hunk_lines = [], {}
+                    self._upstreamed(out, lp, out.carried.commit)
+        elif needs:  # it applied, but only because the lines it needs are not there
+            out.status, out.blocked_by = BumpStatus.BLOCKED, list(needs)
+        elif step.status is Applied.NOOP:
             out.carried = self.carried.patch(lp.patch)
             if out.carried.commit is not None:
                 self._upstreamed(out, lp, out.carried.commit)
-            elif step.status is Applied.NOOP:
-                out.status = BumpStatus.NOOP
             else:
-                out.status = BumpStatus.CONFLICT
-                out.conflicts = list(step.conflicts)
-                out.hunk_lines = hunk_lines(lp)
+                out.status = BumpStatus.NOOP
         return out
 
     def _upstreamed(self, out: PatchOutcome, lp: LoadedPatch, commit: str) -> None:
@@ -262,14 +404,6 @@ def hunk_lines(lp: LoadedPatch) -> dict[str, int]:
     return {h.header: first + h.line - 1 for f in lp.patch.files for h in f.hunks}
 
 
-def _inherit(att: Attribution, blockers: list[PatchOutcome]) -> None:
-    """A patch that needs lines of an earlier failing patch is broken by what broke that one."""
-    seen = {c.commit for c in att.culprits}
-    for blocker in blockers:
-        for culprit in blocker.attribution.culprits if blocker.attribution else []:
-            if culprit.commit not in seen:
-                seen.add(culprit.commit)
-                att.culprits.append(culprit)
 
 
 def reproduce_command(new: str, upstream: str | None) -> str:
@@ -277,17 +411,41 @@ def reproduce_command(new: str, upstream: str | None) -> str:
     return f"rebasectl apply --base {new}{extra}"
 
 
+def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
+            loaded: list[LoadedPatch], notify: Notify) -> None:
+    """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
+    oracle = GitOracle(repo, carried.rng.new, carried)
+    files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
+    for out in outcomes:
+        if out.status not in (BumpStatus.CONFLICT, BumpStatus.BLOCKED):
+            continue
+        notify(f"proposing resolutions for {out.id}")
+        found: list[Proposal | None] = []
+        for c in out.conflicts:
+            found += propose_file(out.id, c, out.region_culprits(c), oracle)
+        consistent(found)
+        if len(out.conflicts) == files.get(out.id):
+            superseded(found)
+        out.proposals = {p.id: p for p in found if p is not None}
+
+
 def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
-         artifacts: Path | None, notify: Notify, run_tests: bool = False) -> BumpResult:
-    """The whole bump under the caller's lock (see ``run``, the command)."""
+         artifacts: Path | None, notify: Notify, run_tests: bool = False,
+         proposals: bool = False) -> BumpResult:
+    """The whole bump under the caller's lock (see ``run``, the command). ``proposals``: each open
+    region's proposed resolution, shown (JSON, README, proposals.json), nothing written."""
     old = series.upstream.base
     loaded = load_patches(ws, series)
+    check_links_on(repo, new, loaded)
     out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
     out.check_writable()
-    outcomes, mat = Planner(repo, old, new, notify, Memory(ws.resolutions)).run(loaded)
+    planner = Planner(repo, old, new, notify, Memory(ws.resolutions))
+    outcomes, mat = planner.run(loaded)
     result = BumpResult(old, new, UpstreamRange(repo, old, new).count(), outcomes, out.root,
                         reproduce_command(new, upstream))
-    if not result.clean:
+    if proposals:
+        propose(repo, planner.carried, outcomes, loaded, notify)
+    if not result.clean or proposals:  # --propose shows, never carries: nothing else written
         write_conflicts(out, result, {lp.entry.id: lp for lp in loaded})
         out.finish()
         return result
@@ -350,7 +508,7 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
     """bump.json, README.md and conflicts/NN-id/ (the patch, the marked-up files, culprits)."""
     out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
     for p in result.patches:
-        if p.status is not BumpStatus.CONFLICT:
+        if p.status not in FAILED:
             continue
         folder = f"conflicts/{p.index:02d}-{p.id}"
         patch = by_id[p.id].patch
@@ -361,6 +519,11 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
                 out.write(f"{folder}/files/{c.path}", c.content)
         out.write(f"{folder}/culprits.json",
                   (json.dumps(p.to_json(), indent=2) + "\n").encode())
+    found = [{**pr.to_json(), "marked": pr.marked} for p in result.patches
+             for pr in p.proposals.values()]
+    if found:
+        out.write("proposals.json", (json.dumps(found, indent=2) + "\n").encode())
+    out.write("regions.txt", "".join(f"{ln}\n" for ln in result.region_lines()).encode())
     out.write("README.md", conflict_readme(result).encode())
 
 
@@ -377,7 +540,7 @@ def failing_hunks(patch: Any, conflicts: list[FileConflict]) -> bytes:
 
 
 def conflict_readme(result: BumpResult) -> str:
-    bad = [p for p in result.patches if p.status is BumpStatus.CONFLICT]
+    bad = [p for p in result.patches if p.status in FAILED]
     lines = [f"# Bump {result.old[:12]} -> {result.new[:12]}: {len(bad)} patch(es) do not apply",
              "", f"{commits(result.upstream_commits)} in the range.", "",
              "Reproduce locally (stops at the first conflict in `.rebasectl/tree`, with markers "
@@ -402,17 +565,25 @@ def conflict_readme(result: BumpResult) -> str:
 def _readme_patch(p: PatchOutcome) -> list[str]:
     att = p.attribution
     lines = ["", f"## {p.index}. {escape(p.id)}: {escape(p.subject)}", ""]
+    if p.blocked_by:
+        lines.append(f"- blocked: needs lines or files of earlier failing patch(es) "
+                     f"{escape(', '.join(p.blocked_by))}; resolve those first")
     for c in p.conflicts:
-        lines.append(f"- {code_span(c.path)}: {c.kind.value}" + _gone(c))
-        for r in c.regions:
-            culprits = _region_culprits(p, r)
-            where = f"lines {r.start}-{r.end} of {code_span('files/' + c.path)}" if r.start \
-                else "the file"
-            who = ", ".join(f"`{x[:12]}`" for x in culprits) or "no upstream commit found"
-            lines.append(f"  - {where}: changed upstream by {who}")
-    if att and att.blocked_by:
-        lines.append(f"- needs lines added by earlier failing patch(es): "
-                     f"{escape(', '.join(att.blocked_by))}")
+        lines.append(f"- {code_span(c.path)}: {c.kind.value}" + _why(p, c, None)
+                     if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING)
+                     else f"- {code_span(c.path)}: {c.kind.value}")
+        for r in c.regions if c.kind not in (ConflictKind.MODIFY_DELETE,
+                                             ConflictKind.MISSING) else ():
+            up = f"upstream lines {_span(r.ours)}" if r.ours else "no upstream lines"
+            where = f"work tree lines {r.start}-{r.end} of {code_span('files/' + c.path)} ({up})"
+            core = differing(c, r)
+            if core:
+                where += f", differing at {core[0]}-{core[1]}"
+            lines.append(f"  - {where}{_why(p, c, r)}")
+        for n, _ in enumerate(c.regions, 1):
+            pr = p.proposals.get(region_id(p.id, c.path, n))
+            if pr is not None:
+                lines.append(f"  - {code_span(pr.id)}: {pr.state} ({pr.rule}): {evidence_line(pr)}")
     for key, ref in (("first break", att.first_break if att else None),
                      ("permanent break", att.permanent_break if att else None)):
         if ref:
@@ -425,13 +596,21 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
     return lines
 
 
-def _gone(c: FileConflict) -> str:
-    if c.kind is not ConflictKind.MODIFY_DELETE:
-        return ""
-    by = f", deleted upstream by `{c.deleted_by[:12]}`" if c.deleted_by else ""
-    to = f", moved to {code_span(c.moved_to)}" if c.moved_to else ""
-    near = "".join(f", the lines it needs are now in {code_span(p)}" for p in c.code_in)
-    return by + to + near
+def evidence_line(p: Proposal) -> str:
+    """A proposal's evidence in one line (README, stop message)."""
+    ev = p.evidence
+    if p.rule == "superseded":
+        return "the whole patch is upstream already: drop it (" + \
+            ", ".join(c[:12] for c in ev.get("commits", [])) + ")"
+    if p.rule == "already-upstream":
+        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
+        return f"upstream already has {', '.join(ev['names'][:4])}{by}: keep upstream's side"
+    if p.rule == "both-insert":
+        return "both sides insert here: both kept, " + str(ev["order"])
+    if p.rule == "moved":
+        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
+        return f"the code moved to {ev['to']}:{ev['line']}{by}: the edit goes there"
+    return str(ev.get("context", p.rule))
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
@@ -445,7 +624,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
     if pos is None:
         raise RebasectlError(f"no patch {patch_ref!r} in series.yaml (give an id or a file name)")
     planner = Planner(repo, old, new, notify)
-    outcomes, _ = planner.run(loaded[:pos + 1])
+    outcomes, _ = planner.run(loaded[:pos + 1], only=pos)
     out = outcomes[-1]
     att = out.attribution
     if att is None or out.status is BumpStatus.UPSTREAMED:
@@ -459,7 +638,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
                 culprits=[c.to_json() for c in att.culprits],
                 first_break=att.first_break.to_json() if att.first_break else None,
                 permanent_break=att.permanent_break.to_json() if att.permanent_break else None,
-                blocked_by=att.blocked_by,
+                blocked_by=out.blocked_by,
                 touching=[{"commit": c, "subject": planner.rng.subject(c)}
                           for c in att.touching])
     return data
@@ -467,7 +646,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
 
 # -- the command -----------------------------------------------------------------------------------
 def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-        notify: Notify, run_tests: bool = False) -> BumpResult:
+        notify: Notify, run_tests: bool = False, proposals: bool = False) -> BumpResult:
     """``bump --to REV``: the pipeline above under the lock, once the checkout allows it (no
     apply in progress, no unexported work in the default tree) and REV contains the base."""
     from ..engine.upstream import resolve
@@ -490,4 +669,4 @@ def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None
                                  f"{short(old)} (a bump moves the base forward)")
         return bump(ws, repo, series, new, upstream=upstream,
                     artifacts=ws.path(artifacts) if artifacts else None, notify=notify,
-                    run_tests=run_tests)
+                    run_tests=run_tests, proposals=proposals)

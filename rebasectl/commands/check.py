@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.exchange import (
+    check_links_on,
     load_patches,
     patch_from_commit,
 )
@@ -36,6 +37,7 @@ def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
         with RepoLock(ws.lock_file, "check --apply"):  # it may create or fetch the mirror
             repo = open_for(ws, upstream, series.upstream.url, [series.upstream.base])
         base = resolve(repo, series.upstream.base, what="base")
+        check_links_on(repo, base, loaded)
         done = Materializer(repo).run(base, [(lp.entry.id, lp.patch) for lp in loaded],
                                       three_way=False)
         result["applies"] = done.ok

@@ -55,9 +55,20 @@ def prepare(ws: Workspace, against: str, upstream: str | None, tree: Path | None
     return test_tree(ws, against, upstream, tree)
 
 
+def default_path_base(ws: Workspace, upstream: str | None) -> Path:
+    """The unpatched base checkout the regression suite's default-path checks compare the
+    patched tree with (made once under .rebasectl/base-tree)."""
+    from ..engine.testing import ensure_base_tree
+
+    series = load(ws.root)
+    with locked(ws, "test"):
+        repo = mirror_for(ws, series, upstream, [series.upstream.base])
+        return ensure_base_tree(ws, repo, resolve(repo, series.upstream.base, what="base"))
+
+
 def run(ws: Workspace, tree: Path, *, against: str, device: str | None, patch_id: str | None,
-        jobs: int, multi_gpu: int | None) -> TestRun:
+        jobs: int, multi_gpu: int | None, base_tree: Path | None = None) -> TestRun:
     from ..engine.testing import run_tests
 
     return run_tests(ws, tree, against=against, device=device, patch_id=patch_id, jobs=jobs,
-                     multi_gpu=multi_gpu or 0)
+                     multi_gpu=multi_gpu or 0, base_tree=base_tree)

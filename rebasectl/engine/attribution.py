@@ -18,7 +18,10 @@ line changed it (a merge there is opened up to its side branch's commits that to
 narrowed to those that removed the line's text). The upstream lines now in the region are
 ``git blame``d forward for the commits of the range that wrote them. Each culprit says whether it
 came by the first break (an ancestor of it) or later. A modify/delete names the commit that deleted
-the file. Lines the old base never had come from an earlier patch: the patch is ``blocked_by`` it.
+the file. A region whose preimage lines an earlier patch wrote, when that patch failed or was left
+out (or a *missing* file that patch creates), is caused by that patch, not by upstream: it has no
+upstream culprits and the patch is ``blocked_by`` it (the series' own line model,
+model/dependencies.py, says which patch wrote which lines).
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..git import Entry, Index, Repo
+from ..model.dependencies import SeriesLines
 from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
@@ -66,9 +70,11 @@ class RegionCulprits:
     path: str
     region: Region
     commits: list[str]
+    blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
 
     def to_json(self) -> dict[str, object]:
-        return {"path": self.path, **self.region.to_json(), "culprits": self.commits}
+        return {"path": self.path, **self.region.to_json(), "culprits": self.commits,
+                "blocked_by": self.blocked_by}
 
 
 @dataclass
@@ -347,7 +353,6 @@ class Culprits:
 
     def __init__(self, rng: UpstreamRange) -> None:
         self.rng = rng
-        self.needs: dict[str, set[bytes]] = {}  # lines the old base lacks: from earlier patches
 
     def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
@@ -395,16 +400,14 @@ class Culprits:
         return there, pre, LineMap(pre, there)
 
     def _needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, tuple[int, bytes]]:
-        """Preimage lines mapped onto the old base: {old line: (preimage line, text)}. Lines
-        the old base never had are remembered in ``needs`` (an earlier patch wrote them)."""
-        old, pre, mapping = self._onto(f, self.rng.old)
+        """Preimage lines mapped onto the old base: {old line: (preimage line, text)} (lines
+        the old base never had are left out: an earlier patch wrote them)."""
+        old, _, mapping = self._onto(f, self.rng.old)
         wanted: dict[int, tuple[int, bytes]] = {}
         for n in lines:
             line = mapping.get(n)
             if line is not None:
                 wanted[line] = (n, old[line - 1])
-            elif 0 < n <= len(pre) and _meaningful(pre[n - 1]):
-                self.needs.setdefault(f.old_path or f.path, set()).add(pre[n - 1].strip())
         return wanted
 
     def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[str]]:
@@ -469,14 +472,17 @@ def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
 
 
 def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
-              conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = ()) -> Attribution:
+              conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = (),
+              deps: SeriesLines | None = None) -> Attribution:
     """Breaks and culprits of ``stack[target]`` across ``rng``, region by region of
-    ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch)."""
+    ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch).
+    Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's."""
     walk = Scan(rng, stack, target)
     first, permanent = walk.breaks()
     patch = stack[target][1]
-    finder = Culprits(rng)
-    regions = _regions(finder, patch, conflicts)
+    lines = deps or SeriesLines(stack[:target + 1])
+    regions = _regions(Culprits(rng), patch, conflicts,
+                       lambda path, span: _caused(lines, target, path, span, set(failed_ids)))
     paths: dict[str, str] = {}
     for rc in regions:
         for commit in rc.commits:
@@ -487,14 +493,29 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
     for commit in rng.order(paths):
         by_break = first is None or rng.repo.history.is_ancestor(commit, first)
         att.culprits.append(Culprit(commit, rng.subject(commit), paths[commit], by_break))
-    att.blocked_by = _blockers(stack, target, finder.needs, set(failed_ids))
+    blockers = {pid for rc in regions for pid in rc.blocked_by}
+    att.blocked_by = [pid for pid, _ in stack if pid in blockers]
     return att
 
 
-def _regions(finder: Culprits, patch: Patch,
-             conflicts: Sequence[FileConflict]) -> list[RegionCulprits]:
+Caused = Callable[[str, "tuple[int, int] | None"], list[str]]
+
+
+def _caused(lines: SeriesLines, target: int, path: str, span: tuple[int, int] | None,
+            gone: set[str]) -> list[str]:
+    """The failed earlier patches that wrote a region's preimage lines (or create its file:
+    ``span`` None)."""
+    if span is None:
+        maker = lines.creator(target, path)
+        return [maker] if maker in gone else []
+    return [p for p in lines.owners(target, path, range(span[0], span[1] + 1)) if p in gone]
+
+
+def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
+             caused: Caused) -> list[RegionCulprits]:
     """Each region with its culprits (a clean patch: every hunk is a region of its
-    preimage); a modify/delete's culprit is the commit that deleted the file."""
+    preimage); a modify/delete's culprit is the commit that deleted the file; a region an
+    earlier failed patch caused has that patch instead."""
     if not conflicts:
         conflicts = [FileConflict(f.path, ConflictKind.CONTENT,
                                   tuple(Region(0, 0, None, h.old_span, (h.header,))
@@ -504,28 +525,17 @@ def _regions(finder: Culprits, patch: Patch,
         f = patch.model.file(c.path)
         if f is None:
             continue
-        if c.kind is ConflictKind.MODIFY_DELETE:
+        if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING):
             commits = [x for x in (c.deleted_by,) if x]
-            out += [RegionCulprits(c.path, r, commits) for r in c.regions]
+            blocked = caused(c.path, None) if c.kind is ConflictKind.MISSING else []
+            out += [RegionCulprits(c.path, r, commits, blocked) for r in c.regions]
             continue
-        for region, commits in zip(c.regions, finder.for_regions(f, c.regions)):
-            out.append(RegionCulprits(c.path, region, commits))
+        own = [caused(c.path, r.base) if r.base else [] for r in c.regions]
+        asked = [r for r, b in zip(c.regions, own) if not b]
+        found = iter(finder.for_regions(f, asked) if asked else [])
+        for region, blocked in zip(c.regions, own):
+            out.append(RegionCulprits(c.path, region, [] if blocked else next(found), blocked))
     return out
-
-
-def _blockers(stack: Sequence[tuple[str, Patch]], target: int, needs: dict[str, set[bytes]],
-              failed: set[str]) -> list[str]:
-    blocked: list[str] = []
-    for pos in range(target):
-        pid, patch = stack[pos]
-        if failed and pid not in failed:
-            continue
-        for f in patch.files:
-            added = {ln.strip() for h in f.hunks for ln in h.added}
-            if needs.get(f.path, set()) & added:
-                blocked.append(pid)
-                break
-    return blocked
 
 
 # -- where a commit landed ------------------------------------------------------------------------

@@ -15,7 +15,8 @@ upstream deleted, and nothing applies):
   a ``Region`` (its lines in the marked-up file, in upstream's file and in the preimage);
 * the patch changes a file the tree no longer has: *modify/delete* (stages 1 and 3, as git
   leaves it), with the upstream commit that deleted it and, when rename detection finds one, the
-  path it moved to;
+  path it moved to; but a file upstream never had (an earlier patch of the series creates it,
+  and that patch is not in the tree) is *missing*: same stages, no upstream commit to blame;
 * the patch creates a file the tree already has: *add/add* (stages 2 and 3, empty base);
 * git cannot merge because the patch's preimage blob is unknown (a hand-written patch): the
   hunks that do not apply, as *no-base* regions.
@@ -37,6 +38,7 @@ MARK_START, MARK_BASE, MARK_SEP, MARK_END = b"<<<<<<< ", b"||||||| ", b"======="
 class ConflictKind(str, Enum):
     CONTENT = "content"
     MODIFY_DELETE = "modify/delete"  # the patch changes a file upstream deleted
+    MISSING = "missing"  # the patch changes a file an earlier patch creates, and it is not there
     DELETE_MODIFY = "delete/modify"  # the patch deletes a file upstream changed
     ADD_ADD = "add/add"
     NO_BASE = "no-base"  # the patch's preimage is unknown: hunks that do not apply
@@ -56,15 +58,17 @@ class Labels:
 class Region:
     """One conflict block. Lines are 1-based and inclusive; ``None`` where a side is empty."""
 
-    start: int  # the ``<<<<<<<`` line in the marked-up file
+    start: int  # the ``<<<<<<<`` line in the marked-up file (work tree, artifacts' files/)
     end: int  # the ``>>>>>>>`` line
-    ours: tuple[int, int] | None  # upstream's lines (stage 2 file)
+    ours: tuple[int, int] | None  # upstream's lines (stage 2 file: the target's), as merged
     base: tuple[int, int] | None  # the preimage's lines (stage 1 file): what the patch needed
     hunks: tuple[str, ...] = ()  # the patch's hunk headers that touch ``base``
 
     def to_json(self) -> dict[str, object]:
-        return {"start": self.start, "end": self.end, "upstream_lines": _pair(self.ours),
-                "preimage_lines": _pair(self.base), "hunks": list(self.hunks)}
+        return {"start": self.start, "end": self.end,
+                "worktree_lines": [self.start, self.end] if self.start else None,
+                "upstream_lines": _pair(self.ours), "preimage_lines": _pair(self.base),
+                "hunks": list(self.hunks)}
 
 
 def _pair(span: tuple[int, int] | None) -> list[int] | None:
@@ -81,13 +85,14 @@ class FileConflict:
     deleted_by: str | None = None  # modify/delete: the upstream commit that removed the file
     moved_to: str | None = None  # ... and where rename detection found it
     code_in: list[str] = field(default_factory=list)  # ... or where its lines are now
+    blocked_by: str | None = None  # missing: the earlier patch that creates the file
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "kind": self.kind.value,
                 "regions": [r.to_json() for r in self.regions],
                 "hunks": sorted({h for r in self.regions for h in r.hunks}),
                 "deleted_by": self.deleted_by, "moved_to": self.moved_to,
-                "code_now_in": self.code_in}
+                "code_now_in": self.code_in, "blocked_by": self.blocked_by}
 
 
 @dataclass
@@ -121,8 +126,10 @@ class Engine:
 
     def __init__(self, repo: Repo, *, deleted_by: Callable[[str], str | None] | None = None,
                  moved: Callable[[str], str | None] | None = None,
-                 code_in: Callable[[FileDiff], list[str]] | None = None) -> None:
+                 code_in: Callable[[FileDiff], list[str]] | None = None,
+                 upstream_had: Callable[[str], bool] | None = None) -> None:
         self.repo = repo
+        self.upstream_had = upstream_had or (lambda path: True)
         self.deleted_by = deleted_by or (lambda path: None)
         self.moved = moved or (lambda path: None)
         self.code_in = code_in or (lambda f: [])
@@ -185,6 +192,8 @@ class Engine:
                 content = self.repo.objects.blob(result.blob)
         region = Region(0, 0, None, (1, max(1, sum(h.old_len for h in f.hunks))),
                         tuple(h.header for h in f.hunks))
+        if not self.upstream_had(path):  # never upstream's: an earlier patch creates it
+            return FileConflict(path, ConflictKind.MISSING, (region,), content, stages)
         moved = self.moved(path)
         return FileConflict(path, ConflictKind.MODIFY_DELETE, (region,), content, stages,
                             self.deleted_by(path), moved, [] if moved else self.code_in(f))
@@ -234,7 +243,8 @@ class Engine:
 
 
 def engine_for(repo: Repo, old: str, new: str) -> Engine:
-    """An engine that explains files deleted between two upstream revisions: the deleting
+    """An engine that explains files deleted between two upstream revisions (a file ``old``
+    never had is *missing*, not deleted: the series creates it): the deleting
     commit, the new path rename detection finds, else the files where the lines the patch needed
     are now (``git grep`` of its most telling context lines)."""
     spec = f"{old}..{new}"
@@ -246,7 +256,8 @@ def engine_for(repo: Repo, old: str, new: str) -> Engine:
         return renames[0].get(path)
 
     return Engine(repo, deleted_by=lambda p: repo.history.deleted_by(spec, p), moved=moved,
-                  code_in=lambda f: code_now_in(repo, new, f))
+                  code_in=lambda f: code_now_in(repo, new, f),
+                  upstream_had=lambda p: bool(repo.entries_at(old, [p])))
 
 
 def code_now_in(repo: Repo, rev: str, f: FileDiff, *, needles: int = 6) -> list[str]:
@@ -283,36 +294,49 @@ def relabel(text: bytes, labels: Labels) -> bytes:
 # -- regions ---------------------------------------------------------------------------------------
 def find_regions(text: bytes, ours: list[bytes], base: list[bytes],
                  hunks: tuple[Hunk, ...]) -> list[Region]:
-    """The ``<<<<<<<`` blocks of a ``merge-file --diff3`` output, each located in upstream's file
-    and in the preimage (blocks appear in file order, so each is searched after the last)."""
-    regions: list[Region] = []
+    """The ``<<<<<<<`` blocks of a ``merge-file --diff3`` output, each located where the merge
+    put it: in upstream's file and in the preimage. The merged text with every block resolved to
+    one side differs from that side's file only by the other side's clean changes, so the two
+    are aligned as a whole (one longest-common-subsequence match) and each block's lines are
+    read off the alignment: a block whose text also occurs earlier in the file (a blank line,
+    a repeated call) is still found at its own place."""
     merged = text_lines(text)
-    at_ours = at_base = 0
-    line_map: LineMap | None = None
-    for start, end, ours_part, base_part in _blocks(merged):
-        before = _lead(merged, start)
-        ours_span, at_ours = _locate(ours, ours_part, at_ours, before)
-        base_span, at_base = _locate(base, base_part, at_base, before)
-        if base_span is None and ours_span is not None and base:
-            # the lines before the block hold the patch's own lines (not in the preimage):
-            # the preimage lines between those that frame upstream's side of the block
-            line_map = line_map or LineMap(base, ours)
-            base_span = _framed(line_map, ours_span, len(ours), len(base))
-            at_base = max(at_base, base_span[1])
-        regions.append(Region(start, end, ours_span, base_span, _touching(hunks, base_span)))
-    return regions
+    blocks = _blocks(merged)
+    ours_at = _sides(merged, blocks, 2, ours)
+    base_at = _sides(merged, blocks, 3, base)
+    return [Region(start, end, o, b, _touching(hunks, b))
+            for (start, end, _, _), o, b in zip(blocks, ours_at, base_at)]
 
 
-def _framed(line_map: LineMap, span: tuple[int, int], ours_size: int,
-            size: int) -> tuple[int, int]:
-    """The preimage lines between the last shared line before upstream's ``span`` and the
-    first after it (a one-line span at the insertion point when none lie between)."""
-    before = next((line_map.backward[o] for o in range(span[0] - 1, 0, -1)
-                   if o in line_map.backward), 0)
-    after = next((line_map.backward[o] for o in range(span[1] + 1, ours_size + 1)
-                  if o in line_map.backward), size + 1)
-    first = min(before + 1, size)
-    return (first, max(first, after - 1))
+def _sides(merged: list[bytes], blocks: list[tuple[int, int, list[bytes], list[bytes]]],
+           side: int, lines: list[bytes]) -> list[tuple[int, int] | None]:
+    """Each block's span in ``lines`` (side 2: upstream's part, 3: the preimage's part): the
+    merged text resolved to that side, aligned with ``lines``. An empty part is an insertion
+    point: a one-line span at the line after the one before the block, so that the hunks around
+    it still meet it."""
+    if not lines:
+        return [None] * len(blocks)
+    resolved: list[bytes] = []
+    where: list[tuple[int, int]] = []  # per block: its part's first line and size in resolved
+    at = 0
+    for start, end, ours_part, base_part in blocks:
+        resolved += merged[at:start - 1]
+        part = ours_part if side == 2 else base_part
+        where.append((len(resolved) + 1, len(part)))
+        resolved += part
+        at = end
+    resolved += merged[at:]
+    line_map = LineMap(resolved, lines)
+    out: list[tuple[int, int] | None] = []
+    for first, size in where:
+        if size:
+            out.append(line_map.span(first, first + size - 1))
+            continue
+        before = next((line_map.forward[k] for k in range(first - 1, 0, -1)
+                       if k in line_map.forward), 0)
+        point = min(before + 1, len(lines))
+        out.append((point, point))
+    return out
 
 
 def _touching(hunks: tuple[Hunk, ...], span: tuple[int, int] | None) -> tuple[str, ...]:
@@ -325,16 +349,6 @@ def _touching(hunks: tuple[Hunk, ...], span: tuple[int, int] | None) -> tuple[st
         return hit
     near = min(hunks, key=lambda h: min(abs(h.old_span[0] - span[1]), abs(span[0] - h.old_span[1])))
     return (near.header,)
-
-
-def _lead(merged: list[bytes], start: int, k: int = 3) -> list[bytes]:
-    """Up to ``k`` merged lines right before the block (the same on every side, as merged)."""
-    lead: list[bytes] = []
-    i = start - 2
-    while i >= 0 and len(lead) < k and not merged[i].startswith((MARK_END, MARK_START)):
-        lead.insert(0, merged[i])
-        i -= 1
-    return lead
 
 
 def _blocks(lines: list[bytes]) -> list[tuple[int, int, list[bytes], list[bytes]]]:
@@ -359,30 +373,6 @@ def _blocks(lines: list[bytes]) -> list[tuple[int, int, list[bytes], list[bytes]
         out.append((start + 1, i + 1, sections["ours"], sections["base"]))
         i += 1
     return out
-
-
-def _locate(lines: list[bytes], block: list[bytes], after: int,
-            lead: list[bytes]) -> tuple[tuple[int, int] | None, int]:
-    """Where ``block`` is in ``lines`` (searched from ``after``), as a 1-based span; an empty
-    block is an insertion point: the line after ``lead`` (the merged lines before the block),
-    given as a one-line span so that the hunks around it still meet it."""
-    if not block:
-        at = _find(lines, lead, after) if lead else after
-        if at is None or not lines:
-            return None, after
-        point = min(at + len(lead) + 1, len(lines))
-        return (point, point), at + len(lead)
-    at = _find(lines, block, after)
-    if at is None:
-        return None, after
-    return (at + 1, at + len(block)), at + len(block)
-
-
-def _find(lines: list[bytes], block: list[bytes], after: int) -> int | None:
-    for k in range(after, len(lines) - len(block) + 1):
-        if lines[k: k + len(block)] == block:
-            return k
-    return None
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:

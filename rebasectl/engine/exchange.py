@@ -28,7 +28,7 @@ from ..infra.fsutil import FileTransaction, atomic_write, read_regular
 from ..model import lines, links
 from ..model.ids import short
 from ..model.lines import significant_lines
-from ..model.patches import Patch, PatchError, parse, raw_to_rfc2822
+from ..model.patches import SYMLINK, Patch, PatchError, parse, raw_to_rfc2822
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -62,6 +62,19 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
         loaded.append(LoadedPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
     links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
     return loaded
+
+
+def check_links_on(repo: Repo, base: str, loaded: list[LoadedPatch]) -> None:
+    """The series' symlinks checked again once the base is known: through the base tree's own
+    links too (a patch writing ``lnk/x.py`` where the base has a link ``lnk``)."""
+    found = {path: e for path, e in repo.tree_entries(base).items() if e.mode == SYMLINK}
+    if not found:
+        return
+    blobs = repo.objects.blobs(e.blob for e in found.values())
+    base_links = {path: (blobs.get(e.blob) or b"").decode("utf-8", errors="surrogateescape")
+                  for path, e in found.items()}
+    links.check_series(((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded),
+                       base_links)
 
 
 @dataclass(frozen=True)

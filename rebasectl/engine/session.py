@@ -78,6 +78,7 @@ class ApplyOutcome:
     applied: list[tuple[str, str]] = field(default_factory=list)  # (id, how) in order
     skipped: list[str] = field(default_factory=list)
     stop: Stop | None = None
+    proposals: list[dict[str, Any]] | None = None  # apply --propose: the stop's proposals
 
     @property
     def result(self) -> Result:
@@ -91,7 +92,8 @@ class ApplyOutcome:
         return {"schema": "rebasectl.apply/1", "result": self.result.value, "base": self.base,
                 "tip": self.tip, "worktree": str(self.worktree),
                 "patches": [{"id": i, "status": how} for i, how in self.applied],
-                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None}
+                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None,
+                **({"proposals": self.proposals} if self.proposals is not None else {})}
 
 
 # -- the session -----------------------------------------------------------------------------------

@@ -9,6 +9,16 @@ with ``REBASECTL_TEST_TREE`` naming the tree (tests/regression/conftest.py puts 
 sys.path and checks that ``megatron.core`` is imported from it); its JUnit XML gives each test's
 outcome, failure kind, message and location, mapped to patches through series.yaml ``tests:``.
 
+The verdict is pytest's: any failure or error is exit 3, whether or not a series entry claims the
+test (``./tests/x.py`` in series.yaml names the same file as ``tests/x.py``; a case parametrized
+with a patch id counts for that patch only when the patch lists the file, else for every patch
+that does). Each failure is classified (docs/design.md, ``test``): ``patch`` (an assertion, or an
+exception, raised about the patch's behaviour), ``harness`` (the suite could not run it: an import
+or name error, an attribute the upstream renamed, an error in setup, teardown or collection) or
+``unmapped`` (no series entry claims the test). Tests marked ``default_path`` compare a user's
+default path with the base's and pass on the base by design: ``--against base`` neither counts
+nor judges them.
+
 A run that cannot run is an error, never a pass: no pytest (or no pytest-xdist for ``-j``), a
 ``--tree`` that is not a Megatron tree, and a run in which no test executed (all skipped or
 deselected) are exit 2 with one line saying why.
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import posixpath
 import re
 import subprocess
 import sys
@@ -49,6 +60,14 @@ class Outcome(str, Enum):
     SKIPPED = "skipped"
 
 
+class Category(str, Enum):
+    """Whose failure it is (docs/design.md, ``test``)."""
+
+    PATCH = "patch"  # the patch's behaviour is wrong (or the resolution that carried it)
+    HARNESS = "harness"  # the suite could not run the test: a broken harness, not a verdict
+    UNMAPPED = "unmapped"  # no series entry claims the test
+
+
 class FailureKind(str, Enum):
     """Why a test failed. Only ``assertion`` proves that the base lacks a patch's behaviour."""
 
@@ -60,6 +79,9 @@ class FailureKind(str, Enum):
 _PROOF_TYPES = {"AssertionError", "Failed"}
 _BROKEN_TYPES = {"ImportError", "ModuleNotFoundError", "SyntaxError", "IndentationError",
                  "TabError", "NameError"}
+# A name the upstream renamed or moved reads as one of these: the test never got to its question.
+_HARNESS_TYPES = _BROKEN_TYPES | {"AttributeError"}
+DEFAULT_PATH = "default_path"  # the marker (a JUnit property ``marker``) of default-path checks
 _LOCATION = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+): (?P<type>[\w.]+)$")
 
 
@@ -73,10 +95,20 @@ class CaseResult:
     kind: FailureKind | None = None
     message: str = ""
     location: str = ""
+    exc_type: str = ""
+    default_path: bool = False
 
-    def failure_json(self) -> dict[str, Any]:
+    @property
+    def category(self) -> Category:
+        """``patch`` or ``harness`` for a claimed failure (``unmapped`` is decided by the run)."""
+        if self.kind is FailureKind.BROKEN or self.exc_type in _HARNESS_TYPES:
+            return Category.HARNESS
+        return Category.PATCH
+
+    def failure_json(self, category: Category | None = None) -> dict[str, Any]:
         return {"test": self.node, "kind": self.kind.value if self.kind else None,
-                "message": self.message, "location": self.location}
+                "category": (category or self.category).value, "message": self.message,
+                "location": self.location}
 
 
 @dataclass
@@ -106,6 +138,8 @@ class PatchResult:
         return {"id": self.id, "tests": self.tests, "passed": self.passed,
                 "failed": self.failed, "skipped": self.skipped, "proving": self.proving,
                 "failures": [f.node for f in self.failures],
+                "categories": {c.value: sum(1 for f in self.failures if f.category is c)
+                               for c in (Category.PATCH, Category.HARNESS)},
                 "failure_details": [f.failure_json() for f in self.failures]}
 
 
@@ -117,12 +151,24 @@ class TestRun:
     uncovered: list[str]
     returncode: int
     log_tail: str
+    unmapped: list[CaseResult] = field(default_factory=list)  # failures no entry claims
 
     @property
     def result(self) -> str:
         if self.against == "base":
             return "failed" if self.uncovered else "passed"
-        return "failed" if any(p.failed for p in self.patches) else "passed"
+        # pytest's verdict: a failure anywhere (claimed or not) or a non-zero pytest exit
+        failed = any(p.failed for p in self.patches) or self.unmapped or self.returncode == 1
+        return "failed" if failed else "passed"
+
+    def categories(self) -> dict[str, int]:
+        """Failures per category over the whole run."""
+        counts = {c.value: 0 for c in Category}
+        for p in self.patches:
+            for f in p.failures:
+                counts[f.category.value] += 1
+        counts[Category.UNMAPPED.value] = len(self.unmapped)
+        return counts
 
     @property
     def exit_code(self) -> ExitCode:
@@ -134,12 +180,14 @@ class TestRun:
         if self.against == "base":
             return ("not covered (no test fails on an assertion on the base): "
                     + ", ".join(self.uncovered))
-        return "regression tests failed"
+        counts = ", ".join(f"{n} {c}" for c, n in self.categories().items() if n)
+        return f"regression tests failed ({counts or 'pytest exit ' + str(self.returncode)})"
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "against": self.against, "tree": self.tree,
                 "result": self.result, "patches": [p.to_json() for p in self.patches],
-                "uncovered": self.uncovered}
+                "uncovered": self.uncovered, "categories": self.categories(),
+                "unmapped": [f.failure_json(Category.UNMAPPED) for f in self.unmapped]}
 
 
 def marker_expression(device: str | None) -> str | None:
@@ -190,8 +238,10 @@ def check_tree(tree: Path) -> Path:
 
 
 def select(series: Series, patch_id: str | None) -> list[tuple[str, list[str]]]:
+    """(id, test files) of the selected entries, the files spelled as pytest reports them
+    (``./tests/x.py`` and ``tests//x.py`` are ``tests/x.py``, as for ``file:``)."""
     entries = [series.by_id(patch_id)] if patch_id else list(series.patches)
-    return [(e.id, list(e.tests)) for e in entries]
+    return [(e.id, [posixpath.normpath(t) for t in e.tests]) for e in entries]
 
 
 # -- running pytest --------------------------------------------------------------------------------
@@ -201,8 +251,10 @@ def _pytest_args(files: Sequence[str], junit: str) -> list[str]:
 
 
 def run_pytest(root: Path, tree: Path, files: list[str], device: str | None,
-               jobs: int = 1) -> tuple[int, list[CaseResult], str]:
-    """Run pytest on ``files``; returns (exit code, the cases, output tail)."""
+               jobs: int = 1, base_tree: Path | None = None) -> tuple[int, list[CaseResult], str]:
+    """Run pytest on ``files``; returns (exit code, the cases, output tail). ``base_tree``, the
+    unpatched tree the default-path checks compare with, is passed as ``REBASECTL_BASE_TREE``
+    (a value already in the environment wins)."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-test-") as tmp:
         junit = Path(tmp) / "junit.xml"
         args = [sys.executable, *_pytest_args(files, str(junit))]
@@ -212,6 +264,8 @@ def run_pytest(root: Path, tree: Path, files: list[str], device: str | None,
         if expr:
             args += ["-m", expr]
         env = dict(os.environ, REBASECTL_TEST_TREE=str(tree))
+        if base_tree is not None:
+            env.setdefault("REBASECTL_BASE_TREE", str(base_tree))
         proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
         cases = parse_junit(junit) if junit.exists() else []
     return proc.returncode, cases, (proc.stdout + proc.stderr)[-4000:]
@@ -268,24 +322,29 @@ def parse_junit(path: Path) -> list[CaseResult]:
     """The cases of a pytest JUnit XML (xunit1: ``file`` attributes), with failure details."""
     cases: list[CaseResult] = []
     for case in ET.parse(path).getroot().iter("testcase"):
-        file = case.get("file") or ""
+        file = posixpath.normpath(case.get("file") or "")
         node = f"{file}::{case.get('name') or ''}"
+        default = any(p.get("name") == "marker" and p.get("value") == DEFAULT_PATH
+                      for p in case.iter("property"))
         failure, error = case.find("failure"), case.find("error")
         if failure is None and error is None:
             skipped = case.find("skipped") is not None
-            cases.append(CaseResult(node, file, Outcome.SKIPPED if skipped else Outcome.PASSED))
+            cases.append(CaseResult(node, file, Outcome.SKIPPED if skipped else Outcome.PASSED,
+                                    default_path=default))
             continue
         element = failure if failure is not None else error
         assert element is not None
-        kind, location = classify_failure(element.text or "", setup_error=failure is None)
+        kind, location, exc_type = classify_failure(element.text or "",
+                                                    setup_error=failure is None)
         message = "\n".join((element.get("message") or "").splitlines()[:MESSAGE_LINES])
-        cases.append(CaseResult(node, file, Outcome.FAILED, kind, message, location))
+        cases.append(CaseResult(node, file, Outcome.FAILED, kind, message, location, exc_type,
+                                default))
     return cases
 
 
-def classify_failure(text: str, *, setup_error: bool) -> tuple[FailureKind, str]:
-    """The kind of a failure and its ``file:line`` from pytest's traceback text, whose last line
-    is ``path:LINE: ExceptionType``."""
+def classify_failure(text: str, *, setup_error: bool) -> tuple[FailureKind, str, str]:
+    """The kind of a failure, its ``file:line`` and exception type from pytest's traceback
+    text, whose last line is ``path:LINE: ExceptionType``."""
     location, exc_type = "", ""
     for line in reversed(text.strip().splitlines()):
         m = _LOCATION.match(line.strip())
@@ -294,10 +353,10 @@ def classify_failure(text: str, *, setup_error: bool) -> tuple[FailureKind, str]
             exc_type = m.group("type").rsplit(".", 1)[-1]
             break
     if setup_error or exc_type in _BROKEN_TYPES:
-        return FailureKind.BROKEN, location
+        return FailureKind.BROKEN, location, exc_type
     if exc_type in _PROOF_TYPES:
-        return FailureKind.ASSERTION, location
-    return FailureKind.EXCEPTION, location
+        return FailureKind.ASSERTION, location, exc_type
+    return FailureKind.EXCEPTION, location, exc_type
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -312,15 +371,16 @@ def _files_of(ws: Workspace, selected: list[tuple[str, list[str]]]) -> list[str]
 
 
 def _collect(ws: Workspace, tree: Path, files: list[str], device: str | None, jobs: int,
-             multi_gpu: int) -> tuple[int, list[CaseResult], str]:
+             multi_gpu: int, base_tree: Path | None) -> tuple[int, list[CaseResult], str]:
     """Run pytest (unless ``--multi-gpu`` alone) and torchrun (with ``--multi-gpu``)."""
     code, tail = 5, ""
     cases: list[CaseResult] = []
     if not multi_gpu or device is not None:
-        code, cases, tail = run_pytest(ws.root, tree, files, device, jobs)
-    if code not in (0, 1, 5):
+        code, cases, tail = run_pytest(ws.root, tree, files, device, jobs, base_tree)
+    if code not in (0, 1, 5) and not (code == 2 and cases):  # 2 with cases: collection errors
         last = tail.strip().splitlines()[-1] if tail.strip() else ""
         raise RebasectlError(f"pytest could not run (exit {code}): {last}")
+    code = 1 if code == 2 else code
     if multi_gpu:
         mcode, mcases, mtail = run_torchrun(ws.root, tree, files, multi_gpu)
         cases += mcases
@@ -330,20 +390,15 @@ def _collect(ws: Workspace, tree: Path, files: list[str], device: str | None, jo
 
 
 def run_tests(ws: Workspace, tree: Path, *, against: str, device: str | None,
-              patch_id: str | None, jobs: int = 1, multi_gpu: int = 0) -> TestRun:
+              patch_id: str | None, jobs: int = 1, multi_gpu: int = 0,
+              base_tree: Path | None = None) -> TestRun:
     preflight(jobs)
     series = load(ws.root)
     selected = select(series, patch_id)
     files = _files_of(ws, selected)
-    code, cases, tail = _collect(ws, tree, files, device, jobs, multi_gpu)
-    all_ids = [e.id for e in series.patches]
-    results: list[PatchResult] = []
-    for pid, tests in selected:
-        result = PatchResult(pid, tests)
-        for case in cases:
-            if case.file in tests and belongs_to(case.node, pid, all_ids):
-                result.count(case)
-        results.append(result)
+    base = tree if against == "base" else base_tree or existing_base_tree(ws, series)
+    code, cases, tail = _collect(ws, tree, files, device, jobs, multi_gpu, base)
+    results, unmapped = _count(select(series, None), selected, cases, against == "base")
     if not any(r.passed + r.failed for r in results):
         skipped = sum(r.skipped for r in results)
         raise RebasectlError(f"no regression test ran on {tree} ({skipped} skipped, the rest "
@@ -354,7 +409,32 @@ def run_tests(ws: Workspace, tree: Path, *, against: str, device: str | None,
     # prove on --gpu).
     judged = [r for r in results if (device is None and not multi_gpu) or r.passed + r.failed]
     uncovered = [r.id for r in judged if r.proving == 0] if against == "base" else []
-    return TestRun(against, tree_id(tree), results, uncovered, code, tail)
+    return TestRun(against, tree_id(tree), results, uncovered, code, tail, unmapped)
+
+
+def _count(every: list[tuple[str, list[str]]], selected: list[tuple[str, list[str]]],
+           cases: list[CaseResult], on_base: bool) -> tuple[list[PatchResult], list[CaseResult]]:
+    """Each case counted for the selected patches that claim it; failures no entry of the whole
+    series claims are returned as unmapped. On the base, default-path checks are not counted."""
+    claimants: dict[str, list[str]] = {}
+    for pid, tests in every:
+        for test in tests:
+            claimants.setdefault(test, []).append(pid)
+    results = [PatchResult(pid, tests) for pid, tests in selected]
+    unmapped: list[CaseResult] = []
+    for case in cases:
+        if on_base and case.default_path:
+            continue
+        owners = [pid for test, pids in claimants.items() for pid in pids
+                  if case.file == test or case.file.startswith(test.rstrip("/") + "/")]
+        if not owners:
+            if case.outcome is Outcome.FAILED:
+                unmapped.append(case)
+            continue
+        for result in results:
+            if result.id in owners and belongs_to(case.node, result.id, owners):
+                result.count(case)
+    return results, unmapped
 
 
 def belongs_to(node: str, patch_id: str, patch_ids: list[str]) -> bool:
@@ -378,6 +458,14 @@ def tree_id(tree: Path) -> str:
         if head is not None:
             return head
     return str(tree)
+
+
+def existing_base_tree(ws: Workspace, series: Series) -> Path | None:
+    """The checkout of the series' base under .rebasectl/base-tree, if one is there."""
+    tree = Worktree(ws.base_tree)
+    if tree.exists and tree.head() == series.upstream.base:
+        return ws.base_tree
+    return None
 
 
 def ensure_base_tree(ws: Workspace, repo: Repo, base: str) -> Path:

@@ -228,9 +228,11 @@ class Repo:
                 target = Path(tmp) / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-            proc = self.runner.run(["--work-tree", tmp, "-c", "rerere.enabled=true",
+            # rerere opens the conflicted files from the current directory, not --work-tree
+            proc = self.runner.run(["-C", tmp, "--git-dir", str(self.git_dir()),
+                                    "--work-tree", tmp, "-c", "rerere.enabled=true",
                                     "-c", "rerere.autoUpdate=true", "rerere"], check=False,
-                                   index=index.path)
+                                   index=index.path.resolve())
             (self.path / "MERGE_RR").unlink(missing_ok=True)  # no rerere "in progress" here
             said = proc.stderr.decode(errors="replace")
             return {path: (Path(tmp) / path).read_bytes() for path in files

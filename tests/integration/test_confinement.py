@@ -119,3 +119,30 @@ def test_write_checks_the_real_folder_at_write_time(tmp_path: Path) -> None:
     assert not (outside / "victim").exists() and not list(outside.iterdir())
     assert not (root / "a" / "file.py").is_symlink()
     assert (root / "a" / "file.py").read_bytes() == b"yes\n"
+
+
+def test_a_path_beyond_a_link_of_the_base_is_refused_once_the_base_is_known(
+        tmp_path: Path) -> None:
+    """The base tree's own links count too: `check` alone cannot see them, `check --apply`,
+    `apply` and `bump` read the base and refuse a patch writing through one."""
+    up = Repo(tmp_path / "up")
+    (up.path / "sub").mkdir(parents=True)
+    os.symlink("sub", up.path / "lnk")
+    base = up.commit("base", {"sub/keep.txt": "keep\n", "main.py": "x = 1\n"})
+    up.branch("feature")
+    up.checkout("feature")
+    up.commit("feat: ordinary", {"main.py": "x = 2\n"})
+    up.checkout("main")
+    series = tmp_path / "series"
+    series.mkdir()
+    r = rebasectl(series, "import", f"{base}..feature", "--repo", str(up.path))
+    assert r.returncode == 0, r.stderr
+    _add_patch_writing_through(series)
+    patch = series / "patches" / "0003-write-through.patch"
+    patch.write_text(patch.read_text().replace("t/x.py", "lnk/x.py"))
+    assert rebasectl(series, "check").returncode == 0
+    for args in (("check", "--apply"), ("apply",)):
+        r = rebasectl(series, *args, "--upstream", str(up.path))
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert "beyond the symbolic link lnk" in r.stderr, r.stderr
+    assert not (up.path / "sub" / "x.py").exists()

@@ -6,7 +6,9 @@ the base tree). Without it the default is ``.rebasectl/tree`` of this repo; when
 every regression test is skipped with one reason that says how to get one.
 
 Markers: ``cpu`` (runs anywhere), ``gpu`` (needs CUDA; skipped without it), ``needs_te``
-(needs Transformer Engine; skipped without it), ``multi_gpu`` (torchrun over several GPUs).
+(needs Transformer Engine; skipped without it), ``multi_gpu`` (torchrun over several GPUs),
+``default_path`` (compares a non-opted-in user's path with the base's; written to the JUnit XML as
+the property ``marker=default_path`` so that ``rebasectl test --against base`` leaves it out).
 The CPU shims Megatron needs without a GPU live in ``shims.py`` beside this file.
 """
 
@@ -94,6 +96,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "gpu: needs a CUDA device",
         "needs_te: needs Transformer Engine",
         "multi_gpu: needs several CUDA devices (launched with torchrun)",
+        "default_path: a default-path check (upstream's behaviour for a user who does not opt"
+        " in): passes on the base by design; `rebasectl test --against base` does not count it",
     ):
         config.addinivalue_line("markers", line)
 
@@ -104,6 +108,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if HERE not in Path(str(item.fspath)).resolve().parents:
             continue
+        if item.get_closest_marker("default_path"):  # read by rebasectl from the JUnit XML
+            item.user_properties.append(("marker", "default_path"))
         if TREE is None:
             item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
         elif "gpu" in item.keywords and not cuda:

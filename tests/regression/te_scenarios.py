@@ -241,6 +241,65 @@ def int4_qat_stand_in_is_freed() -> dict[str, Any]:
         }
 
 
+def _delayed_wgrad_layer() -> Any:
+    import torch
+
+    config = _config()
+    config.delay_wgrad_compute = True  # as the all-to-all overlap sets it (TE >= 2.3)
+    layer = _grouped_linear(config, num_gemms=2, in_f=128, out_f=8)
+    for p in (layer.weight0, layer.weight1):
+        p.main_grad = torch.zeros_like(p)
+        p.grad_added_to_main_grad = False
+    return layer
+
+
+@scenario
+def delayed_wgrad_plain() -> dict[str, Any]:
+    """The stand-in's delayed weight gradients (no QAT): none at backward, all at backward_dw,
+    where TE sets the mark on the weights it kept (the parameters themselves here)."""
+    import torch
+
+    with _env():
+        layer = _delayed_wgrad_layer()
+        params = [layer.weight0, layer.weight1]
+        x = torch.randn(6, 128, generator=torch.Generator().manual_seed(1))
+        out, _ = layer(x, [3, 3])
+        out.sum().backward()
+        after_backward = [bool(p.main_grad.abs().sum() > 0) for p in params]
+        layer.backward_dw()
+        expected = [torch.ones(3, 8).t() @ c for c in torch.split(x, [3, 3])]
+        return {
+            "delayed": bool(layer.delay_wgrad_compute),
+            "main_grad_after_backward": after_backward,
+            "marks": [bool(p.grad_added_to_main_grad) for p in params],
+            "main_grad_matches": [bool(torch.allclose(p.main_grad, e, atol=1e-5))
+                                  for p, e in zip(params, expected)],
+        }
+
+
+@scenario
+def int4_qat_delayed_wgrad() -> dict[str, Any]:
+    """INT4 QAT with delayed weight gradients: the mark would come in backward_dw, after the
+    straight-through backward; the layer must refuse rather than train with a lost mark."""
+    import torch
+
+    with _env():
+        layer = _delayed_wgrad_layer()
+        params = [layer.weight0, layer.weight1]
+        os.environ[FLAG_ENV] = "1"
+        try:
+            out, _ = layer(torch.randn(6, 128), [3, 3])
+            out.sum().backward()
+            layer.backward_dw()
+            outcome = {"raised": None, "marks": [bool(p.grad_added_to_main_grad)
+                                                 for p in params]}
+        except Exception as exc:  # noqa: BLE001
+            outcome = {"raised": f"{type(exc).__name__}: {exc}"}
+        finally:
+            del os.environ[FLAG_ENV]
+        return outcome
+
+
 @scenario
 def int4_qat_single_grouped_weight() -> dict[str, Any]:
     """TE storing all experts as one grouped ``weight``: QAT must not silently do nothing."""

@@ -8,10 +8,13 @@ What they prove, and why each matters to miles:
   batched send/recv. Upstream passes the group as a fourth argument.
 - ``megatron.core.parallel_state.dist`` is ``torch.distributed`` (miles reaches the module
   through it).
-- The HuggingFace tokenizer always asks ``AutoTokenizer.from_pretrained`` for
-  ``trust_remote_code=True``, even when ``--trust-remote-code`` was not given; upstream forwards
-  the (default False) flag. ``transformers`` itself is replaced by a spy module: what is under
-  test is Megatron's call, not the HF library.
+- Default path (``default_path``: passes on the base by design): the HuggingFace tokenizer asks
+  ``AutoTokenizer.from_pretrained`` for remote code only with upstream's own
+  ``--trust-remote-code`` flag (round 2 of the patch asked for it for everyone: running a model
+  repository's code is never on by default). ``transformers`` itself is replaced by a spy module:
+  what is under test is Megatron's call, not the HF library. Both tokenizer generations (the
+  legacy ``megatron.training.tokenizer`` at 1dcf0da, ``megatron.core.tokenizers`` later) are
+  reached through ``compat.build_hf_tokenizer``.
 - ``TELinear`` tags every parameter with its Megatron ``parallel_mode``: on a CPU against the
   Transformer Engine stand-in (``te_standin/``; Megatron's real TELinear, TEColumnParallelLinear
   and TERowParallelLinear, CPU and device initialisation, dense and expert layers, where TE itself
@@ -140,38 +143,22 @@ def from_pretrained_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any
 
 
 @pytest.mark.cpu
+@pytest.mark.default_path
 @pytest.mark.parametrize("flag", [False, True])
-def test_build_hf_tokenizer_trusts_remote_code(
+def test_hf_tokenizer_trusts_remote_code_only_with_the_flag(
     from_pretrained_calls: list[dict[str, Any]], flag: bool
 ) -> None:
-    """With ``--trust-remote-code`` the base passes too (that case pins a non-regression);
-    without it only the patched tree asks for remote code."""
-    from megatron.training.tokenizer.tokenizer import build_tokenizer
+    """Fix 7 of issue 24: without ``--trust-remote-code`` no remote code (round 2 asked for it
+    always); with it, remote code, as upstream."""
+    from compat import build_hf_tokenizer
 
-    args = types.SimpleNamespace(
-        rank=0,
-        tokenizer_type="HuggingFaceTokenizer",
-        tokenizer_model="some/hf-model",
-        trust_remote_code=flag,
-        padded_vocab_size=64,
-    )
-    tokenizer = build_tokenizer(args)
+    tokenizer = build_hf_tokenizer("some/hf-model", trust_remote_code=flag)
 
-    assert len(from_pretrained_calls) == 1
-    call = from_pretrained_calls[0]
-    assert call["pretrained_model_name_or_path"] == "some/hf-model"
-    assert call.get("trust_remote_code") is True
+    assert len(from_pretrained_calls) >= 1
+    for call in from_pretrained_calls:
+        assert call["pretrained_model_name_or_path"] == "some/hf-model"
+        assert call.get("trust_remote_code", False) is flag
     assert tokenizer.vocab_size == 3
-
-
-@pytest.mark.cpu
-def test_hf_tokenizer_class_trusts_remote_code(
-    from_pretrained_calls: list[dict[str, Any]],
-) -> None:
-    from megatron.training.tokenizer.tokenizer import _HuggingFaceTokenizer
-
-    _HuggingFaceTokenizer("some/hf-model")
-    assert [c.get("trust_remote_code") for c in from_pretrained_calls] == [True]
 
 
 @pytest.mark.cpu

@@ -465,6 +465,8 @@ def te_standin(request: pytest.FixtureRequest) -> dict[str, Any]:
         "int4_qat_ddp_zero_out_wgrad",
         "int4_qat_stand_in_is_freed",
         "int4_qat_single_grouped_weight",
+        "delayed_wgrad_plain",
+        "int4_qat_delayed_wgrad",
     ]
     return {"pattern": request.param, **run_scenarios(_tree(), names, pattern=request.param)}
 
@@ -519,6 +521,27 @@ def test_te_grouped_linear_qat_refuses_single_grouped_weight(te_standin: dict[st
     assert r["params"] == ["weight"]
     assert r["raised"] is not None, "QAT on a single grouped weight silently did nothing"
     assert r["raised"].startswith("RuntimeError") and "grouped" in r["raised"]
+
+
+@pytest.mark.cpu
+def test_te_standin_models_delayed_weight_gradients(te_standin: dict[str, Any]) -> None:
+    """The stand-in's ``delay_wgrad_compute`` (what Megatron passes TE for the all-to-all
+    overlap): no weight gradient at backward, all of it and TE's mark at ``backward_dw``."""
+    r = _scenario(te_standin, "delayed_wgrad_plain")
+    assert r["delayed"] and r["main_grad_after_backward"] == [False, False]
+    assert r["marks"] == [True, True] and r["main_grad_matches"] == [True, True]
+
+
+@pytest.mark.cpu
+def test_te_grouped_linear_qat_refuses_delayed_weight_gradients(
+    te_standin: dict[str, Any],
+) -> None:
+    """Fix 6 of issue 24: with ``delay_wgrad_compute`` TE sets ``grad_added_to_main_grad`` in
+    ``backward_dw``, after the straight-through backward passed the mark on; round 2 trained on
+    and the mark never reached the parameter (DDP then adds TE's dummy wgrad). Refused."""
+    r = _scenario(te_standin, "int4_qat_delayed_wgrad")
+    assert r["raised"] is not None, f"QAT ran with delayed wgrad: marks {r.get('marks')}"
+    assert r["raised"].startswith("RuntimeError") and "delay_wgrad_compute" in r["raised"]
 
 
 @pytest.mark.gpu

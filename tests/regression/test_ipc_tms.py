@@ -11,8 +11,9 @@ What the tests prove: in a fresh interpreter (a subprocess, so no module is cach
 unchanged and writes nothing to the memory saver. And ``--rl-offload-kv-cache-during-training``
 still works: the real ``DynamicInferenceContext``, built on the CPU, allocates an offloadable KV
 cache inside the memory saver's "kv_cache" region (with the trainer's hook mode), which is what
-rl_utils pauses and resumes. The fake stands in for the third-party package only; the code under
-test is Megatron's. (The patch now changes one line of upstream: the forced hook mode.)
+rl_utils pauses and resumes: in upstream's "torch" mode when nobody configured the saver (the fake
+asserts LD_PRELOAD in "preload" mode, as the real one does), in the trainer's mode when it chose
+one. The fake stands in for the third-party package only; the code under test is Megatron's.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ import pytest
 
 FAKE_TMS = textwrap.dedent(
     """
-    '''Fake torch_memory_saver: records attribute writes and regions entered.'''
+    '''Fake torch_memory_saver, shaped like the real one (0.0.10): ``hook_mode`` is set before
+    first use and kept in ``_impl_ctor_kwargs``; the first region initializes it; the default
+    "preload" mode asserts that LD_PRELOAD names its library. Records writes and regions.'''
 
     import contextlib
+    import os
 
     WRITES = []
     REGIONS = []
@@ -39,15 +43,41 @@ FAKE_TMS = textwrap.dedent(
 
     class _TorchMemorySaver:
         def __init__(self):
-            object.__setattr__(self, "hook_mode", "preload")
+            object.__setattr__(self, "_impl_ctor_kwargs", {})
+            object.__setattr__(self, "_impl", None)
 
         def __setattr__(self, name, value):
             WRITES.append([name, repr(value)])
             object.__setattr__(self, name, value)
 
+        @property
+        def hook_mode(self):
+            raise AttributeError  # as the real one: write-only
+
+        @hook_mode.setter
+        def hook_mode(self, mode):
+            assert self._impl_ctor_kwargs is not None, "Cannot configure after initialization"
+            self._impl_ctor_kwargs["hook_mode"] = mode
+
+        def configured(self):
+            '''The mode in force (initialized) or asked for (pending); None: nobody chose.'''
+            if self._impl is not None:
+                return self._impl
+            return self._impl_ctor_kwargs.get("hook_mode")
+
+        def _ensure_initialized(self):
+            if self._impl is None:
+                mode = self._impl_ctor_kwargs.get("hook_mode", "preload")
+                if mode == "preload":
+                    preload = os.environ.get("LD_PRELOAD", "")
+                    assert "torch_memory_saver" in preload, (
+                        f"TorchMemorySaver observes invalid LD_PRELOAD ({preload!r})")
+                object.__setattr__(self, "_impl", mode)
+
         @contextlib.contextmanager
         def region(self, tag="default", enable_cpu_backup=False):
-            REGIONS.append([tag, enable_cpu_backup])
+            self._ensure_initialized()
+            REGIONS.append([tag, enable_cpu_backup, self._impl])
             yield
 
         def pause(self, *args, **kwargs):
@@ -61,6 +91,7 @@ FAKE_TMS = textwrap.dedent(
     """
 )
 
+
 PROBE = textwrap.dedent(
     """
     import json
@@ -73,7 +104,7 @@ PROBE = textwrap.dedent(
     from megatron.core.models.gpt.gpt_model import GPTModel  # noqa: F401
 
     result = {
-        "hook_mode": tms_module.torch_memory_saver.hook_mode,
+        "hook_mode": tms_module.torch_memory_saver.configured(),
         "writes": tms_module.WRITES,
         "dynamic_context_imported": "megatron.core.inference.contexts.dynamic_context"
         in sys.modules,
@@ -87,33 +118,33 @@ PROBE = textwrap.dedent(
 KV_PROBE = textwrap.dedent(
     """
     import json
+    import os
     import warnings
 
     import torch
 
     warnings.simplefilter("ignore")
     import torch_memory_saver as tms_module
+    from compat import build_dynamic_context
     from shims import Patches, single_rank_gloo_context
 
+    chosen = os.environ.get("PROBE_TRAINER_HOOK_MODE")
+    if chosen:  # the trainer configures the saver before building the model
+        tms_module.torch_memory_saver.hook_mode = chosen
     results = {}
     with single_rank_gloo_context(), Patches() as patches:
         patches.set(torch.cuda, "current_device", lambda: "cpu")
         from megatron.core.inference.contexts import dynamic_context
 
-        for offload in (True, False):
+        for offload in (False, True):
             del tms_module.REGIONS[:]
-            context = dynamic_context.DynamicInferenceContext(
-                params_dtype=torch.float32, num_layers=2, kv_channels=8, num_attention_heads=2,
-                max_sequence_length=64, buffer_size_gb=0.0005, tensor_model_parallel_size=1,
-                pipeline_model_parallel_size=1, block_size_tokens=16, max_tokens=128,
-                offload_kv_cache=offload,
-            )
+            context = build_dynamic_context(offload)
             results[str(offload)] = {
                 "regions": list(tms_module.REGIONS),
                 "buffer_shape": list(context.memory_buffer.shape),
             }
     results["have_tms"] = dynamic_context.HAVE_TORCH_MEMORY_SAVER
-    results["hook_mode"] = tms_module.torch_memory_saver.hook_mode
+    results["hook_mode"] = tms_module.torch_memory_saver.configured()
     results["writes"] = tms_module.WRITES
     results["tms_file"] = tms_module.__file__
     print("RESULT:" + json.dumps(results))
@@ -121,12 +152,12 @@ KV_PROBE = textwrap.dedent(
 )
 
 
-def _run_probe(tmp_path: Path, probe: str = PROBE) -> dict[str, Any]:
+def _run_probe(tmp_path: Path, probe: str = PROBE, **extra_env: str) -> dict[str, Any]:
     fake_dir = tmp_path / "fake_site"
     fake_dir.mkdir()
     (fake_dir / "torch_memory_saver.py").write_text(FAKE_TMS)
     tree = os.environ["REBASECTL_TEST_TREE"]
-    env = dict(os.environ)
+    env = dict(os.environ, **extra_env)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(fake_dir), tree, str(Path(__file__).resolve().parent)]
         + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
@@ -162,7 +193,7 @@ def test_gpt_model_import_reaches_dynamic_context(probe: dict[str, Any]) -> None
 
 @pytest.mark.cpu
 def test_gpt_model_import_leaves_hook_mode_unchanged(probe: dict[str, Any]) -> None:
-    assert probe["hook_mode"] == "preload"
+    assert probe["hook_mode"] is None, "importing the GPT model chose a hook mode"
 
 
 @pytest.mark.cpu
@@ -170,24 +201,33 @@ def test_gpt_model_import_does_not_touch_memory_saver(probe: dict[str, Any]) -> 
     assert probe["writes"] == []
 
 
-@pytest.fixture(scope="module")
-def kv_probe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _run_probe(tmp_path_factory.mktemp("ipc_tms_kv"), KV_PROBE)
+@pytest.mark.cpu
+@pytest.mark.default_path
+def test_offloaded_kv_cache_gets_upstreams_mode_when_nobody_configured_the_saver(
+    tmp_path: Path,
+) -> None:
+    """Fix 5 of issue 24: upstream's own ``--rl-offload-kv-cache-during-training``, for a user who
+    never chose a hook mode, allocates its KV cache in the saver's region in upstream's "torch"
+    mode (round 2 left the saver at its "preload" default, whose LD_PRELOAD assertion failed at
+    allocation). A plain KV cache stays outside any region. (Passes on the base by design.)"""
+    kv_probe = _run_probe(tmp_path, KV_PROBE, LD_PRELOAD="")  # nobody configured the saver
+    assert kv_probe["have_tms"] is True
+    assert [r[:2] for r in kv_probe["True"]["regions"]] == [["kv_cache", True]], kv_probe["True"]
+    assert kv_probe["True"]["regions"][0][2] == "torch"
+    assert kv_probe["False"]["regions"] == []
+    assert kv_probe["True"]["buffer_shape"] == kv_probe["False"]["buffer_shape"]
 
 
 @pytest.mark.cpu
-def test_offloaded_kv_cache_lives_in_the_memory_saver_region(kv_probe: dict[str, Any]) -> None:
-    """Issue 16, defect 6: ``--rl-offload-kv-cache-during-training`` must work. The previous
-    patch allocated the KV cache plainly while ``HAVE_TORCH_MEMORY_SAVER`` stayed True, so
-    rl_utils paused and resumed a "kv_cache" region that did not exist: silently nothing. The
-    real ``DynamicInferenceContext`` (built on the CPU) allocates an offloadable KV cache inside
-    ``torch_memory_saver.region("kv_cache")`` (with CPU backup, as upstream), a plain one outside
-    any region, and leaves the hook mode the trainer chose (upstream forced "torch")."""
-    assert kv_probe["have_tms"] is True
-    assert kv_probe["True"]["regions"] == [["kv_cache", True]], kv_probe["True"]
-    assert kv_probe["False"]["regions"] == []
-    assert kv_probe["True"]["buffer_shape"] == kv_probe["False"]["buffer_shape"]
-    assert kv_probe["hook_mode"] == "preload" and kv_probe["writes"] == []
+@pytest.mark.parametrize("mode", ["torch", "preload"])
+def test_a_trainers_hook_mode_is_kept(tmp_path: Path, mode: str) -> None:
+    """The trainer (miles) chose the hook mode before building the model: the KV cache is
+    allocated in that mode, and Megatron writes nothing to the saver (upstream overrode a
+    "preload" choice with "torch" at import)."""
+    preload = "/opt/torch_memory_saver_hook_mode_preload.so" if mode == "preload" else ""
+    result = _run_probe(tmp_path, KV_PROBE, PROBE_TRAINER_HOOK_MODE=mode, LD_PRELOAD=preload)
+    assert [r[2] for r in result["True"]["regions"]] == [mode]
+    assert result["writes"] == [["hook_mode", repr(mode)]], result["writes"]
 
 
 def _rl_utils_memory_saver_tags() -> dict[str, list[str]]:
@@ -210,9 +250,9 @@ def _rl_utils_memory_saver_tags() -> dict[str, list[str]]:
 
 
 @pytest.mark.cpu
-def test_rl_utils_pauses_and_resumes_the_kv_cache_region(kv_probe: dict[str, Any]) -> None:
+def test_rl_utils_pauses_and_resumes_the_kv_cache_region() -> None:
     """Non-regression (holds on the base and the previous patch): what rl_utils pauses and
     resumes around training is the region the context allocates the offloadable KV cache in."""
     tags = _rl_utils_memory_saver_tags()
-    region = kv_probe["True"]["regions"][0][0] if kv_probe["True"]["regions"] else "kv_cache"
+    region = "kv_cache"
     assert tags == {"pause": [region], "resume": [region]}, tags

@@ -4,8 +4,13 @@ In RL, miles calls ``model(ids, pos, mask, labels=None, mtp_kwargs={"mtp_labels"
 computes its own loss from the logits and lets Megatron's MTP loss auto-scaler add the MTP loss.
 What this proves, on a tiny local-spec GPT on the CPU (gloo, world size 1):
 
-- without ``mtp_kwargs["mtp_labels"]`` the MTP block does not run (with or without ``labels``);
-  with them it runs, also when ``labels`` is None (upstream crashed on ``labels.clone()``);
+- default path (``default_path``, issue 24 fixes 1 and 2): with ``labels`` and no switch, MTP runs
+  and trains trunk, embedding and head exactly as on the base tree: loss and every gradient are
+  bit-identical to the base's (``default_path.mtp_pretrain``); round 2 detached for everyone and
+  skipped MTP when only ``labels`` were given;
+- the RL call (``labels=None``, ``mtp_kwargs["mtp_labels"]``) runs MTP (upstream crashed on
+  ``labels.clone()`` at 1dcf0da);
+- isolation is opt-in, with upstream's switch ``TransformerConfig.mtp_detach_heads``; with it:
 - labels of MTP layer k are the input ids shifted left by k+2 and the loss mask is rolled the same
   way (its last positions masked), checked on a toy sequence through the loss actually added;
 - after backward of the MTP loss alone, only MTP parameters have non-zero gradient: the output
@@ -25,8 +30,9 @@ What this proves, on a tiny local-spec GPT on the CPU (gloo, world size 1):
   (``shims.cpu_a2a_schedule_shims``), gives MTP the same targets, loss and gradients as
   ``model.forward``: its post-process reads the input ids from before the MTP nodes rolled them.
 
-On the unpatched base ``mtp_kwargs`` does not exist, MTP runs on ``labels`` and leaks gradient
-into the output layer, embedding and decoder, so these fail.
+On the unpatched base ``mtp_kwargs`` does not exist and the switch is ignored (set as a plain
+attribute there, so the tests fail on their assertion: gradient leaks into the output layer,
+embedding and decoder). Upstream names that moved by 3346fa8a2 are reached through ``compat``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from compat import mtp_inner_layer, mtp_loss_scaler_owner
+from default_path import assert_identical, base_tree, run_probe
 from shims import single_rank_gloo, tiny_batch, tiny_gpt, tiny_gpt_config  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.cpu]
@@ -96,11 +104,16 @@ def fused_kernel_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[torch.
     yield seen
 
 
-def _model(tie: bool, fused: bool = False, mtp_layers: int = 1, **kwargs: Any) -> Any:
+def _model(
+    tie: bool, fused: bool = False, mtp_layers: int = 1, detach: bool = False, **kwargs: Any
+) -> Any:
+    """The tiny GPT; ``detach``: RL isolation (``mtp_detach_heads``, set as an attribute so that
+    a tree without the field builds the same model and ignores it)."""
     extra: dict[str, Any] = {}
     if fused:
         extra = {"cross_entropy_loss_fusion": True, "cross_entropy_fusion_impl": "linear"}
     config = tiny_gpt_config(mtp_num_layers=mtp_layers, **extra)
+    config.mtp_detach_heads = detach
     model = tiny_gpt(config, tie_embeddings=tie, vocab_size=VOCAB, **kwargs)
     assert model.fuse_linear_cross_entropy == fused
     return model
@@ -128,22 +141,40 @@ def _grad_norm(params: list[tuple[str, torch.nn.Parameter]]) -> float:
     return float(sum(p.grad.abs().sum() for _, p in params if p.grad is not None))
 
 
-def test_mtp_runs_only_with_mtp_labels() -> None:
+@pytest.mark.default_path
+def test_default_path_equals_the_base_tree(tmp_path: Any) -> None:
+    """Fixes 1 and 2 of issue 24: pretraining with ``--mtp-num-layers`` and no switch (and any
+    caller passing ``labels`` without ``mtp_kwargs``) trains exactly as upstream: loss, MTP-only
+    gradient and full gradient of every parameter are identical to the base tree's (round 2:
+    decoder, embedding and head got no MTP gradient; labels alone ran no MTP)."""
+    import os
+    from pathlib import Path
+
+    base = base_tree()
+    ours = run_probe(Path(os.environ["REBASECTL_TEST_TREE"]), "mtp_pretrain", tmp_path / "a.pt")
+    assert ours["untied-mtp/decoder.layers.0.mlp.linear_fc1.weight"].abs().sum() > 0
+    assert_identical(ours, run_probe(base, "mtp_pretrain", tmp_path / "b.pt"))
+
+
+def test_labels_alone_run_mtp_and_train_the_trunk() -> None:
+    """Fixes 1 and 2 of issue 24, without a base tree at hand: ``labels`` alone run MTP, and
+    without the switch the MTP loss trains decoder, embedding and the untied head."""
+    model = _model(tie=False)
+    calls = _count_mtp_calls(model)
+    groups = _groups(model)
+    _backward_mtp_loss_only(model, with_labels=True, rl_kwargs=False)
+    assert calls[0] == 1, "labels alone did not run MTP"
+    for group in ("mtp", "output_layer", "embedding", "decoder"):
+        assert _grad_norm(groups[group]) > 0, f"the MTP loss did not train {group}"
+
+
+def test_rl_call_runs_mtp() -> None:
     model = _model(tie=True)
     calls = _count_mtp_calls(model)
     ids, pos, mask = tiny_batch(vocab_size=VOCAB)
-
-    logits = model(ids, pos, mask)  # log-prob pass of RL: no labels, no MTP
-    assert logits.shape == (*ids.shape, VOCAB)
-    assert calls[0] == 0
-    loss = model(ids, pos, mask, labels=ids)  # labels alone do not switch MTP on
-    assert loss.shape == ids.shape
-    assert calls[0] == 0, "MTP ran without mtp_labels"
-
     logits_mtp = model(ids, pos, mask, labels=None, mtp_kwargs={"mtp_labels": ids})
     assert calls[0] == 1
-    # MTP does not change the main output.
-    torch.testing.assert_close(logits_mtp, logits)
+    assert logits_mtp.shape == (*ids.shape, VOCAB)
 
 
 def test_mtp_position_ids_may_be_none() -> None:
@@ -163,7 +194,7 @@ def _shift(t: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def test_label_and_loss_mask_alignment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from megatron.core.models.gpt import gpt_model
+    scaler = mtp_loss_scaler_owner().MTPLossAutoScaler
 
     num_layers, seq = 2, 8
     model = _model(tie=False, mtp_layers=num_layers)
@@ -183,13 +214,13 @@ def test_label_and_loss_mask_alignment(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(model, "compute_language_model_loss", compute_loss)
     added: list[torch.Tensor] = []
-    original_apply = gpt_model.MTPLossAutoScaler.apply
+    original_apply = scaler.apply
 
     def apply(hidden: torch.Tensor, mtp_loss: torch.Tensor) -> torch.Tensor:
         added.append(mtp_loss.detach().clone())
         return original_apply(hidden, mtp_loss)
 
-    monkeypatch.setattr(gpt_model.MTPLossAutoScaler, "apply", staticmethod(apply))
+    monkeypatch.setattr(scaler, "apply", staticmethod(apply))
 
     model(tokens, pos, mask, loss_mask=loss_mask, mtp_kwargs={"mtp_labels": tokens})
 
@@ -217,9 +248,10 @@ def test_fused_path_gets_shifted_labels(fused_kernel_on_cpu: list[torch.Tensor])
     assert torch.equal(labels[:, :6], tokens[:, 2:])
 
 
-def _backward_mtp_loss_only(model: Any, with_labels: bool) -> None:
+def _backward_mtp_loss_only(model: Any, with_labels: bool, rl_kwargs: bool = True) -> None:
     ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=3)
-    out = model(ids, pos, mask, labels=ids if with_labels else None, mtp_kwargs={"mtp_labels": ids})
+    kwargs = {"mtp_kwargs": {"mtp_labels": ids}} if rl_kwargs else {}
+    out = model(ids, pos, mask, labels=ids if with_labels else None, **kwargs)
     # Zero main loss: whatever gradient arrives comes from the MTP loss via the auto-scaler.
     (out.float() * 0.0).sum().backward()
 
@@ -229,14 +261,15 @@ def _backward_mtp_loss_only(model: Any, with_labels: bool) -> None:
 def test_mtp_loss_trains_only_mtp(
     fused_kernel_on_cpu: list[torch.Tensor], tie: bool, fused: bool, with_labels: bool
 ) -> None:
-    model = _model(tie=tie, fused=fused)
+    model = _model(tie=tie, fused=fused, detach=True)
     groups = _groups(model)
     assert bool(groups["output_layer"]) != tie  # untied: the LM head has its own weight
     _backward_mtp_loss_only(model, with_labels)
 
     mtp_layer = model.mtp.layers[0]
-    for name in ("eh_proj", "transformer_layer", "final_layernorm", "enorm", "hnorm"):
+    for name in ("eh_proj", "final_layernorm", "enorm", "hnorm"):
         assert _grad_norm(list(getattr(mtp_layer, name).named_parameters())) > 0, name
+    assert _grad_norm(list(mtp_inner_layer(mtp_layer).named_parameters())) > 0
     for group in ("output_layer", "embedding", "decoder"):
         leaked = [n for n, p in groups[group] if p.grad is not None and p.grad.abs().sum() > 0]
         assert not leaked, f"MTP loss trained {group}: {leaked}"
@@ -255,7 +288,7 @@ def _mtp_on(model: Any, ids: torch.Tensor) -> dict[str, Any]:
 def test_mtp_loss_reaches_no_main_model_parameter(tie: bool) -> None:
     """The RL invariant, with whichever call the tree has: after backward of the MTP loss alone
     only MTP parameters have gradient (on the base MTP trains the head, embedding and decoder)."""
-    model = _model(tie=tie)
+    model = _model(tie=tie, detach=True)
     groups = _groups(model)
     ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=5)
     out = model(ids, pos, mask, **_mtp_on(model, ids))
@@ -277,10 +310,12 @@ def test_main_loss_never_detached(
     head_name = "embedding.word_embeddings.weight" if tie else "output_layer.weight"
 
     def run(mtp: bool) -> tuple[Any, torch.Tensor]:
-        model = _model(tie=tie, fused=fused)  # same seed: same weights every time
+        model = _model(tie=tie, fused=fused, detach=True)  # same seed: same weights
+        if not mtp:  # the reference: MTP runs (a logits-only call without it crashes at
+            model.config.mtp_loss_scaling_factor = 0.0  # 1dcf0da, as upstream) but adds 0
         final_hidden: list[torch.Tensor] = []
         model.decoder.register_forward_hook(lambda m, i, out: final_hidden.append(out))
-        kwargs: dict[str, Any] = {"mtp_kwargs": {"mtp_labels": ids}} if mtp else {}
+        kwargs: dict[str, Any] = {"mtp_kwargs": {"mtp_labels": ids}}
         if with_labels:
             loss = model(ids, pos, mask, labels=ids, **kwargs).sum()
         else:  # the RL way: the caller computes the loss from the logits
@@ -338,7 +373,9 @@ def test_mtp_trains_under_activation_recompute() -> None:
                 "recompute_method": "uniform",
                 "recompute_num_layers": 1,
             }
-        model = tiny_gpt(tiny_gpt_config(mtp_num_layers=1, **extra), vocab_size=VOCAB)
+        config = tiny_gpt_config(mtp_num_layers=1, **extra)
+        config.mtp_detach_heads = True
+        model = tiny_gpt(config, vocab_size=VOCAB)
         model.train()
         _backward_mtp_loss_only(model, with_labels=False)
         grads = {}
@@ -361,7 +398,7 @@ def test_deferred_embedding_wgrad_skips_mtp() -> None:
     neither stashes an activation nor trips the frozen-weight linear over the grad buffer."""
     import copy
 
-    model = _model(tie=False)
+    model = _model(tie=False, detach=True)
     config = copy.copy(model.output_layer.config)  # only the LM head defers
     config.defer_embedding_wgrad_compute = True
     activations: list[torch.Tensor] = []
@@ -381,7 +418,7 @@ def test_deferred_embedding_wgrad_skips_mtp() -> None:
 def _spy_mtp_losses(monkeypatch: pytest.MonkeyPatch, model: Any) -> tuple[list, list]:
     """Calls through; records (labels, per-token loss) of every CE and every loss handed to the
     MTP auto-scaler (graph attached, so its gradient can be taken)."""
-    from megatron.core.models.gpt import gpt_model
+    scaler = mtp_loss_scaler_owner().MTPLossAutoScaler
 
     ce_calls: list[tuple[torch.Tensor, torch.Tensor]] = []
     original_ce = model.compute_language_model_loss
@@ -393,13 +430,13 @@ def _spy_mtp_losses(monkeypatch: pytest.MonkeyPatch, model: Any) -> tuple[list, 
 
     monkeypatch.setattr(model, "compute_language_model_loss", compute_loss)
     added: list[torch.Tensor] = []
-    original_apply = gpt_model.MTPLossAutoScaler.apply
+    original_apply = scaler.apply
 
     def apply(hidden: torch.Tensor, mtp_loss: torch.Tensor) -> torch.Tensor:
         added.append(mtp_loss)
         return original_apply(hidden, mtp_loss)
 
-    monkeypatch.setattr(gpt_model.MTPLossAutoScaler, "apply", staticmethod(apply))
+    monkeypatch.setattr(scaler, "apply", staticmethod(apply))
     return ce_calls, added
 
 
@@ -420,7 +457,7 @@ def test_pretrain_call_keeps_upstream_targets_and_mask(monkeypatch: pytest.Monke
     loss_mask[0, 3] = 0.0
     ce_calls, added = _spy_mtp_losses(monkeypatch, model)
 
-    model(tokens, pos, mask, labels=labels, loss_mask=loss_mask, mtp_kwargs={"mtp_labels": tokens})
+    model(tokens, pos, mask, labels=labels, loss_mask=loss_mask)
 
     assert len(added) == num_layers and len(ce_calls) == num_layers + 1  # + the main LM loss
     for k in range(num_layers):
@@ -444,7 +481,7 @@ def test_later_mtp_layers_train_earlier_ones(
     does: 2.84 there, 0.0 with the previous patch, which cut the graph before every MTP layer);
     only the cut between the main model and the MTP block stays, so neither loss reaches the
     decoder, the embedding or the output layer."""
-    model = _model(tie=tie, fused=fused, mtp_layers=2)
+    model = _model(tie=tie, fused=fused, mtp_layers=2, detach=True)
     _, added = _spy_mtp_losses(monkeypatch, model)
     ids, pos, mask = tiny_batch(vocab_size=VOCAB, seed=7)
     model(ids, pos, mask, mtp_kwargs={"mtp_labels": ids})

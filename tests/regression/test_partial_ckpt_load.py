@@ -5,13 +5,17 @@ checkpoint (e.g. freshly added MTP layers or heads), and the checkpoints' common
 Python objects beyond Megatron's ``torch.serialization`` allow-list. What these tests prove,
 through the real ``megatron.core.dist_checkpointing.save``/``load`` on gloo with world size 1:
 
-- loading a state dict that expects tensors absent from the checkpoint restores the present ones,
+- default path (``default_path``, issue 24 fix 3): without ``allow_partial_load`` a missing tensor
+  raises as upstream does (round 2 loaded it, leaving the tensor at its random init);
+- asked for (``TorchDistLoadShardedStrategy(allow_partial_load=True)``; the training flag
+  ``--dist-ckpt-allow-partial-load`` builds that strategy), loading a state dict that expects
+  tensors absent from the checkpoint restores the present ones,
   leaves the absent ones at their initial values and logs that exactly once (upstream raises a
   ``KeyError`` inside the DCP planner, surfaced as ``CheckpointException``); the same holds for
   absent sharded objects (such as TE ``_extra_state`` of new layers);
-- a non-tensor object that is not in Megatron's safe-globals allow-list (``datetime.timedelta``,
-  next to an ``argparse.Namespace`` of args) in the common state loads (upstream's ``torch.load``
-  with the default ``weights_only=True`` refuses it);
+- a ``datetime.timedelta`` (next to an ``argparse.Namespace`` of args) in the common state loads
+  with ``weights_only`` left at torch's default (the patch allow-lists it; round 2 loaded common
+  state with ``weights_only=False``), while an arbitrary class is still refused;
 - a global shape mismatch of a tensor that IS in the checkpoint still raises;
 - ``DistributedOptimizer``: the dp_reshardable sharded state leaves torch Adam's 0-dim ``step``
   out of the bucket ShardedTensors (upstream asserts its shape) and out of the checkpoint (each
@@ -52,6 +56,12 @@ def _sharded(key: str, tensor: torch.Tensor) -> Any:
     from megatron.core.dist_checkpointing import ShardedTensor
 
     return ShardedTensor.from_rank_offsets(key, tensor)
+
+
+def _partial() -> Any:
+    from megatron.core.dist_checkpointing.strategies.torch import TorchDistLoadShardedStrategy
+
+    return TorchDistLoadShardedStrategy(allow_partial_load=True)
 
 
 def _call(fn: Callable[[], Any]) -> Any:
@@ -117,7 +127,7 @@ def test_partial_load_skips_tensors_missing_from_checkpoint(
         "extra": {"b": _sharded("b", b_init.clone()), "c": _sharded("c", c_init.clone())},
     }
     with caplog.at_level(logging.WARNING, logger=TORCH_STRATEGY_LOGGER):
-        loaded = _call(lambda: dist_checkpointing.load(request, str(tensor_ckpt)))
+        loaded = _call(lambda: dist_checkpointing.load(request, str(tensor_ckpt), _partial()))
 
     assert torch.equal(loaded["a"], SAVED_A), "a present tensor must be restored"
     assert torch.equal(loaded["extra"]["b"], b_init), "a missing tensor keeps its init value"
@@ -149,7 +159,7 @@ def test_partial_load_keeps_sharded_objects_missing_from_checkpoint(
         },
     }
     with caplog.at_level(logging.WARNING, logger=TORCH_STRATEGY_LOGGER):
-        loaded = _call(lambda: dist_checkpointing.load(request, str(tensor_ckpt)))
+        loaded = _call(lambda: dist_checkpointing.load(request, str(tensor_ckpt), _partial()))
 
     assert torch.equal(loaded["a"], SAVED_A)
     assert loaded["new_layer"]["_extra_state"] == {"x": 1}
@@ -171,10 +181,48 @@ def test_common_state_with_python_object_loads(object_ckpt: Path) -> None:
 
 @pytest.mark.cpu
 def test_common_strategy_loads_python_objects(object_ckpt: Path) -> None:
-    from megatron.core.dist_checkpointing.strategies.common import TorchCommonLoadStrategy
+    from compat import load_common
 
-    common = _call(lambda: TorchCommonLoadStrategy().load_common(object_ckpt))
+    common = _call(lambda: load_common(object_ckpt))
     assert vars(common["args"]) == vars(SAVED_ARGS)
+
+
+class _NotAllowListed:
+    """A class no allow-list names: common state holding it must not be unpickled."""
+
+
+@pytest.mark.cpu
+@pytest.mark.default_path
+def test_common_state_never_unpickles_arbitrary_objects(
+    dist_ckpt_env: None, tmp_path: Path
+) -> None:
+    """Fix 3 of issue 24: no ``weights_only=False`` (upstream 109feda4d removed it on purpose)."""
+    from compat import load_common
+    from megatron.core import dist_checkpointing
+
+    dist_checkpointing.save({"a": _sharded("a", SAVED_A.clone()), "x": _NotAllowListed()},
+                            str(tmp_path))
+    with pytest.raises(Exception, match="(?i)weights.only|unsupported global"):
+        load_common(tmp_path)
+
+
+@pytest.mark.cpu
+@pytest.mark.default_path
+def test_missing_tensor_raises_unless_partial_load_is_asked_for(tensor_ckpt: Path) -> None:
+    """Fix 3 of issue 24: upstream's default strictness and no switch: a tensor the checkpoint
+    lacks is an error (round 2 loaded, leaving it at its random init with one warning line)."""
+    from megatron.core import dist_checkpointing
+
+    request = {"a": _sharded("a", torch.zeros(2, 3)), "b": _sharded("b", torch.zeros(4))}
+    raised: BaseException | None = None
+    try:
+        dist_checkpointing.load(request, str(tensor_ckpt))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException
+        raised = exc
+    assert raised is not None, "a missing tensor loaded without partial loading asked for"
+    assert "b" in str(raised)
 
 
 @pytest.mark.cpu
@@ -185,7 +233,7 @@ def test_shape_mismatch_of_present_tensor_still_raises(tensor_ckpt: Path) -> Non
     request = {"a": _sharded("a", torch.zeros(3, 2)), "b": _sharded("b", torch.zeros(4))}
     raised: BaseException | None = None
     try:
-        dist_checkpointing.load(request, str(tensor_ckpt))
+        dist_checkpointing.load(request, str(tensor_ckpt), _partial())
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - CheckpointException is a BaseException

@@ -112,14 +112,6 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         ("cpu", "gpu"),
         (
             _x(
-                "TestSerialization::test_load_error_msg",
-                "failed",
-                "divergence, patch partial-ckpt-load: a key absent from the checkpoint loads "
-                "(keeps its value, one warning) instead of raising, so the expected error never "
-                "comes",
-                match="DID NOT RAISE",
-            ),
-            _x(
                 "TestSerialization::test_single_process_save_load",
                 "failed",
                 NEEDS_CUDA + ": a DeviceMesh on 'cuda'",

@@ -15,6 +15,7 @@ from tests.harness.git import Repo, lines
 from tests.unit.test_attribution import Fork
 
 BUMP_KEYS = {"schema", "from", "to", "upstream_commits", "result", "patches"}
+TERMINAL = {"GITHUB_ACTIONS": "", "REBASECTL_ANNOTATE": ""}  # a person's run, even under CI
 PATCH_KEYS = {"index", "id", "subject", "status", "conflicts", "first_break", "permanent_break",
               "culprits"}
 
@@ -51,14 +52,14 @@ def test_bump_with_conflicts_names_culprits_and_leaves_artifacts(tmp_path: Path)
     before_yaml = (series / "series.yaml").read_bytes()
     out = tmp_path / "artifacts"
     r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
-                  "--artifacts", str(out))
+                  "--artifacts", str(out), env=TERMINAL)
     assert r.returncode == 1, r.stderr
     data = json.loads(r.stdout)
     assert BUMP_KEYS <= set(data)
     assert data["schema"] == "rebasectl.bump/1" and data["result"] == "conflicts"
     assert data["from"] == fork.base and data["to"] == fork.up.head()
     assert data["upstream_commits"] == 3
-    assert [p["status"] for p in data["patches"]] == ["conflict", "upstreamed", "conflict",
+    assert [p["status"] for p in data["patches"]] == ["conflict", "upstreamed", "blocked",
                                                       "clean"]
     assert all(PATCH_KEYS <= set(p) for p in data["patches"])
     one, feature, two, clean = data["patches"]
@@ -73,7 +74,11 @@ def test_bump_with_conflicts_names_culprits_and_leaves_artifacts(tmp_path: Path)
     assert region["culprits"] == [commits["culprit"]]  # each region names what changed it
     assert [c["commit"] for c in feature["culprits"]] == [commits["landed"]]
     assert two["first_break"]["commit"] == commits["culprit"]  # needs ONE 10 from patch one
-    assert commits["culprit"] in [c["commit"] for c in two["culprits"]]
+    # its region is patch one's doing, not upstream's: blocked by one, no upstream culprit
+    assert two["blocked_by"] == ["one"] and two["culprits"] == []
+    (two_region,) = two["conflicts"][0]["regions"]
+    assert two_region["blocked_by"] == ["one"] and two_region["culprits"] == []
+    assert feature["upstream_commit"] == commits["landed"]
     assert clean["culprits"] == [] and clean["first_break"] is None
     # nothing in the checkout changed
     assert {p.name: p.read_bytes() for p in (series / "patches").iterdir()} == before
@@ -90,6 +95,16 @@ def test_bump_with_conflicts_names_culprits_and_leaves_artifacts(tmp_path: Path)
     assert json.loads((out / "conflicts" / "03-two-on-top-of-one" / "culprits.json")
                       .read_text())["blocked_by"] == ["one"]
     # one annotation line per conflicting hunk: the patch file line and the upstream line
+    # a terminal run: a summary, one line per failing patch, the region lines (only two here)
+    assert not [ln for ln in r.stderr.splitlines() if ln.startswith("patches/")]
+    assert "2 of 4 patches fail (1 conflict, 1 blocked), 2 regions" in r.stderr
+    assert f"  1/4 one: conflict; 1 region; first culprit {commits['culprit'][:12]}" in r.stderr
+    assert "  3/4 two-on-top-of-one: blocked by one; 1 region" in r.stderr
+    assert "a.txt: content, upstream lines 9-10, work tree lines" in r.stderr
+    assert (out / "regions.txt").read_text().count("\n") == 2
+    # CI: one annotation per region, on the hunk of the patch file
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
+                  "--artifacts", str(out), env={"REBASECTL_ANNOTATE": "1"})
     notes = [ln for ln in r.stderr.splitlines() if ln.startswith("patches/")]
     assert any(ln.startswith("patches/0001-one.patch:") and "content conflict at a.txt:" in ln
                and commits["culprit"][:12] in ln for ln in notes), r.stderr

@@ -52,7 +52,7 @@ if tree:
     sys.path.insert(0, tree)
 
 def pytest_configure(config):
-    for m in ("cpu", "gpu", "multi_gpu", "needs_te"):
+    for m in ("cpu", "gpu", "multi_gpu", "needs_te", "default_path"):
         config.addinivalue_line("markers", m)
 """
 
@@ -175,6 +175,8 @@ def test_on_the_base_an_import_error_does_not_cover_a_patch(tmp_path: Path) -> N
      FailureKind.BROKEN),
     ("E   TypeError: f() got an unexpected keyword\n\nt.py:9: TypeError", False,
      FailureKind.EXCEPTION),
+    ("E   AttributeError: module has no attribute 'x'\n\nt.py:9: AttributeError", False,
+     FailureKind.EXCEPTION),
     ("E   AssertionError: in a fixture\n\nt.py:2: AssertionError", True, FailureKind.BROKEN),
 ])
 def test_classify_failure(text: str, setup: bool, kind: FailureKind) -> None:
@@ -201,3 +203,94 @@ def test_apply_install_makes_the_tree_the_environments_megatron(tmp_path: Path) 
                            cwd=tmp_path, capture_output=True, text=True, check=False,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert probe.stdout.strip() == str(tree / "megatron" / "core" / "__init__.py"), probe.stderr
+
+
+# -- issue 21, finding 2: the verdict is pytest's; failures classified -------------------------
+
+FAILS_NAMING_TWO = """
+import pytest
+@pytest.mark.cpu
+@pytest.mark.parametrize("case", ["two:x", "plain"])
+def test_named(case):
+    assert False, case
+"""
+
+DEFAULT_PATH_CONFTEST = CONFTEST + """
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("default_path"):
+            item.user_properties.append(("marker", "default_path"))
+"""
+
+DEFAULT_PATH_TEST = """
+import pytest
+@pytest.mark.cpu
+@pytest.mark.default_path
+def test_default_is_upstream():
+    assert True
+"""
+
+
+def test_a_dot_slash_test_path_still_counts_its_failures(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, ASSERTS_FEATURE, PASSING)
+    yaml = (ws / "series.yaml").read_text()
+    (ws / "series.yaml").write_text(yaml.replace("[tests/regression/test_one.py]",
+                                                 "[./tests/regression/test_one.py]"))
+    proc = rebasectl(ws, "test", "--tree", str(tree), "--json")
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    one = json.loads(proc.stdout)["patches"][0]
+    assert one["failed"] == 1 and one["tests"] == ["tests/regression/test_one.py"]
+    assert one["failure_details"][0]["category"] == "patch"
+
+
+def test_a_case_named_for_a_patch_that_does_not_list_its_file_is_not_hidden(
+        tmp_path: Path) -> None:
+    """`two:x` names patch two, which does not list test_one.py: the failure is one's."""
+    ws, tree = _workspace(tmp_path, FAILS_NAMING_TWO, PASSING)
+    proc = rebasectl(ws, "test", "--tree", str(tree), "--json")
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    one, two = json.loads(proc.stdout)["patches"]
+    assert one["failed"] == 2 and two["failed"] == 0
+    assert "2 patch" in proc.stderr
+
+
+def test_failures_are_classified_patch_or_harness_in_table_and_json(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, ASSERTS_FEATURE, IMPORT_ERROR)
+    proc = rebasectl(ws, "test", "--tree", str(tree), "--json")
+    data = json.loads(proc.stdout)
+    assert data["categories"] == {"patch": 1, "harness": 1, "unmapped": 0}
+    assert [p["categories"] for p in data["patches"]] == [{"patch": 1, "harness": 0},
+                                                          {"patch": 0, "harness": 1}]
+    table = rebasectl(ws, "test", "--tree", str(tree))
+    assert table.returncode == 3
+    assert "[patch, assertion]" in table.stdout and "[harness, broken]" in table.stdout
+    assert "regression tests failed (1 patch, 1 harness)" in table.stderr
+
+
+def test_default_path_checks_are_not_counted_on_the_base(tmp_path: Path) -> None:
+    ws, tree = _workspace(tmp_path, DEFAULT_PATH_TEST, ASSERTS_FEATURE)
+    (ws / "tests" / "regression" / "conftest.py").write_text(
+        DEFAULT_PATH_CONFTEST)
+    patched = json.loads(rebasectl(ws, "test", "--tree", str(tree), "--json").stdout)
+    assert patched["patches"][0]["passed"] == 1  # counted on the patched tree
+    proc = rebasectl(ws, "test", "--tree", str(tree), "--against", "base", "--json")
+    data = json.loads(proc.stdout)
+    assert data["patches"][0]["passed"] == 0  # not counted on the base
+    assert data["uncovered"] == ["one"] and proc.returncode == 3
+
+
+def test_unclaimed_failures_are_unmapped_and_fail_the_run() -> None:
+    from rebasectl.engine.testing import CaseResult, Category, Outcome, TestRun, _count
+
+    every = [("one", ["tests/regression/test_one.py"]), ("two", ["tests/regression/sub"])]
+    failed = CaseResult("tests/regression/extra.py::t", "tests/regression/extra.py",
+                        Outcome.FAILED, FailureKind.ASSERTION, "AssertionError", "x:1",
+                        "AssertionError")
+    in_dir = CaseResult("tests/regression/sub/t.py::t", "tests/regression/sub/t.py",
+                        Outcome.FAILED, FailureKind.EXCEPTION, "", "", "AttributeError")
+    results, unmapped = _count(every, every, [failed, in_dir], on_base=False)
+    assert unmapped == [failed] and [r.failed for r in results] == [0, 1]
+    assert results[1].failures[0].category is Category.HARNESS
+    run = TestRun("patched", "t", results, [], 1, "", unmapped)
+    assert run.result == "failed" and run.categories()["unmapped"] == 1
+    assert run.to_json()["unmapped"][0]["category"] == "unmapped"

@@ -53,8 +53,10 @@ class _GroupedLinearFunction(torch.autograd.Function):
     """y_i = x_i @ W_i^T (+ b_i) over the m_splits of the input."""
 
     @staticmethod
-    def forward(ctx, inp, m_splits, use_bias, fuse_wgrad_accumulation, num_gemms, *params):
+    def forward(ctx, inp, m_splits, use_bias, fuse_wgrad_accumulation, num_gemms, wgrad_store,
+                *params):
         weights, biases = list(params[:num_gemms]), list(params[num_gemms:])
+        ctx.wgrad_store = wgrad_store
         inputmats = torch.split(inp.reshape(-1, inp.shape[-1]), m_splits)
         outs = []
         for i, (x, w) in enumerate(zip(inputmats, weights)):
@@ -99,7 +101,12 @@ class _GroupedLinearFunction(torch.autograd.Function):
         if ctx.requires_dgrad:
             dgrad = torch.cat([g @ w for g, w in zip(grads, weights)]).view(ctx.inp_shape)
         wgrads: list[torch.Tensor | None] = [None] * n
-        if ctx.weights_requires_grad:
+        if ctx.wgrad_store is not None and ctx.weights_requires_grad:
+            # delay_wgrad_compute: the weight gradients (and TE's mark) come later, in
+            # backward_dw; autograd gets no wgrad now.
+            ctx.wgrad_store.append((inputmats, grads, weights, main_grads,
+                                    ctx.fuse_wgrad_accumulation))
+        elif ctx.weights_requires_grad:
             for i in range(n):
                 wgrad = grads[i].t() @ inputmats[i]
                 if ctx.fuse_wgrad_accumulation:
@@ -107,7 +114,8 @@ class _GroupedLinearFunction(torch.autograd.Function):
                     wgrad = None
                 wgrads[i] = _wgrad_for_autograd(ctx, weights[i], wgrad)
         bgrads = [g.sum(dim=0) for g in grads] if ctx.use_bias else [None] * n
-        return (dgrad, None, None, None, None, *wgrads, *(bgrads if ctx.use_bias else []))
+        return (dgrad, None, None, None, None, None, *wgrads,
+                *(bgrads if ctx.use_bias else []))
 
 
 class _LinearFunction(torch.autograd.Function):
@@ -254,6 +262,9 @@ class GroupedLinear(TransformerEngineBaseModule):
         self.use_bias, self.return_bias = bias, return_bias
         self.parallel_mode = parallel_mode
         self.single_grouped_weight = single_grouped_weight
+        # TE >= 2.3: weight gradients computed later, by backward_dw (the all-to-all overlap)
+        self.delay_wgrad_compute = bool(kwargs.pop("delay_wgrad_compute", False))
+        self.wgrad_store: list = []
         self.unknown_kwargs = dict(kwargs)
         dtype = params_dtype or torch.float32
         packed = torch.empty(
@@ -285,12 +296,27 @@ class GroupedLinear(TransformerEngineBaseModule):
             use_bias,
             self.fuse_wgrad_accumulation,
             self.num_gemms,
+            self.wgrad_store if self.delay_wgrad_compute else None,
             *weights,
             *biases,
         )
         if self.return_bias:
             return out, torch.cat([getattr(self, f"bias{i}") for i in range(self.num_gemms)])
         return out
+
+    def backward_dw(self) -> None:
+        """The delayed weight gradients, as TE does them: accumulated into ``main_grad`` (fused)
+        and ``grad_added_to_main_grad`` set on the weight tensors kept at forward, here."""
+        while self.wgrad_store:
+            inputmats, grads, weights, main_grads, fused = self.wgrad_store.pop(0)
+            for x, g, w, main_grad in zip(inputmats, grads, weights, main_grads):
+                wgrad = g.t() @ x
+                if fused and main_grad is not None:
+                    main_grad.add_(wgrad.to(main_grad.dtype))
+                    if hasattr(w, "grad_added_to_main_grad"):
+                        w.grad_added_to_main_grad = True
+                else:
+                    w.grad = wgrad if w.grad is None else w.grad + wgrad
 
 
 class _Placeholder(TransformerEngineBaseModule):

@@ -20,3 +20,9 @@ class FP8GlobalStateManager:
 @contextlib.contextmanager
 def fp8_autocast(*args, **kwargs):
     yield
+
+
+@contextlib.contextmanager
+def fp8_model_init(*args, **kwargs):
+    """Imported by Megatron at 3346fa8a2 (FP8 parameters); FP8 is always off here."""
+    yield

@@ -1,0 +1,219 @@
+"""Resolution proposals: for each open conflict region, the first rule that holds, with evidence.
+
+The conflict engine says where a patch and upstream collide; this engine says what a maintainer
+would most likely write there, and why, so that the mechanical regions (an argument both sides
+appended to, a block upstream re-indented, a change upstream already made) cost a glance instead
+of an edit. ``rules`` holds the per-region rules; this module reads the regions out of the
+marked-up files, gives the rules upstream's history (``GitOracle``), decides the per-patch rule
+``superseded`` (every region of the patch is one upstream already made: drop the patch), and
+renders each proposal as the diff that accepting it makes to the marked-up file.
+
+Region ids are ``<patch-id>/<path>/<n>`` (``n`` counts the file's regions from 1, in file
+order): the same series on the same base and target gives the same regions, so the same ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...git import Repo
+from ...model.diffs import parse
+from ...model.status import ProposalState
+from ..carried import CarriedLines, Change
+from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
+from .rules import Case, Found, Oracle, Sides, first, item_names
+
+STATES = tuple(ProposalState)
+
+
+@dataclass
+class Proposal:
+    id: str
+    patch_id: str
+    path: str
+    n: int
+    rule: str
+    lines: list[str]
+    evidence: dict[str, Any]
+    marked: list[str]  # the region as the marked-up file holds it, markers included
+    port: dict[str, Any] | None = None
+    state: ProposalState = ProposalState.PROPOSED
+
+    @property
+    def diff(self) -> str:
+        """What accepting does to the region (and, for ``moved``, to the code's new place)."""
+        whole = max(len(self.marked), len(self.lines))  # the region shown whole
+        out = list(difflib.unified_diff(self.marked, self.lines, f"a/{self.path}",
+                                        f"b/{self.path}", lineterm="", n=whole))
+        if self.port:
+            out += difflib.unified_diff(self.port["old"], self.port["new"],
+                                        f"a/{self.port['path']}", f"b/{self.port['path']}",
+                                        lineterm="", n=0)
+        return "\n".join(out) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "rule": self.rule, "state": self.state.value,
+                "evidence": self.evidence, "diff": self.diff, "lines": self.lines,
+                "port": self.port}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Proposal:
+        pid, _, rest = str(data["id"]).partition("/")
+        path, _, n = rest.rpartition("/")
+        return cls(str(data["id"]), pid, path, int(n), str(data["rule"]), list(data["lines"]),
+                   dict(data["evidence"]), list(data.get("marked") or []), data.get("port"),
+                   ProposalState(str(data.get("state", "proposed"))))
+
+
+@dataclass
+class Block:
+    """One ``<<<<<<<`` ... ``>>>>>>>`` block of a marked-up file (0-based line span)."""
+
+    start: int
+    end: int
+    sides: Sides
+    marked: list[str] = field(default_factory=list)
+
+
+def blocks(text: str) -> list[Block]:
+    """The conflict blocks of a ``merge-file --diff3`` output, in file order."""
+    lines = text.split("\n")
+    out: list[Block] = []
+    i = 0
+    starts = tuple(m.decode() for m in (MARK_START, MARK_BASE, MARK_END))
+    sep = MARK_SEP.decode()
+    while i < len(lines):
+        if not lines[i].startswith(starts[0]):
+            i += 1
+            continue
+        start, part = i, 0
+        sides: list[list[str]] = [[], [], []]
+        i += 1
+        while i < len(lines) and not lines[i].startswith(starts[2]):
+            if lines[i].startswith(starts[1]):
+                part = 1
+            elif lines[i] == sep:
+                part = 2
+            else:
+                sides[part].append(lines[i])
+            i += 1
+        out.append(Block(start, i, Sides(sides[0], sides[1], sides[2]), lines[start:i + 1]))
+        i += 1
+    return out
+
+
+class GitOracle(Oracle):
+    """The rules' view of upstream's history through the git door (cached per bump)."""
+
+    def __init__(self, repo: Repo, new: str, carried: CarriedLines) -> None:
+        self.repo, self.new, self.carried = repo, new, carried
+        self._diffs: dict[str, bytes] = {}
+        self._files: dict[str, list[str] | None] = {}
+
+    def _diff(self, commits: Sequence[str]) -> dict[str, bytes]:
+        todo = [c for c in commits if c not in self._diffs]
+        if todo:
+            self._diffs.update(self.repo.history.commit_diffs(todo))
+        return {c: self._diffs.get(c, b"") for c in commits}
+
+    def region(self, path: str, base: list[str], theirs: list[str]) -> dict[str, Any] | None:
+        found = self.carried.changes([Change.of_sides(path, _b(base), _b(theirs))])
+        return found.to_json() if found.carried else None
+
+    def brought(self, path: str, lines: list[str]) -> str | None:
+        return self.carried.changes([Change(path, tuple(_b(lines)))]).commit
+
+    def files(self, commits: Sequence[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for commit, diff in self._diff(list(commits)).items():
+            for path in parse(diff).paths() if diff else []:
+                out.setdefault(path, []).append(commit)
+        return out
+
+    def blob(self, sha: str) -> list[str]:
+        data = self.repo.objects.blob(sha) or b""
+        return data.decode("utf-8", "surrogateescape").split("\n")
+
+    def read(self, path: str) -> list[str] | None:
+        if path not in self._files:
+            data = self.repo.objects.blob(f"{self.new}:{path}")
+            self._files[path] = None if data is None else \
+                data.decode("utf-8", "surrogateescape").split("\n")
+        return self._files[path]
+
+
+def _b(lines: list[str]) -> list[bytes]:
+    return [ln.encode("utf-8", "surrogateescape") for ln in lines]
+
+
+def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str]],
+                 oracle: Oracle) -> list[Proposal | None]:
+    """One entry per region of a content conflict: its proposal, or None."""
+    if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
+        return [None] * len(c.regions)
+    text = c.content.decode("utf-8", "surrogateescape")
+    found = blocks(text)
+    pre, up = c.stages.get(1), c.stages.get(2)
+    base_file = oracle.blob(pre.blob) if pre is not None else []
+    ours_file = oracle.blob(up.blob) if up is not None else _upstream_file(text)
+    out: list[Proposal | None] = []
+    for n, block in enumerate(found, 1):
+        case = Case(patch_id, c.path, n, block.sides, ours_file, base_file,
+                    list(culprits[n - 1]) if n - 1 < len(culprits) else [])
+        hit = first(case, oracle)
+        out.append(None if hit is None else _proposal(case, hit, block))
+    return out
+
+
+def _proposal(case: Case, hit: Found, block: Block) -> Proposal:
+    return Proposal(case.id, case.patch_id, case.path, case.n, hit.rule, hit.lines,
+                    hit.evidence, block.marked, hit.port)
+
+
+def _upstream_file(text: str) -> list[str]:
+    """Upstream's file, rebuilt from the marked-up one (each block's upstream side)."""
+    out: list[str] = []
+    part = None
+    for line in text.split("\n"):
+        if line.startswith(MARK_START.decode()):
+            part = "ours"
+        elif line.startswith(MARK_BASE.decode()) or line == MARK_SEP.decode():
+            part = "skip"
+        elif line.startswith(MARK_END.decode()):
+            part = None
+        elif part in (None, "ours"):
+            out.append(line)
+    return out
+
+
+def consistent(props: list[Proposal | None]) -> None:
+    """One patch, one story: when upstream already made the patch's change about a name in one
+    region, an insertion about that same name elsewhere in the patch (a parameter's docstring
+    entry, its keyword at a call) is upstream's business too: that proposal is withdrawn."""
+    made = {n for p in props if p is not None and p.rule == "already-upstream"
+            for n in p.evidence.get("names", [])}
+    for i, p in enumerate(props):
+        if p is not None and p.rule == "both-insert" and made:
+            inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
+            if item_names(inserted) & made:
+                props[i] = None
+
+
+def superseded(props: list[Proposal | None]) -> bool:
+    """Every region of a patch is one upstream already made: the patch as a whole is redundant.
+    Its proposals become one proposed drop, the commits named."""
+    real = [p for p in props if p is not None]
+    if not real or len(real) != len(props) or any(p.rule != "already-upstream" for p in real):
+        return False
+    commits = sorted({str(p.evidence.get("commit")) for p in real if p.evidence.get("commit")})
+    for p in real:
+        p.rule = "superseded"
+        p.evidence = {**p.evidence, "drop": True, "commits": commits}
+    return True
+
+
+__all__ = ["STATES", "Block", "GitOracle", "Oracle", "Proposal", "blocks", "consistent",
+           "propose_file", "superseded"]

@@ -1,0 +1,336 @@
+"""The rules that propose a resolution for one conflict region, each with its evidence.
+
+A rule looks at the region's three sides (upstream's lines, the patch's preimage, the patch's
+result), the whole files around them and, through ``Oracle``, upstream's history. The first rule
+that holds gives the proposal; a rule that is not sure says nothing, since a wrong proposal
+costs the person more than a missing one (they must notice it, then undo it). No rule knows any
+particular series, path or commit: the evidence comes from the merge and the history at hand.
+
+Rules, in the order they are tried (``recorded`` and ``superseded`` are decided a level up, per
+patch, in ``engine.proposals``):
+
+* ``already-upstream``: every name the patch adds in the region is in upstream's side and none
+  it removes is left there: upstream made the same change (perhaps worded or wrapped its own
+  way). Upstream's side is kept; the evidence is the commit that brought those lines.
+* ``both-insert``: both sides only insert, at the same point, and nothing else overlaps: both
+  are kept, upstream's lines first. Refused when the two insertions hold an identical line or
+  bind the same name (a duplicate Python would accept silently).
+* ``context-only``: the patch's edits apply to upstream's side once upstream's own changes
+  around them are taken as context: re-indentation and re-spacing (the patch's lines follow
+  upstream's indentation) or a neighbouring line upstream changed.
+* ``moved``: the lines the patch edits left upstream's side of the region and are now, as one
+  block, in a file a culprit commit of the region touched (or elsewhere in this file): the
+  region keeps upstream's side and the patch's edit is carried to the block's new place.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Any
+
+from .merge import Merged, edits, indent, merge, norm, token_merge, twins
+
+NAME = re.compile(r"[A-Za-z_]\w*")
+# names that say nothing about what a change is (Python's keywords and common builtins)
+GENERIC = frozenset(keyword.kwlist) | frozenset(
+    "self cls int str float bool bytes list dict set tuple object type len range print super "
+    "isinstance getattr setattr hasattr Optional List Dict Tuple Any Union Callable".split())
+TELLING = 12  # a line shorter than this (normalised) says too little to be searched for
+
+
+@dataclass
+class Sides:
+    """One conflict block: upstream's lines, the patch's preimage and the patch's result."""
+
+    ours: list[str]
+    base: list[str]
+    theirs: list[str]
+
+
+@dataclass
+class Case:
+    """Everything a rule may look at for one region."""
+
+    patch_id: str
+    path: str
+    n: int  # 1-based position of the region in its file
+    sides: Sides
+    ours_file: list[str]  # upstream's whole file
+    base_file: list[str] = field(default_factory=list)  # the patch's whole preimage
+    culprits: list[str] = field(default_factory=list)  # commits that changed its lines
+
+    @property
+    def id(self) -> str:
+        return f"{self.patch_id}/{self.path}/{self.n}"
+
+
+@dataclass
+class Found:
+    """What a rule concluded: the region's resolved lines and why."""
+
+    rule: str
+    lines: list[str]
+    evidence: dict[str, Any]
+    port: dict[str, Any] | None = None  # moved: the patch's edit carried to another place
+
+
+class Oracle:
+    """Upstream's history, as the rules need it (engine.proposals gives the real one)."""
+
+    def region(self, path: str, base: list[str], theirs: list[str]) -> dict[str, Any] | None:
+        """The carried-lines engine's verdict on a region's change (None: not carried)."""
+        return None
+
+    def brought(self, path: str, lines: list[str]) -> str | None:
+        """The commit of the range that brought these (upstream) lines to ``path``."""
+        return None
+
+    def files(self, commits: Sequence[str]) -> dict[str, list[str]]:
+        """The files the commits touched (path -> commits), as of the new upstream."""
+        return {}
+
+    def read(self, path: str) -> list[str] | None:
+        """A file of the new upstream."""
+        return None
+
+    def blob(self, sha: str) -> list[str]:
+        """A blob's lines (the preimage of a conflicted file)."""
+        return []
+
+
+def names(lines: Sequence[str]) -> set[str]:
+    return {t for line in lines for t in NAME.findall(line.split("#")[0])}
+
+
+# -- already-upstream ------------------------------------------------------------------------------
+def already_upstream(case: Case, oracle: Oracle) -> Found | None:
+    """Upstream made the patch's change here: its lines are upstream (the carried-lines
+    engine says so, naming the commit), or every name the patch adds is in upstream's side and
+    none it removes is left there, and a commit of the range brought those lines."""
+    s = case.sides
+    verdict = oracle.region(case.path, s.base, s.theirs)
+    if verdict is not None:
+        return Found("already-upstream", list(s.ours),
+                     {"commit": verdict["commit"], "subject": verdict.get("subject"),
+                      "how": "lines", "share": verdict.get("share"), "names": []})
+    added = names(s.theirs) - names(s.base)
+    removed = names(s.base) - names(s.theirs)
+    ours = names(s.ours)
+    if not added - GENERIC or not added <= ours or removed & ours:
+        return None
+    holding = _holding(s.ours, added - GENERIC)
+    commit = oracle.brought(case.path, holding)
+    if commit is None:  # no commit, no verdict
+        return None
+    return Found("already-upstream", list(s.ours),
+                 {"commit": commit, "how": "names", "names": sorted(added), "lines": holding})
+
+
+def _holding(lines: list[str], wanted: set[str]) -> list[str]:
+    return [ln for ln in lines if names([ln]) & wanted]
+
+
+# -- both-insert / context-only --------------------------------------------------------------------
+def module_names(lines: Sequence[str]) -> set[str]:
+    """Names a file binds at its top level: imports (``import a.b``, ``from x import y as
+    z``) and top-level ``def``/``class``: a second binding of one is silent in Python."""
+    out: set[str] = set()
+    for line in lines:
+        if line[:1].isspace():
+            continue
+        m = re.match(r"(?:async\s+)?(?:def|class)\s+(\w+)", line)
+        if m:
+            out.add(m.group(1))
+        elif line.startswith(("import ", "from ")):
+            body = line.split(" import ", 1)[1] if line.startswith("from ") else line[7:]
+            for part in body.strip("() \\").split(","):
+                words = part.split()
+                if words:
+                    out.add(words[-1].split(".")[0] if len(words) == 1 else words[-1])
+    return out
+
+
+ITEM = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\):|:[^=]*=|=)")
+
+
+def item_names(lines: Sequence[str]) -> set[str]:
+    """The name each inserted item is about: a parameter, a keyword argument, a documented
+    argument."""
+    return {m.group(1) for m in (ITEM.match(x) for x in lines) if m}
+
+
+def merged(case: Case, oracle: Oracle) -> Found | None:
+    s = case.sides
+    result = merge(s.base, s.ours, s.theirs)
+    if result is None:
+        within = token_merge(s.base, s.ours, s.theirs)
+        if within is None:
+            return None
+        return Found("context-only", within,
+                     {"context": "the patch's change within its lines, made on upstream's "
+                                 "text of them (re-wrapped or re-indented)"})
+    if not result.patch_edits:
+        return None
+    if result.same_point:
+        found = _both(result, s)
+        if found is None:
+            return None
+        inserted = [ln for _, _, b in result.same_point for ln in b]
+        if module_names(inserted) & module_names(case.ours_file):
+            return None
+        # an item named after something upstream brought to the file since: upstream's own
+        # take on it may be there already (a person looks)
+        fresh = names(case.ours_file) - names(case.base_file) if case.base_file else set()
+        return None if item_names(inserted) & fresh else found
+    return _context(result, s)
+
+
+def _both(result: Merged, s: Sides) -> Found | None:
+    """Same-point insertions; everything else of both sides must be insertions too."""
+    up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
+    if not all(e.insertion for e in up + pa):
+        return None
+    for _, a, b in result.same_point:
+        same, bound = twins(a, b)
+        if same or bound or not (_items(a) and _items(b)):
+            return None
+    where = [{"after_preimage_line": at, "upstream": list(a), "patch": list(b)}
+             for at, a, b in result.same_point]
+    return Found("both-insert", result.lines,
+                 {"order": "upstream's lines first, then the patch's", "insertions": where})
+
+
+ARG_DOC = re.compile(r"^\s*\*{0,2}\w+ \([^)]*\):")
+
+
+def _items(lines: tuple[str, ...]) -> bool:
+    """Insertions that read as items of a list: arguments, parameters, dict entries, imports,
+    ``elif``/``case`` arms, a docstring's argument entries: lines whose order among their
+    neighbours does not matter."""
+    body = [norm(x.split("  #")[0]) for x in lines if x.strip()]
+    if not body:
+        return False
+    if ARG_DOC.match(lines[0]) and _arg_docs([x for x in lines if x.strip()]):
+        return True
+    if all(x.startswith(("import ", "from ")) for x in body):
+        return True
+    if all(x.endswith(",") and not x.startswith(("#", '"', "'")) for x in body):
+        return True
+    head = body[0]
+    return head.startswith(("elif ", "case ")) and len(body) <= 3
+
+
+def _arg_docs(lines: list[str]) -> bool:
+    """Each line an argument's entry (``name (type): text``) or the continuation of one
+    (indented deeper than the entry)."""
+    at = indent(lines[0])
+    return all(ARG_DOC.match(x) and indent(x) == at or indent(x) > at for x in lines)
+
+
+def _context(result: Merged, s: Sides) -> Found | None:
+    """The patch's edits land on upstream's side unchanged but for indentation, and upstream's
+    own edits in the region do not meet them (it only re-indented or re-spaced around them)."""
+    if edits(s.base, s.ours, loose=True) or not (result.reindented or
+                                                 _respaced(s.base, s.ours)):
+        return None
+    return Found("context-only", result.lines,
+                 {"context": "upstream re-indented or re-spaced the lines around the patch's "
+                             "edit", "reindented": result.reindented})
+
+
+def _respaced(base: list[str], ours: list[str]) -> bool:
+    a, b = [norm(x) for x in base], [norm(x) for x in ours]
+    return a == b and base != ours
+
+
+# -- moved -----------------------------------------------------------------------------------------
+def moved(case: Case, oracle: Oracle) -> Found | None:
+    """The block the patch edits is gone from upstream's side and is, once, somewhere else."""
+    s = case.sides
+    block = _edited_block(s)
+    if block is None:
+        return None
+    ours = {norm(x) for x in s.ours}
+    if any(norm(x) in ours for x in block if len(norm(x)) >= TELLING):
+        return None
+    candidates: list[tuple[str, list[str], str | None]] = []
+    for path, commits in sorted(oracle.files(case.culprits).items()):
+        lines = case.ours_file if path == case.path else oracle.read(path)
+        if lines is not None:
+            candidates.append((path, lines, commits[0] if commits else None))
+    if not any(p == case.path for p, _, _ in candidates):
+        candidates.append((case.path, case.ours_file, None))
+    hits = [(p, at, lines, c) for p, lines, c in candidates for at in _find(lines, block)]
+    if len(hits) != 1:
+        return None
+    path, at, lines, commit = hits[0]
+    ported = _port(s, block, lines, at)
+    if ported is None:
+        return None
+    evidence = {"to": path, "line": at + 1, "commit": commit, "block": block}
+    return Found("moved", list(s.ours), evidence, {"path": path, "line": at + 1,
+                                                    "old": lines[at:at + len(block)],
+                                                    "new": ported})
+
+
+def _edited_block(s: Sides) -> list[str] | None:
+    """The preimage lines the patch replaces, framed by a line each side: what must be found
+    elsewhere (at least two telling lines, so that one common line proves nothing)."""
+    ops = SequenceMatcher(None, s.base, s.theirs, autojunk=False).get_opcodes()
+    changed = [(i1, i2) for tag, i1, i2, _, _ in ops if tag != "equal"]
+    if not changed:
+        return None
+    lo, hi = max(0, changed[0][0] - 1), min(len(s.base), changed[-1][1] + 1)
+    block = s.base[lo:hi]
+    if sum(len(norm(x)) >= TELLING for x in block) < 2:
+        return None
+    return block
+
+
+def _find(lines: list[str], block: list[str]) -> list[int]:
+    want = [norm(x) for x in block if x.strip()]
+    have = [(i, norm(x)) for i, x in enumerate(lines) if x.strip()]
+    keys = [h for _, h in have]
+    out = []
+    for k in range(len(keys) - len(want) + 1):
+        if keys[k:k + len(want)] == want:
+            out.append(have[k][0])
+    return out
+
+
+def _port(s: Sides, block: list[str], lines: list[str], at: int) -> list[str] | None:
+    """The patch's edit of ``block`` made on its copy at ``lines[at:]`` (re-indented to it)."""
+    if any(not x.strip() for x in block):
+        return None
+    there = lines[at:at + len(block)]
+    delta = indent(there[0]) - indent(block[0])
+    if any(indent(t) - indent(b) != delta for t, b in zip(there, block)):
+        return None
+    start = s.base.index(block[0]) if block[0] in s.base else None
+    if start is None:
+        return None
+    ops = SequenceMatcher(None, s.base, s.theirs, autojunk=False).get_opcodes()
+    new: list[str] = []
+    for tag, i1, i2, j1, j2 in ops:
+        lo, hi = max(i1, start), min(i2, start + len(block))
+        if tag == "equal":
+            new += [there[i - start] for i in range(lo, hi)]
+        elif start <= i1 <= start + len(block):
+            new += [(" " * delta + x if delta >= 0 else x[-delta:]) if x.strip() else x
+                    for x in s.theirs[j1:j2]]
+    return new
+
+
+RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, merged, moved]
+
+
+def first(case: Case, oracle: Oracle) -> Found | None:
+    for rule in RULES:
+        found = rule(case, oracle)
+        if found is not None:
+            return found
+    return None
