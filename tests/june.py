@@ -24,7 +24,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.synth import rebasectl
+from tests.harness.cli import run as rebasectl
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JUNE = "3346fa8a2614efe6e4f459bca0bdda4f97a2f0a8"

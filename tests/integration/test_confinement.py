@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rebasectl.infra.errors import RebasectlError
-from tests.synth import Repo, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo
 
 
 def _series_with_links(tmp: Path) -> tuple[Repo, Path, str]:

@@ -4,29 +4,18 @@ staged resolution, and following it works."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from tests.harness.cli import run
+from tests.harness.git import git_out as git
 from tests.sfix import Scenario, copy, template_fixture
-from tests.synth import rebasectl
 
 
 @pytest.fixture(scope="module")
 def sc(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     yield from template_fixture(tmp_path_factory, "advice")
-
-
-def git(path: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
-def run(series: Path, *args: str, want: int) -> subprocess.CompletedProcess[str]:
-    r = rebasectl(series, *args, timeout=300)
-    assert r.returncode == want, (args, r.returncode, r.stdout, r.stderr)
-    return r
 
 
 _REGION = re.compile(r"<<<<<<< [^\n]*\n.*?>>>>>>> [^\n]*\n", re.S)

@@ -6,14 +6,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from tests.harness.cli import ok
+from tests.harness.git import Repo
 from tests.sfix import snapshot
-from tests.synth import Repo, rebasectl
-
-
-def run(series: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    r = rebasectl(series, *args, timeout=300)
-    assert r.returncode == 0, (args, r.stdout, r.stderr)
-    return r
 
 
 def test_a_subject_wrapped_over_two_lines_exports_stably(tmp_path: Path) -> None:
@@ -30,13 +25,13 @@ def test_a_subject_wrapped_over_two_lines_exports_stably(tmp_path: Path) -> None
     up.checkout("main")
     series = tmp_path / "series"
     series.mkdir()
-    run(series, "import", f"{base}..feature", "--repo", str(up.path))
+    ok(series, "import", f"{base}..feature", "--repo", str(up.path))
     whole = "fix: a subject long enough that someone wrapped it onto a second line"
     assert f"title: '{whole}'" in (series / "series.yaml").read_text()
-    run(series, "check")
+    ok(series, "check")
     first = snapshot(series)
-    run(series, "apply", "--upstream", str(up.path))
-    assert "0 files changed" in run(series, "export").stdout
+    ok(series, "apply", "--upstream", str(up.path))
+    assert "0 files changed" in ok(series, "export").stdout
     assert snapshot(series) == first
     # the same commit made again in the work tree (message as the author wrote it): stable too
     tree = series / ".rebasectl" / "tree"
@@ -44,9 +39,9 @@ def test_a_subject_wrapped_over_two_lines_exports_stably(tmp_path: Path) -> None
     for sha in (up.git("rev-parse", "feature~1"), up.git("rev-parse", "feature")):
         subprocess.run(["git", "-C", str(tree), "cherry-pick", "--allow-empty", sha],
                        capture_output=True, check=True)
-    run(series, "export")
+    ok(series, "export")
     after_wrapped = snapshot(series)
     assert after_wrapped["series.yaml"] == first["series.yaml"]
-    run(series, "apply", "--upstream", str(up.path))
-    assert "0 files changed" in run(series, "export").stdout
+    ok(series, "apply", "--upstream", str(up.path))
+    assert "0 files changed" in ok(series, "export").stdout
     assert snapshot(series) == after_wrapped

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.cli import run as rebasectl
 from tests.sfix import Scenario, copy, snapshot, template_fixture
-from tests.synth import rebasectl
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo
 from tests.june import JUNE, RESOLUTIONS, copy_series, resolve_from, stopped_at
-from tests.synth import Repo, rebasectl
 
 MARKS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo
 from tests.sfix import Scenario, copy, snapshot, template_fixture
-from tests.synth import Repo, rebasectl
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,8 @@ def own_upstream(sc: Scenario, tmp: Path) -> Repo:
     """A clone of the scenario's upstream this test may change (the template is shared)."""
     path = tmp / "up"
     subprocess.run(["git", "clone", "-q", str(sc.up.path), str(path)], check=True)
-    up = Repo.__new__(Repo)
-    up.path, up.clock = path, sc.up.clock
+    up = Repo.existing(path)
+    up.clock = sc.up.clock
     up.git("checkout", "-q", "-B", "main", "origin/main")
     return up
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.synth import Repo, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo
 
 
 def text(name: str, n: int = 30) -> str:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from tests.synth import Repo, lines, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo, lines
 
 PAYLOAD = "![pixel](https://evil.example/p.png) [click](https://evil.example/c) <img src=x>"
 FILE = "docs/[doc](https://evil.example/f).md"

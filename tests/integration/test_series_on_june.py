@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from rebasectl.model.series import load
+from tests.harness.cli import run as rebasectl
 from tests.june import JUNE, RESOLUTIONS, Carried, carry, copy_series, stopped_at
-from tests.synth import rebasectl
 
 
 def _git(tree: Path, *args: str) -> str:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import git_out as git
 from tests.sfix import Scenario, copy, template_fixture
-from tests.synth import rebasectl
 
 SHM = Path("/dev/shm")
 
@@ -35,11 +36,6 @@ def elsewhere(tmp_path: Path) -> Iterator[Path]:
     where = Path(tempfile.mkdtemp(prefix="rebasectl-otherfs-", dir=SHM))
     yield where
     shutil.rmtree(where, ignore_errors=True)
-
-
-def git(path: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
 
 
 def run(series: Path, *args: str, want: int = 0, env: dict[str, str] | None = None

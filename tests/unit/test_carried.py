@@ -9,7 +9,7 @@ from pathlib import Path
 from rebasectl.engine.attribution import UpstreamRange
 from rebasectl.engine.carried import CARRIED_SHARE, CarriedLines, Change, reverse_applies
 from rebasectl.git import Repo as GitRepo
-from tests.synth import lines
+from tests.harness.git import lines
 from tests.unit.test_attribution import Fork
 
 

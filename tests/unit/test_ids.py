@@ -11,7 +11,7 @@ import pytest
 
 from rebasectl.model.ids import EMPTY_TREE, ZERO, Oid, is_abbrev, is_full, short
 from rebasectl.model.status import Applied, BumpStatus, MappingStatus, ProposalState
-from tests.synth import Repo
+from tests.harness.git import Repo
 
 
 def test_oid_is_its_text() -> None:

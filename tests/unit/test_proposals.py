@@ -10,7 +10,8 @@ from pathlib import Path
 
 from rebasectl.engine.proposals.merge import merge
 from rebasectl.engine.proposals.rules import Case, Oracle, Sides, first
-from tests.synth import Repo, rebasectl
+from tests.harness.cli import run as rebasectl
+from tests.harness.git import Repo
 
 ROOT = Path(__file__).resolve().parents[2]
 

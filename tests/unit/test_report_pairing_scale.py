@@ -16,8 +16,8 @@ import pytest
 
 from rebasectl.git import Repo
 from rebasectl.report import lineage
+from tests.harness.git import Repo as SynthRepo
 from tests.pairing_data import build
-from tests.synth import Repo as SynthRepo
 from tests.unit import report_pair
 
 
