@@ -114,11 +114,20 @@ class Artifacts:
                                  "--artifacts folder")
 
     def write(self, rel: str, data: bytes) -> Path:
+        """Write ahead: the file's digest is in the mark before the file is, and an earlier
+        bump's copy is removed before the mark stops naming it, so a bump killed between any two
+        steps leaves only files the mark names with their content (or none): the next bump
+        takes the folder (it used to find an unrecorded bump.json and refuse)."""
         self._check_ours(rel)
         target = self._inside(rel)
+        digest = _digest(data)
+        if (target.exists() or target.is_symlink()) and \
+                (self.written.get(rel) or self.previous.get(rel)) != digest:
+            target.unlink()  # ours (checked): replaced below
+        self.written[rel] = digest
+        self._mark({**self.previous, **self.written})
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, data)
-        self.written[rel] = _digest(data)
         return target
 
     def finish(self) -> None:

@@ -91,7 +91,7 @@ def test_large_series_yaml_duplicate_is_found(world: World, tmp_path: Path) -> N
         (["bump", "--to", "NEW", "--json"], 1),
         (["bump", "--to", "nope", "--json"], 2),
         (["blame", "nope", "--json"], 2),
-        (["blame", "change-a-line-3", "--to", "NEW", "--json"], 0),
+        (["blame", "change-a-line-3", "--to", "NEW", "--json"], 1),  # it conflicts there
         (["report", "--json"], 2),
         (["apply", "--json", "--base", "nope"], 2),
         (["status", "--json", "--bogus"], 2),

@@ -1,14 +1,15 @@
 """Randomly timed SIGKILL / SIGINT on the real Megatron tree (issue 15 acceptance, issue 18 kill
-tests): apply, apply --base 3346fa8a2, continue (compat resolved), skip (compat) and bump, each
-killed with its process group (as Ctrl-C or a crash would) after a random delay; then only
-rebasectl commands, the way a user would go on:
+tests): apply, apply --base 3346fa8a2, continue (the first stop resolved with its kept
+resolution, tests/june.py), skip (the first stop) and bump, each killed with its process group
+(as Ctrl-C or a crash would) after a random delay; then only rebasectl commands, the way a user
+would go on:
 
 * apply / apply --base: rerun the same command (``continue`` when it says an apply is in
   progress): the result must be the uninterrupted one (same tip; same conflict state);
-* continue: ``continue`` again: compat committed with the resolution (``git rm`` of the deleted
-  tokenizer.py), stopped at partial-ckpt-load as without the kill;
-* skip: ``status`` says whether the skip was recorded; ``skip`` again or ``continue``: compat
-  skipped, stopped at partial-ckpt-load;
+* continue: ``continue`` again: the first stopped patch committed with its resolution, the
+  same tree and the same next stop as without the kill;
+* skip: ``status`` says whether the skip was recorded; ``skip`` again or ``continue``: the
+  first stopped patch skipped, the same next stop;
 * bump: rerun: the same per-patch result;
 
 and after each: no traceback; a Ctrl-C that arrived before the end is exit 130 and one line
@@ -36,11 +37,11 @@ import pytest
 
 from tests.conftest import real_mirror
 from tests.harness.git import git as harness_git
+from tests.june import resolve_from
 from tests.sfix import module_hermetic_git
 
 ROOT = Path(__file__).resolve().parents[2]
 NEW = "3346fa8a2"
-TOKENIZER = "megatron/training/tokenizer/tokenizer.py"
 SEED = int(os.environ.get("REBASECTL_KILL_SEED", "20260615"))
 COUNT = int(os.environ.get("REBASECTL_KILL_TRIALS", "20"))  # more for an exploratory run
 COMMANDS = ["apply", "apply-base", "continue", "skip", "bump"]
@@ -154,16 +155,18 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         relocate(tpl, conflict)
         _ok(rc(conflict, "apply", "--base", NEW), 1)
         out["conflict"], out["conflict_state"] = conflict, conflict_state(conflict)
+        stop = out["stop"] = state_json(conflict)["current"]  # the first patch that stops
         resolved = root / "resolved"
         relocate(conflict, resolved)
-        git(resolved / ".rebasectl/tree", "rm", "-q", TOKENIZER)
+        resolve_from(resolved / ".rebasectl/tree", stop)  # its kept resolution (tests/june.py)
         out["resolved"] = resolved
         cont = root / "continued"
         relocate(resolved, cont)
-        _ok(rc(cont, "continue"), 1)
-        first = state_json(cont)["done"][0]
-        assert first[0] == "compat"
-        out["compat_tree"] = git(cont / ".rebasectl/tree", "rev-parse", first[1] + "^{tree}")
+        r = rc(cont, "continue")
+        assert r.returncode in (0, 1), r.stderr
+        done = dict(state_json(cont).get("done") or [])
+        assert stop in done, f"continue did not commit {stop}"
+        out["stop_tree"] = git(cont / ".rebasectl/tree", "rev-parse", done[stop] + "^{tree}")
         out["continued_state"] = conflict_state(cont)
         skipped = root / "skipped"
         relocate(conflict, skipped)
@@ -225,21 +228,19 @@ def recover(ref: dict[str, Any], cmd: str, d: Path, log: list[str]) -> None:
             assert conflict_state(d) == ref["conflict_state"]
     elif cmd == "continue":
         r = run("continue")
-        assert r.returncode == 1
-        st = state_json(d)
-        assert st["done"] and st["done"][0][0] == "compat", "the compat resolution was lost"
-        assert (
-            git(d / ".rebasectl/tree", "rev-parse", st["done"][0][1] + "^{tree}")
-            == ref["compat_tree"]
-        )
+        assert r.returncode in (0, 1)
+        done = dict(state_json(d).get("done") or [])
+        assert ref["stop"] in done, f"the {ref['stop']} resolution was lost"
+        assert git(d / ".rebasectl/tree", "rev-parse", done[ref["stop"]] + "^{tree}") \
+            == ref["stop_tree"]
         assert conflict_state(d) == ref["continued_state"]
     elif cmd == "skip":
         r = run("status", "--json")
         stopped = (json.loads(r.stdout).get("apply_in_progress") or {}).get("stopped_at")
-        r = run("skip") if stopped == "compat" else run("continue")
+        r = run("skip") if stopped == ref["stop"] else run("continue")
         assert r.returncode == 1
         st = state_json(d)
-        assert st["skipped"] == ["compat"] and st["current"] == ref["skipped_current"]
+        assert st["skipped"] == [ref["stop"]] and st["current"] == ref["skipped_current"]
         assert conflict_state(d) == ref["skipped_state"]
     elif cmd == "bump":
         r = run("bump", "--to", NEW, "--json")
