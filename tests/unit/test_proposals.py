@@ -51,6 +51,57 @@ def test_context_only_follows_upstreams_reindentation() -> None:
     assert found.lines == ["    x = 1", "    y = 20", "    z = 3"]
 
 
+def test_context_only_keeps_upstreams_rewrite_of_a_line_the_patch_wrapped() -> None:
+    """The patch put a line in a new branch (re-indented it); upstream rewrote that line: the
+    patch's branch with upstream's text of the line, at the patch's indentation."""
+    base = ["    with ctx() as h:", "        out = norm(h)", "    return out"]
+    ours = ["    with manager as h:", "        out = apply(norm)(h)", "    return out"]
+    theirs = ["    with ctx() as h:", "        if r is None:", "            out = norm(h)",
+              "        else:", "            out = norm(h, r)", "    return out"]
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only"
+    assert found.lines == ["    with manager as h:", "        if r is None:",
+                           "            out = apply(norm)(h)", "        else:",
+                           "            out = norm(h, r)", "    return out"]
+
+
+def test_context_only_puts_upstreams_new_lines_before_the_patchs_new_block() -> None:
+    base = ["    data = zeros(", "        n,", "    )"]
+    ours = ["    m = packed if small else n", "    data = zeros(", "        m,", "    )"]
+    theirs = ["    with pool():", "        data = zeros(", "            n,", "        )"]
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only"
+    assert found.lines == ["    m = packed if small else n", "    with pool():",
+                           "        data = zeros(", "            m,", "        )"]
+
+
+def test_wrapped_lines_refused_when_upstream_grew_them() -> None:
+    """Upstream added lines where the patch wrapped: inside the patch's block or after it is
+    for a person."""
+    base = ["x = f(", "    a,", ")"]
+    ours = ["x = f(a)", "if y:", "    y = f(a)"]
+    theirs = ["if x is None:", "    x = f(", "        a,", "    )"]
+    assert merge(base, ours, theirs) is None or first(case(base, ours, theirs), Oracle()) is None
+
+
+def test_token_change_made_on_upstreams_wrapped_call_with_an_appended_argument() -> None:
+    base = ["    f(t, cp_size=g.size(), cp_rank=g.rank())"]
+    ours = ["    f(", "        t,", "        cp_size=g.size(),", "        cp_rank=g.rank(),",
+            "        extra=1,", "    )"]
+    theirs = ["    f(t, cp_size=size, cp_rank=rank)"]
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only"
+    assert found.lines == ["    f(", "        t,", "        cp_size=size,", "        cp_rank=rank,",
+                           "        extra=1,", "    )"]
+
+
+def test_token_insertions_at_upstreams_appended_point_are_refused() -> None:
+    base = ["    def __init__(self, a, b=None"]
+    ours = ["    def __init__(self, a, b=None, c=False, d=None"]
+    theirs = ["    def __init__(self, a, b=None, d: int = None"]
+    assert first(case(base, ours, theirs), Oracle()) is None
+
+
 def test_already_upstream_needs_the_names_and_a_commit() -> None:
     c = case(["    x = compute(a)"], ["    x = compute(", "        a, fast=True", "    )"],
              ["    x = compute(a, fast=True)"])
@@ -174,9 +225,14 @@ def test_token_change_made_on_upstreams_rewrapped_line() -> None:
     assert found is not None and found.rule == "context-only"
     assert found.lines == ["    f(", "        t,", "        cu,", "        cp_size=cp_size,",
                            "        cp_rank=group.rank(),", "    )"]
-    # an alignment that would split a bracket pair proposes nothing
+    # an edit whose alignment splits a bracket pair (``group.rank())`` -> ``cp_rank)``) is
+    # taken whole; one that leaves a bracket open proposes nothing
     twice = ["    f(t, cu, cp_size=cp_size, cp_rank=cp_rank)"]
-    assert first(case(base, ours, twice), Oracle()) is None
+    found = first(case(base, ours, twice), Oracle())
+    assert found is not None and found.lines[3:5] == ["        cp_size=cp_size,",
+                                                      "        cp_rank=cp_rank,"]
+    assert first(case(base, ours, ["    f(t, cu, cp_size=(cp_size, cp_rank=cp_rank)"]),
+                 Oracle()) is None
     # upstream changed a token too (not only the layout): a person decides
     ours[3] = "        cp_size=group.world(),"
     assert first(case(base, ours, theirs), Oracle()) is None

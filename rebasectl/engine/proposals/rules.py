@@ -234,7 +234,14 @@ def _arg_docs(lines: list[str]) -> bool:
 
 def _context(result: Merged, s: Sides) -> Found | None:
     """The patch's edits land on upstream's side unchanged but for indentation, and upstream's
-    own edits in the region do not meet them (it only re-indented or re-spaced around them)."""
+    own edits in the region do not meet them: it only re-indented or re-spaced around them, or
+    it rewrote lines that the patch only wrapped in a block of its own (those keep upstream's
+    text at the patch's indentation)."""
+    if result.wrapped:
+        return Found("context-only", result.lines,
+                     {"context": "upstream rewrote lines the patch only wrapped in a block: "
+                                 "upstream's text of them, at the patch's indentation",
+                      "wrapped": result.wrapped})
     if edits(s.base, s.ours, loose=True) or not (result.reindented or
                                                  _respaced(s.base, s.ours)):
         return None
