@@ -193,12 +193,15 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
 def _both(result: Merged, s: Sides) -> Found | None:
     """Same-point insertions; everything else of both sides must be insertions too."""
     up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
-    if not all(e.insertion for e in up + pa):
+    defs = all(_definitions(a) and _definitions(b) for _, a, b in result.same_point)
+    if not all(e.insertion for e in (pa if defs else up + pa)):
         return None
     for _, a, b in result.same_point:
         same, bound = twins(a, b)
         if same or bound or not (_items(a) and _items(b)):
             return None
+        if _positional(a) and _positional(b):
+            return None  # both add positional items: their order is what callers bind to
     where = [{"after_preimage_line": at, "upstream": list(a), "patch": list(b)}
              for at, a, b in result.same_point]
     return Found("both-insert", result.lines,
@@ -206,6 +209,14 @@ def _both(result: Merged, s: Sides) -> Found | None:
 
 
 ARG_DOC = re.compile(r"^\s*\*{0,2}\w+ \([^)]*\):")
+POSITIONAL = re.compile(r"^\s*\*?[A-Za-z_][\w.]*(?:\s*:[^=]*)?,\s*(?:#.*)?$")
+
+
+def _positional(lines: tuple[str, ...]) -> bool:
+    """Any line an item bound by its position: a parameter without a default (``name: T,``),
+    a positional argument (``name,``): two sides adding such items at one point change which
+    value each position gets, so their order is not a matter of taste."""
+    return any(POSITIONAL.match(x) for x in lines)
 
 
 def _items(lines: tuple[str, ...]) -> bool:
@@ -219,10 +230,25 @@ def _items(lines: tuple[str, ...]) -> bool:
         return True
     if all(x.startswith(("import ", "from ")) for x in body):
         return True
+    if _definitions(lines):
+        return True
     if all(x.endswith(",") and not x.startswith(("#", '"', "'")) for x in body):
         return True
     head = body[0]
     return head.startswith(("elif ", "case ")) and len(body) <= 3
+
+
+TOP = ("def ", "async def ", "class ", "@")
+
+
+def _definitions(lines: tuple[str, ...]) -> bool:
+    """Whole top-level definitions (functions, classes, their decorators and bodies): Python
+    binds them by name, so their order among other definitions does not matter, nor does a
+    rewrite of the next definition's header (module_names refuses a name bound twice)."""
+    body = [x for x in lines if x.strip()]
+    if not body or not body[0].startswith(TOP) or lines[-1].strip():
+        return False
+    return all(x[0].isspace() or x.startswith(TOP) or x.startswith(")") for x in body)
 
 
 def _arg_docs(lines: list[str]) -> bool:
