@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from rebasectl.engine.proposals import Proposal, _half_done, blocks
@@ -148,6 +149,37 @@ def test_token_insertions_at_upstreams_appended_point_are_refused() -> None:
     ours = ["    def __init__(self, a, b=None, c=False, d=None"]
     theirs = ["    def __init__(self, a, b=None, d: int = None"]
     assert first(case(base, ours, theirs), Oracle()) is None
+
+
+def test_moved_carries_a_keyword_to_the_call_upstream_moved_out_of_the_region() -> None:
+    base = ["    for k in keys:", "        buf = Buffer(", "            cfg,", "            group,",
+            "        )"]
+    theirs = base[:4] + ["            no_backup=no_backup,"] + base[4:]
+    ours = ["    layout = plan(keys)"]
+    file = ["def build(keys, no_backup):", "    layout = plan(keys)", "    buf = Buffer(",
+            "        cfg,", "        group,", "        layout=layout,", "    )", ""]
+    c = Case("p", "f.py", 1, Sides(ours, base, theirs), file)
+    found = first(c, Oracle())
+    assert found is not None and found.rule == "moved" and found.lines == ours
+    assert found.port is not None and found.port["new"] == file[2:6] + [
+        "        no_backup=no_backup,", "    )"]
+    # two calls of that callee, or one that passes the name already: a person decides
+    twice = file[:7] + file[2:7]
+    assert first(Case("p", "f.py", 1, Sides(ours, base, theirs), twice), Oracle()) is None
+    passes = file[:5] + ["        no_backup=False,"] + file[6:]
+    assert first(Case("p", "f.py", 1, Sides(ours, base, theirs), passes), Oracle()) is None
+    # a culprit that touched another file with such a call: the call in the region's own file
+    # is the one upstream restructured
+    class Other(Oracle):
+        def files(self, commits: Sequence[str]) -> dict[str, list[str]]:
+            return {"g.py": ["c1"]}
+
+        def read(self, path: str) -> list[str] | None:
+            return file if path == "g.py" else None
+
+    culprit = Case("p", "f.py", 1, Sides(ours, base, theirs), file, culprits=["c1"])
+    found = first(culprit, Other())
+    assert found is not None and found.port is not None and found.port["path"] == "f.py"
 
 
 def test_already_upstream_needs_the_names_and_a_commit() -> None:
