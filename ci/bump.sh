@@ -5,7 +5,8 @@
 #
 # Environment: REBASECTL (command, default `rebasectl`), REBASECTL_DIR (the series checkout,
 # default .), REBASECTL_UPSTREAM (upstream URL or mirror path, else series.yaml's url),
-# ARTIFACTS (default artifacts/bump), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
+# ARTIFACTS (default artifacts/bump), PROPOSE (default 1: on a conflict, also `bump --propose`
+# into $ARTIFACTS/proposals when this rebasectl has it), RUN_TESTS=1 (bump --test: the regression suite on the bumped tree), GITHUB_OUTPUT (set by Actions: result=clean|conflicts, to=sha).
 # rebasectl writes its artifacts into $ARTIFACTS/rebasectl (a folder it owns); this script writes
 # bump-stdout.json and pr-body.md beside it.
 # Exit: 0 clean (series exported, report in $ARTIFACTS/rebasectl/report.md, PR body in
@@ -18,6 +19,8 @@ DIR=${REBASECTL_DIR:-.}
 ARTIFACTS=${ARTIFACTS:-artifacts/bump}
 mkdir -p "$ARTIFACTS"
 ARTIFACTS=$(cd "$ARTIFACTS" && pwd)
+# the folder ignores itself (rebasectl's own folder inside it does the same): never clutter
+[ -e "$ARTIFACTS/.gitignore" ] || printf '# written by ci/bump.sh: bump artifacts\n*\n' > "$ARTIFACTS/.gitignore"
 OWN="$ARTIFACTS/rebasectl"
 
 target=${1:-}
@@ -61,6 +64,13 @@ if len(text) > limit:
     text = text[:limit] + "\n\n_(report truncated: the full report.md is in the run's artifacts)_\n"
 open(sys.argv[2], "w", encoding="utf-8").write(text)
 PY
+fi
+# on a conflict, the proposals for its regions (bump --propose computes and shows them, carries
+# nothing), where this rebasectl has --propose: $ARTIFACTS/proposals/bump.json
+if [ "$rc" = 1 ] && [ "${PROPOSE:-1}" = 1 ] \
+   && $REBASECTL bump --help 2>/dev/null | grep -q -- '--propose'; then
+  $REBASECTL -C "$DIR" bump --to "$target" --propose --artifacts "$ARTIFACTS/proposals" --json \
+    > /dev/null 2>&1 || true
 fi
 if [ "$rc" = 1 ] && [ -f "$OWN/README.md" ]; then
   cat "$OWN/README.md"

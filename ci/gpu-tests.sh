@@ -3,7 +3,8 @@
 # run the regression suite's GPU tests on it (`rebasectl test --gpu`).
 #
 # Environment: REBASECTL (default `rebasectl`), REBASECTL_DIR (default .), REBASECTL_UPSTREAM,
-# ARTIFACTS (default artifacts/gpu; test.json is written there).
+# ARTIFACTS (default artifacts/gpu; test.json is written there), MULTI_GPU=N (only the
+# multi_gpu tests, `rebasectl test --multi-gpu N`: torchrun, N ranks).
 # Exit: 0 passed, 3 regression tests failed, 2 bad input.
 set -uo pipefail
 REBASECTL=${REBASECTL:-rebasectl}
@@ -14,7 +15,12 @@ up=()
 [ -n "${REBASECTL_UPSTREAM:-}" ] && up=(--upstream "$REBASECTL_UPSTREAM")
 
 nvidia-smi -L || { echo "::error::no GPU visible to this runner"; exit 2; }
-$REBASECTL -C "$DIR" test --gpu "${up[@]}" --json > "$ARTIFACTS/test.json"
+if [ -n "${MULTI_GPU:-}" ]; then
+  # the multi_gpu tests alone, under torchrun with one rank per GPU
+  $REBASECTL -C "$DIR" test --multi-gpu "$MULTI_GPU" "${up[@]}" --json > "$ARTIFACTS/test.json"
+else
+  $REBASECTL -C "$DIR" test --gpu "${up[@]}" --json > "$ARTIFACTS/test.json"
+fi
 rc=$?
 python3 - "$ARTIFACTS/test.json" <<'PY' || true
 import json, sys

@@ -235,9 +235,9 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
 
     path = testing.prepare(ws, against, upstream, tree, jobs)
     base = testing.default_path_base(ws, upstream) if against == "patched" and not tree else None
-    with ui.progress(f"test ({path})", quiet=as_json):
+    with ui.progress(f"test ({path})", quiet=as_json) as news:
         run = testing.run(ws, path, against=against, device=device, patch_id=patch_id,
-                          jobs=jobs, multi_gpu=multi_gpu, base_tree=base)
+                          jobs=jobs, multi_gpu=multi_gpu, base_tree=base, notify=news)
     render.json(run.to_json()) if as_json else render.test_run(run, path)
     if run.exit_code:
         ui.error(run.verdict())
@@ -308,17 +308,21 @@ def resolve(ws: Workspace, ids: tuple[str, ...], action: str, everything: bool,
 @click.option("--propose", "proposals", is_flag=True,
               help="Propose a resolution for each conflict region (shown, nothing written).")
 @click.option("-v", "--verbose", is_flag=True, help="List every conflict region on stderr.")
+@click.option("--annotations", is_flag=True,
+              help="Print one `patches/FILE:LINE: ...` line per conflict region on stderr (for a "
+                   "CI problem matcher; the default where GITHUB_ACTIONS is set).")
 @json_option
 @pass_ws
 def bump(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None,
-         run_tests: bool, proposals: bool, verbose: bool, as_json: bool) -> None:
+         run_tests: bool, proposals: bool, verbose: bool, annotations: bool,
+         as_json: bool) -> None:
     """Carry the series onto a new upstream revision; name what broke each failing patch."""
     from . import render, ui
     from .commands import bump as bumping
 
     with ui.progress(f"bump to {to_rev}", quiet=as_json) as news:
         result = bumping.run(ws, to_rev, upstream, artifacts, news, run_tests, proposals)
-    render.bump(result, as_json, verbose)
+    render.bump(result, as_json, verbose, annotate=annotations)
     finish(result.exit_code)
 
 

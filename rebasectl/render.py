@@ -225,11 +225,11 @@ SHOWN_REGIONS = 5  # a terminal run shows this many region lines, then where the
 SHOWN_RISKS = 2  # ... and this many warnings of the checks after the merge
 
 
-def bump(result: Any, as_json: bool, verbose: bool = False) -> None:
-    """CI (``GITHUB_ACTIONS`` or ``REBASECTL_ANNOTATE`` set): one ``patches/FILE:LINE:``
-    annotation per region on stderr. A terminal: a summary line, one line per failing patch,
-    a few region lines and where the rest are (``-v``: every region)."""
-    if any(os.environ.get(k) for k in ANNOTATE_ENV):
+def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = False) -> None:
+    """CI (``GITHUB_ACTIONS`` or ``REBASECTL_ANNOTATE`` set, or ``--annotations``): one
+    ``patches/FILE:LINE:`` annotation per region on stderr. A terminal: a summary line, one line
+    per failing patch, a few region lines and where the rest are (``-v``: every region)."""
+    if annotate or any(os.environ.get(k) for k in ANNOTATE_ENV):
         for text in result.annotations():
             ui.note(text)
     elif not result.clean:

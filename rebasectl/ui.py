@@ -80,13 +80,17 @@ class Progress:
     """Step-by-step news of a long command, on stderr. The first lines are held back for half a
     second: a command that fails at once (bad input) prints its one error line and nothing else;
     one that goes on prints everything, live, and one that succeeds quickly prints its news at
-    the end."""
+    the end. On a terminal a live bar (spinner, the command, how far: patch 3 of 9, test 120 of
+    340, and the elapsed time) stays at the bottom and each step prints above it as a plain
+    line; counted steps (``Counted``) also move the bar. Off a terminal every step is one plain
+    line."""
 
     def __init__(self, label: str, quiet: bool = False) -> None:
         self.label = label
         self.quiet = quiet
         self.started = time.monotonic()
-        self.status: Any = None
+        self.bar: Any = None
+        self.task: Any = None
         self.held: list[str] | None = []
 
     def __call__(self, text: str) -> None:
@@ -104,9 +108,12 @@ class Progress:
         self.held = None
 
     def _show(self, text: str) -> None:
-        if self.status is not None:
-            self.status.update(f"{self.label}: {text}")
-            _console(True).log(text, highlight=False, markup=False)
+        done, total = getattr(text, "done", None), getattr(text, "total", None)
+        if self.bar is not None:
+            if done is not None:
+                self.bar.update(self.task, completed=done, total=total)
+            self.bar.console.print(f"rebasectl: {text}", highlight=False, markup=False,
+                                   soft_wrap=True)
         else:
             sys.stderr.write(f"rebasectl: {text}\n")
             sys.stderr.flush()
@@ -116,14 +123,32 @@ class Progress:
         return time.monotonic() - self.started
 
 
+def _live_bar() -> Any:
+    """rich's progress display on stderr: spinner, step, bar, done/total, elapsed time."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.progress import Progress as Bar
+
+    return Bar(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
+               MofNCompleteColumn(), TimeElapsedColumn(), console=_console(True),
+               transient=True)
+
+
 @contextmanager
 def progress(label: str, *, quiet: bool = False) -> Iterator[Progress]:
     """A ``Progress`` for the duration of a command; its elapsed time is printed at the end."""
     news = Progress(label, quiet)
     if is_terminal(sys.stderr) and not quiet:
-        with _console(True).status(label) as status:
-            news.status = status
+        with _live_bar() as bar:
+            news.bar, news.task = bar, bar.add_task(label, total=None)
             yield news
+            news.flush()
+        news.bar = None
     else:
         yield news
     if not quiet:

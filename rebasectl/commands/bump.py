@@ -45,6 +45,7 @@ from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
+from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.series import PATCH_DIR, Series, load
 from ..model.status import Applied
@@ -378,8 +379,9 @@ class Planner:
                     out.blocked_by = list(dict.fromkeys([*att.blocked_by, *out.blocked_by]))
 
     def _announce(self, total: int) -> Callable[[Step], None]:
-        return lambda step: self.notify(f"Applying ({step.index}/{total}) {step.id}: "
-                                        f"{step.status.value}{followed_words(step.followed)}")
+        return lambda step: self.notify(Counted(
+            f"Applying ({step.index}/{total}) {step.id}: "
+            f"{step.status.value}{followed_words(step.followed)}", step.index, total))
 
     def _replay(self, index: Index, conflicts: list[FileConflict]) -> bool:
         """Resolutions recorded by rerere at an earlier apply resolve every conflict: staged."""
@@ -491,7 +493,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
         notify("running the regression suite on the bumped tree")
         assert result.worktree is not None
         result.test = run_suite(ws, result.worktree, against="patched", device=None,
-                                patch_id=None)
+                                patch_id=None, notify=notify)
         out.write("test.json", (json.dumps(result.test.to_json(), indent=2) + "\n").encode())
     out.finish()
     return result

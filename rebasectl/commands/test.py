@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..engine.state import TreeMap
 from ..engine.upstream import resolve
 from ..infra.errors import RebasectlError
+from ..infra.progress import Notify
 from ..model.series import load
 from ..model.workspace import Workspace
 from .apply import apply
@@ -67,8 +68,9 @@ def default_path_base(ws: Workspace, upstream: str | None) -> Path:
 
 
 def run(ws: Workspace, tree: Path, *, against: str, device: str | None, patch_id: str | None,
-        jobs: int, multi_gpu: int | None, base_tree: Path | None = None) -> TestRun:
+        jobs: int, multi_gpu: int | None, base_tree: Path | None = None,
+        notify: Notify | None = None) -> TestRun:
     from ..engine.testing import run_tests
 
     return run_tests(ws, tree, against=against, device=device, patch_id=patch_id, jobs=jobs,
-                     multi_gpu=multi_gpu or 0, base_tree=base_tree)
+                     multi_gpu=multi_gpu or 0, base_tree=base_tree, notify=notify)

@@ -53,8 +53,9 @@ def risks(carried: CarriedLines, patch: Patch, merged: bool) -> list[Risk]:
         if f.old_path is None or f.binary:
             continue
         for commit, lines in carried.removed_upstream(Change.of_file(f)):
-            shown = ", ".join(f"`{ln.decode(errors='replace')}`" for ln in lines[:2])
-            more = f" and {len(lines) - 2} more line(s)" if len(lines) > 2 else ""
+            first = lines[0].decode(errors="replace")
+            shown = f"`{first[:77]}...`" if len(first) > 80 else f"`{first}`"
+            more = f" and {len(lines) - 1} more line(s)" if len(lines) > 1 else ""
             out.append(Risk("re-adds-removed", f.path, commit, rng.subject(commit), "",
                             shown + more))
         if merged:

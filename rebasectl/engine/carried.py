@@ -46,7 +46,12 @@ _NOISE = re.compile(rb"[\s()\[\]{}:,.;#'\"]")
 
 
 def telling(line: bytes) -> bool:
-    """Whether a (stripped) line is evidence: brackets, blank lines, ``pass`` tell nothing."""
+    """Whether a (stripped) line is evidence: brackets, blank lines, ``pass`` tell nothing, and
+    neither does a comment line (``# ...``): upstream lands a fix in its own words, so a fork's
+    comments are not what it carries (June: upstream 2e4a5d48 made the gate TP slice fix of
+    patch #22 line for line, without the patch's two comment lines)."""
+    if line.startswith(b"# ") or line == b"#":
+        return False
     return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
 
 

@@ -19,7 +19,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..git import CommitInfo, Repo, Worktree
@@ -304,13 +304,13 @@ def import_range(ws: Workspace, repo_path: Path, spec: str,
     previous = _maybe_load(ws)
     if previous is not None:
         up = previous.upstream
-        upstream = Upstream(up.name, up.url, branch or up.branch, base)
+        upstream = replace(up, branch=branch or up.branch, base=base)
     else:
         upstream = Upstream(upstream_name(repo), repo.remote_url() or str(repo.path),
                             branch or repo.head_branch() or "main", base)
     stats: dict[str, Stats] = {}
     entries, files = entries_from_commits(repo, infos, previous, {}, stats)
-    series = Series(upstream, tuple(entries))
+    series = Series(upstream, tuple(entries), fork_web=previous.fork_web if previous else "")
     gone = [e.file for e in previous.patches if e.file not in files] if previous else []
     changed = write_series(ws, series, files, gone)
     remember_stats(ws, files, stats)
@@ -344,8 +344,8 @@ def export_tree(ws: Workspace, worktree: Path,
     entries, files = entries_from_commits(repo, infos, previous, ids, stats)
     built = Built(list(entries), files)
     _account(ws, previous, built, set(tmap.skipped), set(drops))
-    series = Series(Upstream(previous.upstream.name, previous.upstream.url,
-                             previous.upstream.branch, tmap.base), tuple(built.entries))
+    series = Series(replace(previous.upstream, base=tmap.base), tuple(built.entries),
+                    fork_web=previous.fork_web)
     removed = [e.file for e in previous.patches if e.id in built.dropped or e.id in built.folded]
     changed = write_series(ws, series, built.files, removed)
     remember_stats(ws, built.files, stats)

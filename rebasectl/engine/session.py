@@ -34,6 +34,7 @@ from ..git.runner import Started
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
 from ..infra.fsutil import confined_parent, write_confined
+from ..infra.progress import Counted
 from ..model import diffs
 from ..model.dependencies import SeriesLines
 from ..model.series import load
@@ -256,8 +257,8 @@ class Session:
         total = len(state.ids)
 
         def announce(step: Step) -> None:
-            self.notify(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}"
-                        f"{followed_words(step.followed)}")
+            self.notify(Counted(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}"
+                                f"{followed_words(step.followed)}", step.index, total))
 
         mat = Materializer(self.repo, self.labels(state), self.engine(state)).run(
             state.tip, [(i, patches[i].patch) for i in remaining],

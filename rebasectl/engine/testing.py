@@ -47,6 +47,7 @@ from typing import Any
 
 from ..git import Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
+from ..infra.progress import Counted, Notify
 from ..model.series import Series, load
 from ..model.workspace import Workspace
 
@@ -251,13 +252,17 @@ def _pytest_args(files: Sequence[str], junit: str) -> list[str]:
 
 
 def run_pytest(root: Path, tree: Path, files: list[str], device: str | None,
-               jobs: int = 1, base_tree: Path | None = None) -> tuple[int, list[CaseResult], str]:
+               jobs: int = 1, base_tree: Path | None = None,
+               notify: Notify | None = None) -> tuple[int, list[CaseResult], str]:
     """Run pytest on ``files``; returns (exit code, the cases, output tail). ``base_tree``, the
     unpatched tree the default-path checks compare with, is passed as ``REBASECTL_BASE_TREE``
-    (a value already in the environment wins)."""
+    (a value already in the environment wins). Its output is read as it comes: pytest's
+    count-style progress (``[ 120/340]``) goes up as a ``Counted`` line, so a long run is never
+    silent."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-test-") as tmp:
         junit = Path(tmp) / "junit.xml"
-        args = [sys.executable, *_pytest_args(files, str(junit))]
+        args = [sys.executable, *_pytest_args(files, str(junit)),
+                "-o", "console_output_style=count"]
         if jobs > 1:
             args += ["-n", str(jobs)]  # pytest-xdist
         expr = marker_expression(device)
@@ -266,9 +271,30 @@ def run_pytest(root: Path, tree: Path, files: list[str], device: str | None,
         env = dict(os.environ, REBASECTL_TEST_TREE=str(tree))
         if base_tree is not None:
             env.setdefault("REBASECTL_BASE_TREE", str(base_tree))
-        proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, check=False)
+        code, output = _stream(args, root, env, notify)
         cases = parse_junit(junit) if junit.exists() else []
-    return proc.returncode, cases, (proc.stdout + proc.stderr)[-4000:]
+    return code, cases, output[-4000:]
+
+
+_COUNT = re.compile(r"\[\s*(\d+)/(\d+)\]\s*$")
+
+
+def _stream(args: list[str], cwd: Path, env: dict[str, str],
+            notify: Notify | None) -> tuple[int, str]:
+    """Run a command, its stderr folded into stdout; each count marker it prints is news."""
+    tail: list[str] = []
+    with subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line)
+            if len(tail) > 400:
+                del tail[:200]
+            m = _COUNT.search(line)
+            if m and notify is not None:
+                done, total = int(m.group(1)), int(m.group(2))
+                notify(Counted(f"tests: {done} of {total} run", done, total))
+    return proc.returncode, "".join(tail)
 
 
 def run_torchrun(root: Path, tree: Path, files: list[str],
@@ -371,12 +397,13 @@ def _files_of(ws: Workspace, selected: list[tuple[str, list[str]]]) -> list[str]
 
 
 def _collect(ws: Workspace, tree: Path, files: list[str], device: str | None, jobs: int,
-             multi_gpu: int, base_tree: Path | None) -> tuple[int, list[CaseResult], str]:
+             multi_gpu: int, base_tree: Path | None,
+             notify: Notify | None = None) -> tuple[int, list[CaseResult], str]:
     """Run pytest (unless ``--multi-gpu`` alone) and torchrun (with ``--multi-gpu``)."""
     code, tail = 5, ""
     cases: list[CaseResult] = []
     if not multi_gpu or device is not None:
-        code, cases, tail = run_pytest(ws.root, tree, files, device, jobs, base_tree)
+        code, cases, tail = run_pytest(ws.root, tree, files, device, jobs, base_tree, notify)
     if code not in (0, 1, 5) and not (code == 2 and cases):  # 2 with cases: collection errors
         last = tail.strip().splitlines()[-1] if tail.strip() else ""
         raise RebasectlError(f"pytest could not run (exit {code}): {last}")
@@ -391,13 +418,13 @@ def _collect(ws: Workspace, tree: Path, files: list[str], device: str | None, jo
 
 def run_tests(ws: Workspace, tree: Path, *, against: str, device: str | None,
               patch_id: str | None, jobs: int = 1, multi_gpu: int = 0,
-              base_tree: Path | None = None) -> TestRun:
+              base_tree: Path | None = None, notify: Notify | None = None) -> TestRun:
     preflight(jobs)
     series = load(ws.root)
     selected = select(series, patch_id)
     files = _files_of(ws, selected)
     base = tree if against == "base" else base_tree or existing_base_tree(ws, series)
-    code, cases, tail = _collect(ws, tree, files, device, jobs, multi_gpu, base)
+    code, cases, tail = _collect(ws, tree, files, device, jobs, multi_gpu, base, notify)
     results, unmapped = _count(select(series, None), selected, cases, against == "base")
     if not any(r.passed + r.failed for r in results):
         skipped = sum(r.skipped for r in results)

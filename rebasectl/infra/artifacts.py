@@ -20,6 +20,8 @@ from .errors import RebasectlError
 from .fsutil import Confined, atomic_write, plain_relative
 
 MARK = ".rebasectl-artifacts.json"
+IGNORE = ".gitignore"  # the folder ignores itself, as .rebasectl/ is ignored: never clutter
+IGNORE_TEXT = b"# written by rebasectl: bump artifacts, not sources\n*\n"
 # what a bump may write at the top of the folder; checked before the series moves
 TOP_LEVEL = ("bump.json", "README.md", "report.md", "report.json", "test.json")
 
@@ -54,7 +56,9 @@ class Artifacts:
         if root.is_symlink() or (root.exists() and not root.is_dir()):
             raise RebasectlError(f"--artifacts {root}: exists and is not a directory")
         if mark.is_file() and not mark.is_symlink():
-            return cls(root, _read_mark(mark))
+            taken = cls(root, _read_mark(mark))
+            taken._ignore()
+            return taken
         for half in root.glob(f".{MARK}.tmp-*") if root.is_dir() else []:
             half.unlink()  # a mark half-written by a killed bump: the folder was ours
         if root.is_dir() and any(root.iterdir()):
@@ -67,7 +71,18 @@ class Artifacts:
                                  ) from None
         made = cls(root, {})
         made._mark({})  # ours from the first moment: a bump killed next leaves a folder it owns
+        made._ignore()
         return made
+
+    def _ignore(self) -> None:
+        """Write the folder's own .gitignore (``*``), so that ``--artifacts out/`` in a checkout
+        is not left untracked; one a person put there is theirs and stays as it is."""
+        target = self._inside(IGNORE)
+        if target.exists() or target.is_symlink():
+            if self._is_ours(IGNORE):
+                self.written[IGNORE] = self.previous[IGNORE]
+            return
+        self.write(IGNORE, IGNORE_TEXT)
 
     def check_writable(self) -> None:
         """Fail before anything else changes (a clean bump moves series.yaml afterwards): the

@@ -59,6 +59,7 @@ class Upstream:
     url: str
     branch: str
     base: str
+    web: str = ""  # optional: the upstream's web page (links to its commits and PRs)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Series:
     upstream: Upstream
     patches: tuple[PatchEntry, ...] = field(default_factory=tuple)
     version: int = 1
+    fork_web: str = ""  # optional ``fork: {web: URL}``: this series' repository on the web
 
     def by_id(self, patch_id: str) -> PatchEntry:
         for entry in self.patches:
@@ -92,6 +94,7 @@ class Series:
 
 # -- loading ---------------------------------------------------------------------------------------
 _UPSTREAM_KEYS = {"name": str, "url": str, "branch": str, "base": str}
+_WEB = re.compile(r"https?://[^\s\"'<>`]+")  # a web page the report may link to
 _PATCH_KEYS: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "file": (str,),
@@ -124,7 +127,7 @@ def load(root: Path, *, check_files: bool = True) -> Series:
 def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES_FILE) -> Series:
     node = _compose(text, name)
     top = _mapping(node, name, "the top level")
-    _only_keys(top, {"version", "upstream", "patches"}, name)
+    _only_keys(top, {"version", "upstream", "patches", "fork"}, name)
     version = _scalar(top, "version", name, (int,), node)
     if version != 1:
         raise SeriesError(
@@ -134,11 +137,12 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
     if "upstream" not in top:
         raise SeriesError(f"{name}:{_line(node)}: missing key 'upstream'")
     upstream = _upstream(top["upstream"][1], name)
+    fork_web = _fork(top["fork"][1], name) if "fork" in top else ""
     patches_node = top.get("patches", (None, None))[1]
     if patches_node is None or (
         isinstance(patches_node, yaml.ScalarNode) and patches_node.value in ("", "null", "~")
     ):
-        return Series(upstream, (), version)
+        return Series(upstream, (), version, fork_web)
     if not isinstance(patches_node, yaml.SequenceNode):
         raise SeriesError(f"{name}:{_line(patches_node)}: 'patches' must be a list")
     within, unique = _Dirs(root), _Unique(name)
@@ -147,7 +151,25 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
         entries.append(_patch_entry(item, name, within, check_files))
         unique.add(item, entries[-1])
     unique.check_absorbs(patches_node.value, entries)
-    return Series(upstream, tuple(entries), version)
+    return Series(upstream, tuple(entries), version, fork_web)
+
+
+def _web(fields: dict[str, tuple[yaml.Node, yaml.Node]], name: str, parent: yaml.Node) -> str:
+    """The optional ``web`` key: an http(s) URL with nothing a link could be broken by."""
+    if "web" not in fields:
+        return ""
+    value = str(_scalar(fields, "web", name, (str,), parent))
+    if not _WEB.fullmatch(value):
+        raise SeriesError(f"{name}:{_line(fields['web'][1])}: 'web' must be an http(s) URL "
+                          f"without spaces or quotes, got {value!r}")
+    return value.rstrip("/")
+
+
+def _fork(node: yaml.Node, name: str) -> str:
+    """``fork: {web: URL}``: where this series' repository is on the web (PR links)."""
+    fields = _mapping(node, name, "'fork'")
+    _only_keys(fields, {"web"}, name)
+    return _web(fields, name, node)
 
 
 def _compose(text: str, name: str) -> yaml.Node:
@@ -168,8 +190,9 @@ def _compose(text: str, name: str) -> yaml.Node:
 
 def _upstream(up_node: yaml.Node, name: str) -> Upstream:
     up = _mapping(up_node, name, "'upstream'")
-    _only_keys(up, set(_UPSTREAM_KEYS), name)
+    _only_keys(up, {*_UPSTREAM_KEYS, "web"}, name)
     values = {k: _scalar(up, k, name, (str,), up_node) for k in _UPSTREAM_KEYS}
+    values["web"] = _web(up, name, up_node)
     if not is_full(values["base"]):
         raise SeriesError(
             f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
@@ -341,11 +364,12 @@ def _yaml(doc: Any) -> str:
 def dump(series: Series) -> bytes:
     """series.yaml written from scratch (a new series; see ``edit`` for an existing file)."""
     up = series.upstream
-    doc: dict[str, Any] = {
-        "version": series.version,
-        "upstream": {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base},
-        "patches": [_entry_doc(p) for p in series.patches],
-    }
+    upstream = {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base}
+    doc: dict[str, Any] = {"version": series.version,
+                           "upstream": {**upstream, **({"web": up.web} if up.web else {})}}
+    if series.fork_web:
+        doc["fork"] = {"web": series.fork_web}
+    doc["patches"] = [_entry_doc(p) for p in series.patches]
     return _yaml(doc).encode("utf-8")
 
 

@@ -35,6 +35,7 @@ from .model import (
     FileCompare,
     FileStat,
     Finding,
+    Links,
     MessageChange,
     PatchInfo,
     Report,
@@ -60,7 +61,14 @@ def build_report(git: Repo, old: Side, new: Side, upstream_git: Repo | None = No
     ctx = _Ctx(git, up, old.base, new.base, related, old_changes, new_changes)
     entries, upstream = ctx.entries(groups)
     return Report(_side_info(up, old, old_changes), _side_info(up, new, new_changes), upstream,
-                  entries)
+                  entries, links=_links(new, old))
+
+
+def _links(*sides: Side) -> Links:
+    """The web pages the series names (the new side's series.yaml first)."""
+    series = [s.series for s in sides if s.series is not None]
+    return Links(next((x.upstream.web for x in series if x.upstream.web), ""),
+                 next((x.fork_web for x in series if x.fork_web), ""))
 
 
 def _side_info(up: Repo, side: Side, changes: list[Change]) -> SideInfo:
@@ -168,7 +176,7 @@ class _Ctx:
         old_side = [x for c in olds for x in checks.stale_message(c, self.lines)]
         if olds and news and g.status not in (MappingStatus.IDENTICAL, MappingStatus.EQUIVALENT):
             old_side += checks.lost(olds, news, self.new_base, self.lines)
-        return checks.once(old_side, new_side)
+        return checks.once(*checks.standing(old_side, new_side))
 
     def name_uses(self, c: Change) -> list[names.NameUse]:
         """Uses left in the patched files of names the patch unbinds (the bump's check), not

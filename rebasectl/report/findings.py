@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import pysyntax
 from ..model.diffs import FileDiff, Hunk
@@ -413,6 +413,18 @@ def in_file_uses(c: Change, uses: Sequence[NameUse]) -> list[Finding]:
                            f"removes `{name}`, which the patched file still uses: {where}",
                            commit, (name,) + tuple(f"{u.path}:{u.line}" for u in found)))
     return out
+
+
+def standing(old: Sequence[Finding],
+             new: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """Both sides' findings, those that held before this bump marked ``standing`` (said, but no
+    reason to review now): a new-side finding the old side states too (kind, file, items), and
+    an old patch's stale message (a fact about the old series alone; lost lines, which compare
+    the two sides, are not)."""
+    before = {(f.kind, f.path, f.items) for f in old}
+    return ([replace(f, standing=True) if f.kind == "stale-message" else f for f in old],
+            [replace(f, standing=True) if (f.kind, f.path, f.items) in before else f
+             for f in new])
 
 
 def once(old: Sequence[Finding], new: Sequence[Finding]) -> list[Finding]:

@@ -6,6 +6,7 @@ link back to the mapping after every entry.
 from __future__ import annotations
 
 import difflib
+import re
 from html import escape
 
 from .model import Report
@@ -35,60 +36,89 @@ details{margin:.3em 0}summary{cursor:pointer;color:#57606a}
 _SPAN = {
     "code": "<code>{t}</code>",
     "commit": '<code title="{g}">{t}</code>',
+    "patch": '<code title="{g}">{t}</code>',
     "strong": "<b>{t}</b>",
     "status": '<span class="st st-{t}">{t}</span>',
     "link": '<a href="#{g}">{t}</a>',
     "review": '<span class="rv-{g}">{t}</span>',
 }
+_PR_REF = re.compile(r"#(\d{1,7})\b")
 
 
-def span(s: Span) -> str:
-    """A span as HTML: statuses and review answers get a class for their colour."""
-    return _SPAN.get(s.kind, "{t}").format(t=escape(s.text), g=escape(s.target))
+class _Page:
+    """One page's drawing, with the web pages its links go to (series.yaml's ``upstream.web``
+    and ``fork.web``; none: no links). Every link target is escaped as an attribute."""
+
+    def __init__(self, upstream_web: str, fork_web: str) -> None:
+        self.upstream, self.fork = upstream_web, fork_web
+
+    def span(self, s: Span) -> str:
+        """A span as HTML: statuses and review answers get a class for their colour; upstream
+        commits and ``#N`` pull requests link to their repository when it has a web page."""
+        if s.kind == "commit" and self.upstream and s.target:
+            drawn = _SPAN["commit"].format(t=escape(s.text), g=escape(s.target))
+            return _a(f"{self.upstream}/commit/{s.target}", drawn)
+        if s.kind in ("fork-text", "upstream-text"):
+            return self.prs(s.text, self.fork if s.kind == "fork-text" else self.upstream)
+        return _SPAN.get(s.kind, "{t}").format(t=escape(s.text), g=escape(s.target))
+
+    def prs(self, text: str, web: str) -> str:
+        """Text whose ``#N`` link to pull request N of ``web``."""
+        if not web:
+            return escape(text)
+        out, at = [], 0
+        for m in _PR_REF.finditer(text):
+            out += [escape(text[at:m.start()]),
+                    _a(f"{web}/pull/{m.group(1)}", escape(m.group(0)))]
+            at = m.end()
+        return "".join(out) + escape(text[at:])
+
+    def inline(self, text: Text) -> str:
+        return "".join(self.span(s) for s in text)
+
+    def block(self, b: Block) -> list[str]:
+        """A block as HTML lines; a fold is a ``<details>``, an interdiff a side-by-side table;
+        advice about the command line (markdown only) is left out: a page has no command."""
+        if isinstance(b, Para):
+            return [] if b.only == "markdown" else [f"<p>{self.inline(b.text)}</p>"]
+        if isinstance(b, Bullets):
+            return ["<ul>"] + [f"<li>{self.inline(item)}</li>" for item in b.items] + ["</ul>"]
+        if isinstance(b, Table):
+            head = "".join(f"<th>{escape(h)}</th>" for h in b.head)
+            rows = ["<tr>" + "".join(f"<td>{self.inline(c)}</td>" for c in row) + "</tr>"
+                    for row in b.rows]
+            name = f" class=\"{escape(b.name)}\"" if b.name else ""
+            return [f"<table{name}><tr>{head}</tr>"] + rows + ["</table>"]
+        if isinstance(b, Code):
+            if b.lang == "interdiff":
+                return [side_by_side(b.text)]
+            return [f"<pre>{escape(b.text)}</pre>"]
+        out = [f"<details><summary>{self.inline(b.summary)}</summary>"]
+        for inner in b.blocks:
+            out += self.block(inner)
+        return out + ["</details>"]
+
+    def section(self, s: Section) -> list[str]:
+        """A section with an anchor, and a link back to the mapping where the view asks."""
+        tag = f"h{s.level}"
+        out = [f"<{tag} id=\"{escape(s.anchor)}\">{self.inline(s.title)}</{tag}>"]
+        for b in s.blocks:
+            out += self.block(b)
+        if s.back:
+            out.append("<p class=\"back\"><a href=\"#mapping\">↑ mapping</a></p>")
+        return out
 
 
-def inline(text: Text) -> str:
-    return "".join(span(s) for s in text)
-
-
-def block(b: Block) -> list[str]:
-    """A block as HTML lines; a fold is a ``<details>``, an interdiff a side-by-side table."""
-    if isinstance(b, Para):
-        return [f"<p>{inline(b.text)}</p>"]
-    if isinstance(b, Bullets):
-        return ["<ul>"] + [f"<li>{inline(item)}</li>" for item in b.items] + ["</ul>"]
-    if isinstance(b, Table):
-        head = "".join(f"<th>{escape(h)}</th>" for h in b.head)
-        rows = ["<tr>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>"
-                for row in b.rows]
-        name = f" class=\"{escape(b.name)}\"" if b.name else ""
-        return [f"<table{name}><tr>{head}</tr>"] + rows + ["</table>"]
-    if isinstance(b, Code):
-        if b.lang == "interdiff":
-            return [side_by_side(b.text)]
-        return [f"<pre>{escape(b.text)}</pre>"]
-    out = [f"<details><summary>{inline(b.summary)}</summary>"]
-    for inner in b.blocks:
-        out += block(inner)
-    return out + ["</details>"]
-
-
-def section(s: Section) -> list[str]:
-    """A section with an anchor, and a link back to the mapping where the view asks for one."""
-    tag = f"h{s.level}"
-    out = [f"<{tag} id=\"{escape(s.anchor)}\">{inline(s.title)}</{tag}>"]
-    for b in s.blocks:
-        out += block(b)
-    if s.back:
-        out.append("<p class=\"back\"><a href=\"#mapping\">↑ mapping</a></p>")
-    return out
+def _a(href: str, inner: str) -> str:
+    return f'<a href="{escape(href, quote=True)}">{inner}</a>'
 
 
 def render_document(doc: Document) -> str:
+    page = _Page(doc.upstream_web, doc.fork_web)
     out = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
            f"<title>{escape(doc.title)}</title>", f"<style>{CSS}</style></head><body>"]
     for s in doc.sections:
-        out += section(s)
+        out += page.section(s)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

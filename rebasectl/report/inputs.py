@@ -62,12 +62,12 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
     history between the bases when that is another one."""
     if repo is not None and "range" not in (old.kind, new.kind):
         raise RebasectlError("--repo goes with --old-range/--new-range")
-    range_git = Repo.open(repo or ws.root) if "range" in (old.kind, new.kind) else None
+    range_git = _range_repo(ws, repo) if "range" in (old.kind, new.kind) else None
     loaded = {}
     for name, choice in (("old", old), ("new", new)):
         if choice.kind == "range":
             assert range_git is not None
-            loaded[name] = _range(range_git, choice.value)
+            loaded[name] = _range(range_git, choice.value, hint=repo is None)
         elif choice.kind == "series":
             loaded[name] = _series_dir(Path(choice.value))
         elif choice.kind == "rev":
@@ -106,10 +106,29 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
     return git, sides[0], sides[1], None
 
 
-def _range(git: Repo, spec: str) -> _Loaded:
+def _range_repo(ws: Workspace, repo: Path | None) -> Repo:
+    """The git the ranges are read from: --repo, else this checkout (said when it is none)."""
+    if repo is not None:
+        return Repo.open(repo)
+    try:
+        return Repo.open(ws.root)
+    except RebasectlError:
+        raise RebasectlError(f"--old-range/--new-range are read from a git repository and "
+                             f"{ws.root} is none: pass --repo PATH") from None
+
+
+def _range(git: Repo, spec: str, hint: bool = False) -> _Loaded:
     """A commit range; when its tip holds a series.yaml, that series' entries give the
-    commits their intent (why, drop_when), matched as for a materialised series."""
-    base, tip = parse_range(git, spec)
+    commits their intent (why, drop_when), matched as for a materialised series. ``hint``:
+    the range was looked for in this checkout because no --repo was given (say so)."""
+    try:
+        base, tip = parse_range(git, spec)
+    except RebasectlError as exc:
+        if hint and "unknown revision" in str(exc):
+            raise RebasectlError(f"{exc} (no --repo given: the ranges are read from this "
+                                 "checkout; pass --repo PATH for the repository that has them)"
+                                 ) from None
+        raise
     commits = [c.sha for c in linear(git, base, tip, f"range {spec!r}")]
     text = git.objects.blob(f"{tip}:{SERIES_FILE}")
     series = None

@@ -27,15 +27,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.attribution import UpstreamRange
+from ..engine.carried import CARRIED_SHARE, CarriedLines
 from ..engine.conflicts import Engine, Labels
 from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
+from ..model.ids import is_abbrev
 from ..model.lines import CONTAIN, significant
 from ..model.patches import Patch, raw_datetime
 from ..model.series import PatchEntry, Series, slugify
 from ..model.status import MappingStatus
 
 _PR = re.compile(r"\(#(\d+)\)")
+_PAREN = re.compile(r"\(([^()]*)\)")
+_HASH_WORD = re.compile(r"#(\w+)")
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*)+")
 
 # thresholds (stated in the evidence they produce)
@@ -168,7 +173,23 @@ def core_subject(subject: str) -> str:
 
 
 def pr_tags(subject: str) -> set[str]:
-    return set(_PR.findall(subject))
+    return cited(subject)[0]
+
+
+def cited(subject: str) -> tuple[set[str], set[str]]:
+    """The PR numbers and the commit shas a subject cites in parentheses: ``(#6)``, ``(#17,
+    #18)``, ``(#19, fp32 leaf detach)``, ``(#23924a0b6)``. Up to six digits is a PR number; seven
+    to forty hex digits with a letter among them is a sha (all-digit ones stay PR numbers)."""
+    prs: set[str] = set()
+    shas: set[str] = set()
+    for group in _PAREN.findall(subject):
+        for word in _HASH_WORD.findall(group):
+            low = word.lower()
+            if low.isdigit() and len(low) <= 6:
+                prs.add(str(int(low)))
+            elif is_abbrev(low) and not low.isdigit():
+                shas.add(low)
+    return prs, shas
 
 
 def lineage(o: Change, n: Change) -> dict[str, Any]:
@@ -393,6 +414,8 @@ class _Pairing:
         self.used_n: dict[int, Group] = {}
         self.groups: list[Group] = []
         self.sims = Candidates(old, new, exhaustive=exhaustive)
+        self.carried = (CarriedLines(UpstreamRange(git, old_base, new_base))
+                        if old_base != new_base else None)
 
     def add(self, group: Group) -> None:
         self.groups.append(group)
@@ -421,6 +444,47 @@ class _Pairing:
                                 and core_subject(n.subject) == core_subject(o.subject)), None)
                 self.add(Group([o.index], [n_match.index] if n_match else [], MappingStatus.EMPTY,
                                {"rule": "empty"}))
+
+    def by_citation(self) -> None:
+        """A patch whose subject cites two or more patches of the other side, by their PR tags
+        or their shas (``feat: TMS regions (#17, #18)`` ← ``... (#17)`` + ``... (#18)``), takes
+        them all: merged (or split) by what its authors wrote, provided each shares a file or a
+        changed line with it. Runs before the content rules, which would pair it with one of
+        them and call the other dropped."""
+        for part, mine, others in (("new", self.new, self.old), ("old", self.old, self.new)):
+            used_mine = self.used_n if part == "new" else self.used_o
+            used_other = self.used_o if part == "new" else self.used_n
+            for c in mine:
+                if c.index in used_mine or c.empty:
+                    continue
+                hits = self._cited_by(c, part, [x for x in others if x.index not in used_other])
+                if len(hits) < 2:
+                    continue
+                tags = sorted(f"#{t}" for t in cited(c.subject)[0] | cited(c.subject)[1])
+                ev = {"rule": "citation", "cited": tags,
+                      "by_patch": {str(k): how for k, how in hits}}
+                many = [k for k, _ in hits]
+                self.add(Group(many, [c.index], None, ev) if part == "new"
+                         else Group([c.index], many, None, ev))
+
+    def _cited_by(self, c: Change, part: str, others: list[Change]) -> list[tuple[int, str]]:
+        """The patches of ``others`` that ``c``'s subject cites (a PR tag of theirs, or a prefix
+        of their sha) and that share a file or a changed line with ``c``, with what matched.
+        A subject citing fewer than two things takes nothing here (and asks no similarity)."""
+        prs, shas = cited(c.subject)
+        if len(prs) + len(shas) < 2:
+            return []
+        hits: list[tuple[int, str]] = []
+        for other in others:
+            tag = sorted(pr_tags(other.subject) & prs, key=int)
+            sha = next((x for x in shas if other.sha.startswith(x)), None)
+            if other.empty or not (tag or sha):
+                continue
+            s = (self.sims.sim(other.index, c.index) if part == "new"
+                 else self.sims.sim(c.index, other.index))
+            if s is not None:
+                hits.append((other.index, f"#{tag[0]}" if tag else f"sha {sha}"))
+        return hits
 
     def one_to_one(self) -> None:
         """Pairs by similarity or lineage, best score first, so a strong pair is never taken by a
@@ -451,7 +515,7 @@ class _Pairing:
         for o in self.old:
             if o.index in self.used_o or o.empty:
                 continue
-            hit = upstreamed(self.git, o, self.old_base, self.new_base)
+            hit = upstreamed(self.carried, o)
             if hit is None:
                 continue
             # the same patch carried to the new base became an empty commit: same entry
@@ -537,6 +601,7 @@ def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
     p = _Pairing(git, old, new, old_base, new_base, exhaustive=exhaustive)
     p.same_patch_id()
     p.empties()
+    p.by_citation()
     p.one_to_one()
     p.upstreamed()
     p.fold("old")
@@ -613,42 +678,23 @@ def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dic
                       for c in merge.conflicts]
 
 
-def upstreamed(git: Repo, o: Change, old_base: str, new_base: str) -> dict[str, Any] | None:
-    """Evidence that the new base already holds ``o``'s change (every added line present in
-    its file there, no significant removed line left as often as before), with the upstream
-    commit that brought its most telling added line; None otherwise."""
-    if old_base == new_base:
+def upstreamed(carried: CarriedLines | None, o: Change) -> dict[str, Any] | None:
+    """Evidence that upstream already carries ``o``'s change, from the one engine that answers
+    it (engine/carried.py: a same-patch-id commit, or at least its share of the telling lines
+    carried by the new base *and* the upstream commit that brought them); None otherwise, and
+    always None when the two sides share their base (``carried`` is None)."""
+    if carried is None:
         return None
-    specs = [f"{rev}:{f.path}" for f in o.files for rev in (new_base, o.parent)]
-    blobs = git.objects.blobs(specs)
-    telling: list[tuple[str, str]] = []
-    for f in o.files:
-        after, before = (blobs.get(f"{rev}:{f.path}") for rev in (new_base, o.parent))
-        have = Counter((after or b"").decode("utf-8", errors="replace").split("\n"))
-        had = Counter((before or b"").decode("utf-8", errors="replace").split("\n"))
-        added = {x[1:] for h in f.hunks for x in hunk_lines(h) if x.startswith("+")}
-        for h in f.hunks:
-            for line in changed(h):
-                body = line[1:]
-                if line.startswith("+"):
-                    if have[body] <= 0:
-                        return None
-                    if significant(line):
-                        telling.append((f.path, body))
-                elif significant(line) and body not in added and have[body] >= had[body] > 0:
-                    return None  # a line the patch removes is still there as often as before
-    if not telling:  # nothing telling added: no way to name the upstream commit
+    answer = carried.patch(Patch("", "", "", "", o.diff))
+    if not answer.carried:
         return None
-    evidence: dict[str, Any] = {"contained_in_new_base": True}
-    for path, line in sorted(set(telling), key=lambda t: (-len(t[1].strip()), t))[:3]:
-        shas = git.history.pickaxe(f"{old_base}..{new_base}", line.strip(), path)
-        if shas:
-            info = git.commit(shas[0])
-            evidence["upstream_commit"] = info.sha
-            evidence["upstream_subject"] = info.subject
-            evidence["telling_line"] = line.strip()
-            break
-    return evidence
+    assert answer.commit is not None
+    telling_line = max((ln.decode("utf-8", errors="replace") for ln in answer.lines),
+                       key=lambda x: (len(x), x), default="")
+    return {"upstream_commit": answer.commit, "upstream_subject": answer.subject,
+            "how": answer.how, "carried_share": round(answer.share, 3),
+            "carried_lines": [answer.found, answer.total], "threshold": CARRIED_SHARE,
+            "telling_line": telling_line}
 
 
 def order(groups: list[Group]) -> list[Group]:

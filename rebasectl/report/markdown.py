@@ -45,7 +45,7 @@ def _code(text: str, cell: bool) -> str:
 
 def span(s: Span, cell: bool = False) -> str:
     """A span as markdown: commits and code in backticks, the review answer in bold when yes."""
-    if s.kind in ("code", "commit"):
+    if s.kind in ("code", "commit", "patch"):
         return _code(s.text, cell)
     if s.kind == "strong":
         return f"**{_plain(s.text, cell)}**"

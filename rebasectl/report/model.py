@@ -112,6 +112,9 @@ class Finding:
     text: str
     commit: str | None = None  # the upstream commit involved, when there is one
     items: tuple[str, ...] = ()
+    # the old side states the same (kind, file, items): true before this bump as well, so it is
+    # said but is no reason to review the entry now
+    standing: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,12 +162,23 @@ class UpstreamRange:
 
 
 @dataclass(frozen=True)
+class Links:
+    """Web pages the HTML links to (series.yaml's optional ``upstream.web`` and ``fork.web``):
+    upstream commits and ``#N`` in upstream subjects go to the upstream, ``#N`` in a patch's
+    subject to the fork; empty: no links."""
+
+    upstream: str = ""
+    fork: str = ""
+
+
+@dataclass(frozen=True)
 class Report:
     old: SideInfo
     new: SideInfo
     upstream: UpstreamRange
     mapping: tuple[Entry, ...]
     schema: str = SCHEMA
+    links: Links = field(default_factory=lambda: Links())
 
     @property
     def to_review(self) -> tuple[int, ...]:

@@ -18,15 +18,17 @@ from ..model.status import MappingStatus
 from .lineage import PAIR_SIMILARITY, STRONG
 from .model import FileCompare, Finding, Review, UpstreamCommit
 
-# review reasons (codes, in JSON) and how they read on the first screen
-REASONS = {"same-change": "same change", "moved": "moved", "context": "same +/- lines, new context",
-           "changed": "change differs", "same-lines": "same lines together",
-           "dropped": "not carried, not upstream", "upstreamed": "upstream has it",
+# review reasons: the codes (the rules' names) go in the JSON, the words on the first screen
+REASONS = {"same-change": "same change", "moved": "moved",
+           "context": "same change, the code around it moved",
+           "changed": "the change differs", "same-lines": "same lines, regrouped",
+           "dropped": "left out, and upstream does not have it", "upstreamed": "upstream has it",
            "new": "new patch", "empty": "empty commit",
-           "redundant": "redundant line", "lost-in-resolution": "old lines lost",
-           "stale-message": "message names code it lacks",
-           "partial-revert": "adds back lines upstream removed",
-           "removed-name-used": "removes a name upstream uses"}
+           "redundant": "adds a line the file already has",
+           "lost-in-resolution": "lines of the old patch are missing",
+           "stale-message": "the message mentions code the patch does not touch",
+           "partial-revert": "puts back lines upstream removed",
+           "removed-name-used": "removes a name upstream code still uses"}
 _LINEAGE = {"series_id": "same series id `{}`", "absorbs": "series.yaml absorbs `{}`",
             "author_date": "same author and date ({})", "pr_tag": "same PR tag {}",
             "subject": "same subject"}
@@ -49,6 +51,8 @@ def rule_words(ev: dict[str, Any]) -> str:
         return f"containment: {ev['contained']:.0%} ≥ {CONTAIN:.0%} of its lines are there"
     if rule in ("lineage", "absorbs"):
         return f"{rule}: {lineage_words(ev.get('lineage', {}))}"
+    if rule == "citation":
+        return f"citation: the subject names {', '.join(ev.get('cited', []))}"
     return str(rule)
 
 
@@ -99,17 +103,26 @@ def describe(status: MappingStatus, ev: dict[str, Any], old: Sequence[int],
         return "No diff against its parent (an empty commit, e.g. a marker)."
     if status in (MappingStatus.DROPPED, MappingStatus.NEW):
         other = "new" if status == MappingStatus.DROPPED else "old"
-        head = ("Not in the new series, and not all its added lines are in the new base. "
+        head = ("Not in the new series, and upstream does not carry it. "
                 if status == MappingStatus.DROPPED else "")
         return head + _unpaired(ev, other)
     if status == MappingStatus.UPSTREAMED:
-        sha = ev.get("upstream_commit")
-        who = (f" Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\" brought "
-               f"`{ev.get('telling_line', '')}`." if sha else "")
-        return f"Every line it adds is already in the new base.{who}"
+        return _upstreamed(ev)
     if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
         return _merged(status, ev, old, new)
     return _pair(status, ev)
+
+
+def _upstreamed(ev: dict[str, Any]) -> str:
+    """Which upstream commit carries the patch, and how much of it the new base holds."""
+    sha = ev.get("upstream_commit", "")
+    who = f"Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\""
+    if ev.get("how") == "patch-id":
+        return f"{who} is the same change (same patch-id)."
+    found, total = ev.get("carried_lines", [0, 0])
+    line = f"; e.g. `{ev['telling_line']}`" if ev.get("telling_line") else ""
+    return (f"{who} made this change: the new base carries {found} of its {total} telling "
+            f"lines (needs {ev.get('threshold', 0.8):.0%}){line}.")
 
 
 def _pair(status: MappingStatus, ev: dict[str, Any]) -> str:
@@ -160,25 +173,28 @@ def review(status: MappingStatus, ev: dict[str, Any], files: Sequence[FileCompar
     """Whether to look at the entry, the reasons (codes), a few words, and the commits that
     forced its difference, most lines first."""
     codes = _codes(status, ev, moved) + list(dict.fromkeys(f.kind for f in found))
-    needed = bool(found) or bool({"changed", "dropped", "new"} & set(codes))
+    # a finding the old side states as well held before this bump: said, not a reason to look
+    needed = any(not f.standing for f in found) or bool({"changed", "dropped", "new"} & set(codes))
     words = [REASONS[codes[0]]]
     if codes[0] == "changed" and _differs(files):
-        words = [f"change differs: {_differs(files)}"]
+        words = [f"the change differs: {_differs(files)}"]
     if "moved" in codes and ev.get("line_shift"):
         words.append(f"moved {ev['line_shift']:+d} lines")
     if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
-        many = len(ev.get("folded" if status == MappingStatus.MERGED else "split_off", {})) + 1
-        words.insert(0, f"{many} patches into one" if status == MappingStatus.MERGED
-                     else f"split in {many}")
+        merged = status == MappingStatus.MERGED
+        many = (len(ev.get("by_patch") or {})
+                or len(ev.get("folded" if merged else "split_off", {})) + 1)
+        words.insert(0, f"{many} patches into one" if merged else f"split in {many}")
     if status == MappingStatus.UPSTREAMED and ev.get("upstream_commit"):
         words = [f"upstream {ev['upstream_commit'][:SHORT]} has it"]
-    words += [REASONS[f.kind] for f in _first_of_kind(found)]
+    words += [REASONS[f.kind] + (" (as before)" if f.standing else "")
+              for f in _first_of_kind(found)]
     ranked = sorted(commits, key=lambda c: -c.lines)
     return Review(needed, tuple(codes), "; ".join(words), tuple(c.commit for c in ranked))
 
 
 def _first_of_kind(found: Sequence[Finding]) -> list[Finding]:
     seen: dict[str, Finding] = {}
-    for f in found:
+    for f in sorted(found, key=lambda x: x.standing):  # a new one first: it is the reason
         seen.setdefault(f.kind, f)
     return list(seen.values())

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.ids import SHORT_PROSE as SHORT
-from .model import Entry, Finding, PatchInfo, Report
+from .model import Entry, FileCompare, Finding, PatchInfo, Report
 
 FILE_WORDS = {"identical": "identical", "moved": "same hunks, moved",
-              "equivalent": "same +/- lines, context moved",
+              "equivalent": "context moved (same +/- lines)",
               "modified": "modified", "old-only": "only in old", "new-only": "only in new"}
 KIND_WORDS = {"redundant": "redundant", "stale-message": "stale message",
               "partial-revert": "partial revert", "lost-in-resolution": "lost in resolution",
@@ -35,7 +35,10 @@ MAPPING = "mapping"
 @dataclass(frozen=True)
 class Span:
     """A piece of text: kind text | code | strong | status | link (``target`` an anchor) |
-    commit (``target`` the full sha) | review (``target`` yes / no)."""
+    commit (``target`` an upstream commit's full sha) | patch (a patch's commit, full sha in
+    ``target``) | review (``target`` yes
+    / no) | fork-text, upstream-text (a subject written in the fork or upstream: its ``#N`` are
+    that repository's pull requests)."""
 
     text: str
     kind: str = "text"
@@ -48,6 +51,7 @@ Text = tuple[Span, ...]
 @dataclass(frozen=True)
 class Para:
     text: Text
+    only: str = ""  # "markdown": advice about the command line, left out of the HTML page
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class Section:
 class Document:
     title: str
     sections: tuple[Section, ...]
+    upstream_web: str = ""  # series.yaml's upstream.web: commit and PR links
+    fork_web: str = ""  # series.yaml's fork.web: the patches' PR links
 
 
 def t(text: str) -> Span:
@@ -103,7 +109,13 @@ def code(text: str) -> Span:
 
 
 def commit(sha: str) -> Span:
+    """An upstream commit (the HTML links it to series.yaml's upstream.web)."""
     return Span(sha[:SHORT], "commit", sha)
+
+
+def fork_text(text: str) -> Span:
+    """A patch's subject: its ``#N`` are the fork's pull requests."""
+    return Span(text, "fork-text")
 
 
 def prose(text: str) -> Text:
@@ -127,7 +139,7 @@ def document(report: Report) -> Document:
     sections += [_entry(report, k, e) for k, e in enumerate(report.mapping, start=1)]
     sections.append(_summary(report))
     return Document(f"Rebase report: {report.old.label or 'old'} → {report.new.label or 'new'}",
-                    tuple(sections))
+                    tuple(sections), report.links.upstream, report.links.fork)
 
 
 def _verdict(report: Report) -> Text:
@@ -161,7 +173,8 @@ def _head(report: Report) -> Section:
     todo = len(report.to_review)
     title = f"Rebase report: review {todo} of {len(report.mapping)} entries" if todo else \
         "Rebase report: nothing to review"
-    return Section("top", 1, (t(title),), (Para(_verdict(report)), Para(bases), Para(tail)))
+    return Section("top", 1, (t(title),),
+                   (Para(_verdict(report)), Para(bases), Para(tail, only="markdown")))
 
 
 def _who(e: Entry, report: Report) -> PatchInfo:
@@ -185,10 +198,11 @@ def _forced(e: Entry, most: int = 2) -> Text:
 
 def _mapping(report: Report) -> Section:
     """The first screen: one row per entry with status, review yes/no, why in a few words and
-    the upstream commits that forced it."""
+    the upstream commits that forced it; the rows to review first (each keeps its number)."""
     rows = []
-    for k, e in enumerate(report.mapping, start=1):
-        rows.append(((Span(str(k), "link", f"e{k}"),), (t(_who(e, report).subject),),
+    ranked = sorted(enumerate(report.mapping, start=1), key=lambda ke: not ke[1].review.needed)
+    for k, e in ranked:
+        rows.append(((Span(str(k), "link", f"e{k}"),), (fork_text(_who(e, report).subject),),
                      (t(_arrow(e)),), _status(e),
                      (Span("yes" if e.review.needed else "no", "review",
                            "yes" if e.review.needed else "no"),),
@@ -206,7 +220,7 @@ def _entries_head() -> Section:
 def _entry(report: Report, k: int, e: Entry) -> Section:
     """One entry's section: the rule that mapped it, its patches, the files that differ, its
     findings, the upstream commits, then the folded details."""
-    title = (t(f"{k}. {_who(e, report).subject} — "), Span(e.status, "status"))
+    title = (t(f"{k}. "), fork_text(_who(e, report).subject), t(" — "), Span(e.status, "status"))
     blocks: list[Block] = [Para(prose(e.details))]
     blocks += _patches(report, e)
     blocks += _files(e)
@@ -228,8 +242,8 @@ def _patch_line(side: str, p: PatchInfo) -> Text:
     added, removed = sum(f.added for f in p.files), sum(f.removed for f in p.files)
     size = f"{len(p.files)} file{'s' if len(p.files) != 1 else ''} +{added}/-{removed}" \
         if p.files else "no diff"
-    return (t(f"{side} [{p.index}] "), commit(p.commit or ""),
-            t(f" {p.subject} ({p.date[:10]}; {size})"))
+    return (t(f"{side} [{p.index}] "), Span((p.commit or "")[:SHORT], "patch", p.commit or ""),
+            t(" "), fork_text(p.subject), t(f" ({p.date[:10]}; {size})"))
 
 
 def _patches(report: Report, e: Entry) -> list[Block]:
@@ -253,10 +267,18 @@ def _files(e: Entry) -> list[Block]:
         return []
     rows = tuple(((code(f.path),), (t(f"+{f.old_added}/-{f.old_removed}"),),
                   (t(f"+{f.new_added}/-{f.new_removed}"),),
-                  (t(f"{FILE_WORDS[f.status]}, {f.identical_hunks} of {f.hunks_old} hunks kept"),),
+                  (t(_file_change(f)),),
                   _join([(commit(c),) for c in f.commits[:3]]) or (t("—"),))
                  for f in e.files)
     return [Table(("file", "old", "new", "change", "forced by"), rows)]
+
+
+def _file_change(f: FileCompare) -> str:
+    """How one file's change compares, in words that do not read as a loss when nothing was
+    lost: the same +/- lines in a moved context is "context moved", not "0 of 1 hunks kept"."""
+    if f.status == "modified" and f.identical_hunks:
+        return f"modified: {f.identical_hunks} of {f.hunks_old} hunks unchanged"
+    return str(FILE_WORDS[f.status])
 
 
 def _finding(f: Finding) -> Text:
@@ -275,7 +297,7 @@ def _commits(e: Entry) -> list[Block]:
     """The upstream commits that forced the entry's difference, with the lines each forced."""
     if not e.upstream_commits:
         return []
-    items = tuple((commit(c.commit), t(f" {c.subject} — "),
+    items = tuple((commit(c.commit), t(" "), Span(c.subject, "upstream-text"), t(" — "),
                    t(", ".join(p.rsplit("/", 1)[-1] for p in c.paths)),
                    t(f", {c.lines} line{'s' if c.lines != 1 else ''}"))
                   for c in e.upstream_commits)

@@ -132,3 +132,54 @@ def test_example_pair_in_chromium(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     _check(r.stdout, tmp_path, "example", 10)
     shutil.rmtree(tmp_path / "ws", ignore_errors=True)
+
+
+LINK_PROBE = """<script>
+const table = document.getElementById('mapping').nextElementSibling;
+const review = [...table.rows].slice(1).map(r => r.cells[4].textContent.trim());
+const links = [...document.querySelectorAll('a[href^="http"]')].map(a => a.href);
+document.body.setAttribute('data-probe', JSON.stringify({review: review, links: links,
+  text: document.body.innerText}));
+</script>"""
+UPSTREAM_WEB = "https://github.com/NVIDIA/Megatron-LM"
+FORK_WEB = "https://github.com/radixark/Megatron-LM"
+
+
+def test_links_and_review_first_in_chromium(tmp_path: Path) -> None:
+    """With series.yaml's web keys: upstream commits link to the upstream's commit pages,
+    ``#N`` of an upstream subject to the upstream's pull request, ``#N`` of a patch's subject to
+    the fork's; the rows to review come first; the page gives no command-line advice."""
+    from dataclasses import replace
+
+    from rebasectl.report.model import Links
+
+    _browser()
+    report = replace(build_pair(tmp_path), links=Links(UPSTREAM_WEB, FORK_WEB))
+    page = render_html(report)
+    (tmp_path / "probe.html").write_text(page.replace("</body>", LINK_PROBE + "</body>"))
+    dom = _run(tmp_path, "--dump-dom", (tmp_path / "probe.html").as_uri())
+    m = re.search(r'data-probe="([^"]*)"', dom)
+    assert m, dom[:500]
+    probe: dict[str, Any] = json.loads(html.unescape(m.group(1)))
+    review = probe["review"]
+    assert review == sorted(review, key=lambda x: x != "yes") and "no" in review, review
+    assert review.count("yes") == len(report.to_review)
+    links = set(probe["links"])
+    forced = report.mapping[1].upstream_commits[0]
+    assert f"{UPSTREAM_WEB}/commit/{forced.commit}" in links
+    assert f"{UPSTREAM_WEB}/pull/11" in links  # "upstream: faster transform (#11)"
+    assert f"{FORK_WEB}/pull/2" in links  # "[2/5] feat: clamp the transform (#2)"
+    assert not any(x.startswith(f"{FORK_WEB}/commit/") for x in links)  # patch shas: no link
+    assert "--verbose" not in probe["text"] and "--format" not in probe["text"]
+
+
+def test_link_targets_escaped() -> None:
+    """Every link target is escaped: a web URL carrying markup cannot leave its attribute."""
+    from rebasectl.report.html import _Page
+    from rebasectl.report.view import Span
+
+    page = _Page('https://x.org/"><b>', 'https://y.org/a&b')
+    drawn = page.span(Span("abc", "commit", "abc123")) + \
+        page.span(Span('fix (#7) <i>', "fork-text"))
+    assert '<b>' not in drawn and "&quot;&gt;&lt;b&gt;" in drawn
+    assert 'href="https://y.org/a&amp;b/pull/7"' in drawn and "&lt;i&gt;" in drawn

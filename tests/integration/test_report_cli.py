@@ -93,7 +93,7 @@ def test_markdown_and_html(fork: dict[str, str | Path]) -> None:
     assert md.returncode == 0, md.stderr
     assert "## Mapping" in md.stdout and "## Summary" in md.stdout
     assert "```diff" not in md.stdout  # interdiffs: --verbose or the HTML
-    assert "| 3 | [3/4] feat: gamma extras | 3+4 → 3 | merged |" in md.stdout
+    assert "| 3 | \\[3/4\\] feat: gamma extras | 3+4 → 3 | merged |" in md.stdout  # [ escaped
     assert md.stdout == _ranges(fork).stdout
     full = _ranges(fork, "--verbose").stdout
     assert "**interdiff (1 hunks)**" in full and "```diff" in full
@@ -184,3 +184,19 @@ def test_range_tip_series_gives_intent(fork: dict[str, str | Path]) -> None:
         ("beta-scaling", "beta needs scaling for RL", "upstream scales beta")
     md = _ranges(fork).stdout
     assert "- why: beta needs scaling for RL" in md and "- drop when: upstream scales beta" in md
+
+
+def test_range_without_repo_says_to_pass_it(fork: dict[str, str | Path]) -> None:
+    """--old-range/--new-range without --repo are looked for in the checkout; when they are not
+    there the error says so, and the advice (pass --repo) works."""
+    ws = Path(fork["tmp"]) / "ws3"
+    Repo(ws)
+    ranges = ["--old-range", f"{fork['base1']}..old", "--new-range", f"{fork['base2']}..new"]
+    r = rebasectl(ws, "report", *ranges)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "unknown revision" in r.stderr and "pass --repo PATH" in r.stderr
+    bare = Path(fork["tmp"]) / "not-git"
+    bare.mkdir()
+    r = rebasectl(bare, "report", *ranges)
+    assert r.returncode == 2 and "pass --repo PATH" in r.stderr
+    assert rebasectl(ws, "report", *ranges, "--repo", str(fork["up"])).returncode == 0

@@ -109,6 +109,14 @@ def test_bump_with_conflicts_names_culprits_and_leaves_artifacts(tmp_path: Path)
     assert any(ln.startswith("patches/0001-one.patch:") and "content conflict at a.txt:" in ln
                and commits["culprit"][:12] in ln for ln in notes), r.stderr
     assert len(notes) == 2  # one per region: patch one, and two on top of it
+    # off GitHub Actions the annotation lines come only when asked for
+    quiet = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                      "--artifacts", str(out), env=TERMINAL)
+    assert quiet.returncode == 1 and not any(ln.startswith("patches/")
+                                             for ln in quiet.stderr.splitlines())
+    asked = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                      "--artifacts", str(out), "--annotations", env=TERMINAL)
+    assert [ln for ln in asked.stderr.splitlines() if ln.startswith("patches/")] == notes
 
 
 def test_clean_bump_exports_reports_and_drops_an_upstreamed_patch(tmp_path: Path) -> None:

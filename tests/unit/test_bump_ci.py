@@ -1,7 +1,7 @@
 """The ci/ scripts run locally exactly as in Actions: bump.sh on a conflicting and on a clean
 upstream (exit codes, GITHUB_OUTPUT, the PR body, and conflict lines that the problem matcher
 turns into file:line annotations pointing at the failing hunk), pr-check.sh on a canonical and on
-a hand-edited series; the workflow files parse and call those scripts."""
+a hand-edited series (the workflows and the GitHub side: tests/unit/test_ci_jobs.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-
-import yaml
 
 from tests.harness.git import lines
 from tests.unit.test_attribution import Fork
@@ -89,17 +87,3 @@ def test_pr_check_sh(tmp_path: Path) -> None:
     patch.write_text(patch.read_text().replace("Subject: fix: one", "Subject:  fix: one"))
     r = run_script("pr-check.sh", env=env)
     assert r.returncode == 1
-
-
-def test_workflows_call_the_scripts() -> None:
-    flows = {p.name: yaml.safe_load(p.read_text()) for p in (CI / "workflows").glob("*.yml")}
-    assert set(flows) == {"upstream-bump.yml", "pr-check.yml", "gpu.yml"}
-    runs = {name: " ".join(step.get("run", "") for job in flow["jobs"].values()
-                           for step in job["steps"]) for name, flow in flows.items()}
-    assert "ci/bump.sh" in runs["upstream-bump.yml"]
-    assert "ci/pr-check.sh" in runs["pr-check.yml"]
-    assert "ci/gpu-tests.sh" in runs["gpu.yml"]
-    bump_on = flows["upstream-bump.yml"][True]  # YAML 1.1 reads the key `on` as true
-    assert "schedule" in bump_on and "target" in bump_on["workflow_dispatch"]["inputs"]
-    assert flows["gpu.yml"]["jobs"]["gpu-tests"]["runs-on"] == ["self-hosted", "gpu"]
-    assert '$REBASECTL -C "$DIR" test --gpu' in (CI / "gpu-tests.sh").read_text()

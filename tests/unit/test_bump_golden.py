@@ -33,8 +33,7 @@ def _stable(text: str, tmp: Path) -> str:
 
 def test_golden_conflicting_bump(sc: Scenario, tmp_path: Path) -> None:
     series = copy(sc, tmp_path)
-    r = rebasectl(series, "bump", "--to", sc.new_base, "--artifacts", "out",
-                  env={"REBASECTL_ANNOTATE": "1"})  # CI's annotations, one per region
+    r = rebasectl(series, "bump", "--to", sc.new_base, "--artifacts", "out", "--annotations")
     assert r.returncode == 1, r.stderr
     outputs = {
         "README.md": _stable((series / "out" / "README.md").read_text(), tmp_path),

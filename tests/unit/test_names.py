@@ -28,7 +28,7 @@ def test_bump_names_the_upstream_use_of_a_removed_import(tmp_path: Path) -> None
                                                        "    return other()\n\n\n"
                                                        "def late():\n    return helper()\n")})
     r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
-                  "--artifacts", str(tmp_path / "art"))
+                  "--artifacts", str(tmp_path / "art"), "--annotations")
     assert r.returncode == 0, r.stderr
     (patch,) = json.loads(r.stdout)["patches"]
     assert patch["findings"] == [{"kind": "uses-removed-name", "path": "a.py",
