@@ -9,7 +9,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from rebasectl.engine.proposals import Proposal, _half_done, blocks
 from rebasectl.engine.proposals.merge import merge
 from rebasectl.engine.proposals.rules import Case, Oracle, Sides, first
 from tests.synth import Repo, rebasectl
@@ -38,34 +37,14 @@ def test_both_insert_keeps_both_upstream_first() -> None:
 
 
 def test_both_insert_refused_when_both_add_positional_items() -> None:
-    """Two parameters without defaults (or two positional arguments) at one point: their order
-    decides what each caller's value binds to."""
+    """Two parameters without defaults at one point: their order decides what each caller's
+    value binds to."""
     params = case([], ["        extra: List[int],"], ["        names: Dict[str, int],"])
-    args = case([], ["            extra,"], ["            names,"])
     assert first(params, Oracle()) is None
-    assert first(args, Oracle()) is None
     # one of them with a default binds by name: both kept
     found = first(case([], ["        extra: List[int],"], ["        names: bool = False,"]),
                   Oracle())
     assert found is not None and found.rule == "both-insert"
-
-
-def test_a_keyword_is_not_proposed_for_a_parameter_left_to_a_person() -> None:
-    """One file, one story: the patch adds parameter ``names`` in a region no rule resolves
-    and passes ``names=`` at a call in another: the call's both-insert is withdrawn."""
-    text = "\n".join([
-        "def f(", "<<<<<<< upstream", "    extra: List[int],", "||||||| base", "=======",
-        "    names: Dict[str, int],", ">>>>>>> patch", "):", "    pass", "",
-        "g(", "<<<<<<< upstream", "    extra=extra,", "||||||| base", "=======",
-        "    names=names,", ">>>>>>> patch", ")", ""])
-    found = blocks(text)
-    props = [None if (hit := first(Case("p", "f.py", n, b.sides, []), Oracle())) is None
-             else Proposal(f"p/f.py/{n}", "p", "f.py", n, hit.rule, hit.lines, hit.evidence,
-                           b.marked)
-             for n, b in enumerate(found, 1)]
-    assert props[0] is None and props[1] is not None and props[1].rule == "both-insert"
-    _half_done(props, found)
-    assert props == [None, None]
 
 
 def test_both_insert_keeps_two_new_top_level_definitions() -> None:

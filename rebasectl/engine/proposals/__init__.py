@@ -24,7 +24,6 @@ from ...model.diffs import parse
 from ...model.status import ProposalState
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
-from .merge import defined
 from .rules import Case, Found, Oracle, Sides, first, item_names
 
 STATES = tuple(ProposalState)
@@ -166,28 +165,7 @@ def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str
                     list(culprits[n - 1]) if n - 1 < len(culprits) else [])
         hit = first(case, oracle)
         out.append(None if hit is None else _proposal(case, hit, block))
-    _half_done(out, found)
     return out
-
-
-def _half_done(props: list[Proposal | None], found: list[Block]) -> None:
-    """One file, one story: a name the patch adds in a region left to a person (a parameter)
-    is not proposed elsewhere in the file by both-insert (its keyword at a call): half of a
-    new parameter is worse than none."""
-    left: set[str] = set()
-    for p, block in zip(props, found):
-        if p is None:
-            left |= defined(tuple(_added(block.sides)))
-    for i, p in enumerate(props):
-        if p is not None and p.rule == "both-insert" and left:
-            inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
-            if defined(tuple(inserted)) & left:
-                props[i] = None
-
-
-def _added(s: Sides) -> list[str]:
-    base = set(s.base)
-    return [ln for ln in s.theirs if ln not in base]
 
 
 def _proposal(case: Case, hit: Found, block: Block) -> Proposal:

@@ -209,13 +209,13 @@ def _both(result: Merged, s: Sides) -> Found | None:
 
 
 ARG_DOC = re.compile(r"^\s*\*{0,2}\w+ \([^)]*\):")
-POSITIONAL = re.compile(r"^\s*\*?[A-Za-z_][\w.]*(?:\s*:[^=]*)?,\s*(?:#.*)?$")
+POSITIONAL = re.compile(r"^\s*[A-Za-z_]\w*\s*:[^=]+,\s*(?:#.*)?$")
 
 
 def _positional(lines: tuple[str, ...]) -> bool:
-    """Any line an item bound by its position: a parameter without a default (``name: T,``),
-    a positional argument (``name,``): two sides adding such items at one point change which
-    value each position gets, so their order is not a matter of taste."""
+    """Any line a parameter without a default (``name: T,``): two sides adding such parameters
+    at one point change which value each position of a call binds to, so their order is not a
+    matter of taste. (A bare ``name,`` may be a list's element as well as an argument.)"""
     return any(POSITIONAL.match(x) for x in lines)
 
 
