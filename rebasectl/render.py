@@ -28,7 +28,8 @@ def status(data: dict[str, Any]) -> None:
     progress = data["apply_in_progress"]
     if not progress:
         return
-    where = f"stopped at {progress['stopped_at']}" if progress["stopped_at"] else "interrupted"
+    stopped = progress["stopped_at"] if progress.get("conflict_written") else None
+    where = f"stopped at {stopped}" if stopped else "interrupted"
     ui.line(f"apply in progress on {progress['base'][:12]}: {progress['applied']}/"
             f"{progress['total']} applied, {where} in {progress['worktree']}")
     for item in progress["unmerged"]:
@@ -38,6 +39,14 @@ def status(data: dict[str, Any]) -> None:
     if progress.get("blocked_by"):
         ui.line(f"  {progress['stopped_at']} is blocked: it needs lines or files of skipped "
                 f"patch(es) {', '.join(progress['blocked_by'])}")
+    if progress.get("tree_error"):
+        ui.line(f"the work tree could not be read ({progress['tree_error']}); a moved checkout "
+                "is relinked by `rebasectl continue`")
+    elif stopped:
+        ui.line("resolve (edit, `git add`), then `rebasectl continue`; `rebasectl skip` leaves "
+                "the patch out, `rebasectl abort` gives up")
+    else:
+        ui.line("`rebasectl continue` goes on from there, `rebasectl abort` gives up")
 
 
 def check(data: dict[str, Any]) -> None:
@@ -153,6 +162,9 @@ def resolve(b: Any, as_json: bool) -> None:
     if any(p.state == "proposed" for p in b.proposals):
         ui.line("`rebasectl resolve --accept ID` (or `--accept --all`) writes and stages; "
                 "the diff of each is in `rebasectl resolve --json`")
+    elif b.unresolved:
+        ui.line(f"still unresolved: {', '.join(b.unresolved)}: edit (or `git rm` a file you "
+                "drop), `git add`, then `rebasectl continue`")
     else:
         ui.line("then `rebasectl continue`")
 

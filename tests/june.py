@@ -89,10 +89,11 @@ def resolve_from(tree: Path, patch_id: str, resolutions: Path = RESOLUTIONS,
     upstream = set(_git(tree, "ls-tree", "-r", "--name-only", target, "--", *paths).split()) \
         if paths else set()
     for rel in paths:  # the target's version (or none), then our diff on it
-        _git(tree, "rm", "-q", "--cached", "--ignore-unmatch", "--", rel)
-        (tree / rel).unlink(missing_ok=True)
         if rel in upstream:
             _git(tree, "checkout", target, "--", rel)
+        else:
+            _git(tree, "rm", "-q", "-f", "--cached", "--ignore-unmatch", "--", rel)
+            (tree / rel).unlink(missing_ok=True)
     if paths:
         subprocess.run(["git", "-C", str(tree), "apply", "--index", "-"], input=text.encode(),
                        check=True, capture_output=True)

@@ -20,7 +20,6 @@ import shlex
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ from ..infra.errors import ExitCode, RebasectlError
 from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.series import PATCH_DIR, Series, load
-from ..model.status import Applied
+from ..model.status import Applied, BumpStatus
 from ..model.words import commits
 from ..model.workspace import Workspace
 from ..report.markdown import code_span, escape
@@ -56,16 +55,6 @@ from ..report.names import NameUse, uses_of_removed
 
 SCHEMA = "rebasectl.bump/1"
 Notify = Callable[[str], None]
-
-
-class BumpStatus(str, Enum):
-    CLEAN = "clean"
-    RESOLVED = "resolved"  # conflicted; replayed from resolutions recorded at an earlier bump
-    CONFLICT = "conflict"
-    UPSTREAMED = "upstreamed"  # upstream carries its lines: always with the commit that did
-    BLOCKED = "blocked"  # needs lines of an earlier patch that failed (or was left out)
-    NOOP = "no-op"  # applies and changes nothing, and no upstream commit brought its lines
-    EMPTY = "empty"
 
 
 FAILED = (BumpStatus.CONFLICT, BumpStatus.BLOCKED)
@@ -462,6 +451,19 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
         out.proposals = {p.id: p for p in found if p is not None}
 
 
+def artifacts_folder(ws: Workspace, artifacts: Path | None) -> Path:
+    """``--artifacts``, refused inside ``.rebasectl/`` (its work tree, mirror, state files live
+    there: a bump's README written at .rebasectl/tree blocked every later apply) but for the
+    default folder."""
+    own = ws.default_artifacts.resolve()
+    chosen = (artifacts or own).resolve()
+    if ws.inside_state(chosen) and chosen != own and own not in chosen.parents:
+        raise RebasectlError(f"--artifacts {chosen}: inside {ws.state_dir}, rebasectl's own "
+                             "state; pick a folder outside it (or leave --artifacts out: "
+                             f"{own})")
+    return chosen
+
+
 def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
          artifacts: Path | None, notify: Notify, run_tests: bool = False,
          proposals: bool = False) -> BumpResult:
@@ -470,7 +472,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
     old = series.upstream.base
     loaded = load_patches(ws, series)
     check_links_on(repo, new, loaded)
-    out = Artifacts.claim((artifacts or ws.default_artifacts).resolve())
+    out = Artifacts.claim(artifacts_folder(ws, artifacts))
     out.check_writable()
     planner = Planner(repo, old, new, notify, Memory(ws.resolutions))
     outcomes, mat = planner.run(loaded)

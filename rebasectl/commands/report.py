@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..infra.errors import RebasectlError
 from ..infra.fsutil import atomic_write
 from ..model.workspace import Workspace
 from .common import locked, source
@@ -24,6 +25,8 @@ def report(ws: Workspace, *, old_rev: str | None, new_rev: str | None, old_serie
     def here(path: str | None) -> str | None:
         return str(ws.path(path)) if path else None
 
+    if output is not None:
+        refuse_series_output(ws, ws.path(output))
     old = choose("old", old_rev, here(old_series), old_range)
     new = choose("new", new_rev, here(new_series), new_range)
     where = ws.path(repo) if repo else None
@@ -36,3 +39,13 @@ def report(ws: Workspace, *, old_rev: str | None, new_rev: str | None, old_serie
         return text
     atomic_write(ws.path(output), text.encode("utf-8"))
     return None
+
+
+def refuse_series_output(ws: Workspace, target: Path) -> None:
+    """``-o`` never lands on the series itself (series.yaml, patches/) or rebasectl's state:
+    ``-o series.yaml`` replaced an unexported series.yaml with the report."""
+    place = target.resolve()
+    ours = [ws.series_file.resolve(), ws.patch_dir.resolve(), ws.state_dir.resolve()]
+    if any(place == p or p in place.parents for p in ours):
+        raise RebasectlError(f"-o {target}: that is the series or rebasectl's state "
+                             "(series.yaml, patches/, .rebasectl/); write the report elsewhere")

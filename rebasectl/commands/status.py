@@ -9,6 +9,7 @@ from typing import Any
 from ..engine.exchange import load_patches, patch_stats
 from ..engine.state import ApplyState
 from ..git import Worktree
+from ..infra.errors import GitError
 from ..model.dependencies import SeriesLines
 from ..model.series import load
 from ..model.workspace import Workspace
@@ -39,12 +40,18 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
         return None
     kinds = {str(c.get("path")): str(c.get("kind")) for c in state.conflicts}
     tree = Worktree(ws.path(state.worktree))
-    unmerged = tree.status().unmerged if tree.exists and state.in_tree else []
+    unmerged: list[str] = []
+    tree_error = None
+    try:
+        unmerged = tree.status().unmerged if tree.exists and state.in_tree else []
+    except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
+        tree_error = str(e)
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
             "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
             "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
-            "conflicts": state.conflicts}
+            "conflicts": state.conflicts, "tree_error": tree_error,
+            "conflict_written": state.in_tree}
 
 
 def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:

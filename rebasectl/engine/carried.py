@@ -9,7 +9,8 @@ file of a patch). The evidence is the change's *telling* lines only (stripped; a
 ``TELLING_CHARS`` characters that are not blanks or punctuation: a ``)`` or ``else:`` tells
 nothing):
 
-* an added line the old file did not have must be in the target's file;
+* an added line the old file did not have must be in the target's file (a change that adds
+  only short lines is judged by those lines: its removals alone prove nothing);
 * a removed line the old file had, and that the change does not add back, must be gone from the
   target's file.
 
@@ -53,6 +54,14 @@ def telling(line: bytes) -> bool:
     if line.startswith(b"# ") or line == b"#":
         return False
     return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
+
+
+def _evidence(added: Iterable[bytes]) -> set[bytes]:
+    """The added lines that count: the telling ones; when a change adds only short lines
+    (``x = 1`` replacing a line), those lines themselves, or its removals alone would decide and
+    a patch replacing a line upstream replaced *differently* would read as carried."""
+    plain = {t for t in (ln.strip() for ln in added) if t}
+    return {t for t in plain if telling(t)} or plain
 
 
 @dataclass(frozen=True)
@@ -134,7 +143,7 @@ class CarriedLines:
         for ch in changes:
             old = self._text(self.rng.old, ch.path)
             new = self._text(self.rng.new, self.at_new(ch.path))
-            plus = {t for t in (ln.strip() for ln in ch.added) if telling(t)} - old
+            plus = _evidence(ch.added) - old
             minus = {t for t in (ln.strip() for ln in ch.removed) if telling(t)} & old
             minus -= {ln.strip() for ln in ch.added}
             total += len(plus) + len(minus)

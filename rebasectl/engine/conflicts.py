@@ -384,42 +384,50 @@ def _touching(hunks: tuple[Hunk, ...], span: tuple[int, int] | None) -> tuple[st
 
 def _blocks(lines: list[bytes]) -> list[tuple[int, int, list[bytes], list[bytes]]]:
     """(start, end, upstream lines, preimage lines) per conflict block (1-based lines)."""
+    return [(start, end, parts["ours"], parts["base"])
+            for start, end, parts in marked_blocks(lines)]
+
+
+def marked_blocks(lines: list[bytes]) -> list[tuple[int, int, dict[str, list[bytes]]]]:
+    """The one scanner of conflict markers: per block of a marked-up file, its ``<<<<<<<`` and
+    ``>>>>>>>`` lines (1-based) and its sections, ``ours`` (upstream), ``base`` (the patch's
+    preimage, diff3 style) and ``theirs`` (the patch)."""
     out = []
     i = 0
     while i < len(lines):
         if not lines[i].startswith(MARK_START):
             i += 1
             continue
-        start, part = i, "ours"
-        sections: dict[str, list[bytes]] = {"ours": [], "base": [], "theirs": []}
-        i += 1
+        start = i
         while i < len(lines) and not lines[i].startswith(MARK_END):
-            if lines[i].startswith(MARK_BASE):
-                part = "base"
-            elif lines[i] == MARK_SEP:
-                part = "theirs"
-            else:
-                sections[part].append(lines[i])
             i += 1
-        out.append((start + 1, i + 1, sections["ours"], sections["base"]))
+        ours, base, theirs, _ = _sections(lines[start + 1:i])
+        out.append((start + 1, i + 1, {"ours": ours, "base": base, "theirs": theirs}))
         i += 1
     return out
+
+
+def _sections(block: list[bytes]) -> tuple[list[bytes], list[bytes], list[bytes], int | None]:
+    """The inside of one block (markers' lines excluded) as (upstream, preimage, patch) lines,
+    and the index in ``block`` of the patch side's first line (None without a separator). Only
+    the first ``|||||||`` and ``=======`` of a block are markers; later ones are content."""
+    parts: list[list[bytes]] = [[], [], []]
+    part, first = 0, None
+    for n, ln in enumerate(block):
+        if ln.startswith(MARK_BASE) and part == 0:
+            part = 1
+        elif ln == MARK_SEP and part < 2:
+            part, first = 2, n + 1
+        else:
+            parts[part].append(ln)
+    return parts[0], parts[1], parts[2], first
 
 
 def sides(text: bytes, region: Region) -> tuple[list[bytes], list[bytes], list[bytes], int]:
     """One region's (upstream, preimage, patch) lines in a marked file, and the line of its
     patch side's first line there (what a person edits)."""
-    block = text.split(b"\n")[region.start:region.end - 1]
-    parts: list[list[bytes]] = [[], [], []]
-    part, theirs_at = 0, region.end
-    for n, ln in enumerate(block):
-        if ln.startswith(MARK_BASE) and part == 0:
-            part = 1
-        elif ln == MARK_SEP and part < 2:
-            part, theirs_at = 2, region.start + n + 2
-        else:
-            parts[part].append(ln)
-    return parts[0], parts[1], parts[2], theirs_at
+    ours, base, theirs, first = _sections(text.split(b"\n")[region.start:region.end - 1])
+    return ours, base, theirs, region.end if first is None else region.start + 1 + first
 
 
 def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:

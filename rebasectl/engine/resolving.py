@@ -54,13 +54,16 @@ class Board:
     proposals: list[Proposal] = field(default_factory=list)
     regions: int = 0  # open regions at the stop, proposed or not
     tests: dict[str, Any] | None = None  # the last regression run after accepting
+    unresolved: list[str] = field(default_factory=list)  # unmerged paths now (not saved)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "patch": self.patch, "tip": self.tip, "regions": self.regions,
-                "proposals": [p.to_json() for p in self.proposals], "tests": self.tests}
+                "proposals": [p.to_json() for p in self.proposals], "tests": self.tests,
+                "unresolved": self.unresolved}
 
     def save(self, path: Path) -> None:
         data = {**self.to_json(), "marked": {p.id: p.marked for p in self.proposals}}
+        data.pop("unresolved")
         atomic_write(path, (json.dumps(data, indent=1) + "\n").encode())
 
     @classmethod
@@ -169,6 +172,7 @@ def board(ws: Workspace, repo: Repo) -> Board:
         found = compute(ws, repo, session, state)
     _refresh(found, tree)
     found.save(board_file(ws))
+    found.unresolved = sorted(tree.index().unmerged())
     return found
 
 
@@ -219,7 +223,9 @@ def accept(ws: Workspace, repo: Repo, ids: list[str], everything: bool,
         p.state = ProposalState.ACCEPTED
     tree.stage(sorted(path for path in touched if not _marked(tree, path)))
     b.save(board_file(ws))
-    if chosen and not any(_marked(tree, c["path"]) for c in state.conflicts):
+    b.unresolved = sorted(tree.index().unmerged())
+    if chosen and not b.unresolved and \
+            not any(_marked(tree, c["path"]) for c in state.conflicts):
         _verify(ws, b, tree, notify)
         b.save(board_file(ws))
     return b

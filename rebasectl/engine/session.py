@@ -299,7 +299,9 @@ class Session:
         rerere did not resolve."""
         merge = self.engine(state).merge(tree.index(), lp.patch,
                                          self.labels(state)(lp.entry.id))
-        write_files(tree, lp.patch.paths(), merge.conflicts)
+        # a renamed file the merge followed is written at its new path too: staged only, the
+        # work tree kept upstream's copy and `git add -A` dropped the patch's change
+        write_files(tree, [*lp.patch.paths(), *merge.followed.values()], merge.conflicts)
         resolved = set(tree.rerere()) if merge.conflicts else set()
         state.conflicts = [c.to_json() for c in merge.conflicts]
         state.in_tree = True

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ..infra.errors import RebasectlError
 from ..infra.faults import boundary
 from ..infra.fsutil import atomic_write
-from ..model.ids import is_full
+from ..model.ids import Oid, is_full
 from ..model.status import Applied
 
 
@@ -151,6 +151,7 @@ class ApplyState:
         data.setdefault("how", [])
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC})
+        state.base = Oid(state.base)  # checked by _check: a full sha
         state.worktree = str(_loaded_tree(path, state.worktree))
         known = set(state.ids)
         if any(pid not in known for pid, _ in state.done) or \
@@ -198,7 +199,7 @@ class TreeMap:
         data.setdefault("others", [])
         _check(path, data, {"base": "sha", "worktree": "str", "commits": "commits",
                             "skipped": "ids", "others": "pairs"})
-        return cls(data["base"], _loaded_tree(path, data["worktree"]),
+        return cls(Oid(data["base"]), _loaded_tree(path, data["worktree"]),
                    [(pid, sha) for pid, sha in data["commits"]], list(data["skipped"]),
                    {_loaded_tree(path, w): tip for w, tip in data["others"]})
 

@@ -81,7 +81,8 @@ _PROOF_TYPES = {"AssertionError", "Failed"}
 _BROKEN_TYPES = {"ImportError", "ModuleNotFoundError", "SyntaxError", "IndentationError",
                  "TabError", "NameError"}
 # A name the upstream renamed or moved reads as one of these: the test never got to its question.
-_HARNESS_TYPES = _BROKEN_TYPES | {"AttributeError"}
+# A suite says "I could not run this" by raising an exception class named HarnessError.
+_HARNESS_TYPES = _BROKEN_TYPES | {"AttributeError", "HarnessError"}
 DEFAULT_PATH = "default_path"  # the marker (a JUnit property ``marker``) of default-path checks
 _LOCATION = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+): (?P<type>[\w.]+)$")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..git import Repo
 from ..infra.errors import RebasectlError
+from ..model.ids import Oid
 from ..model.workspace import Workspace
 
 ENV_UPSTREAM = "REBASECTL_UPSTREAM"
@@ -102,7 +103,7 @@ def _fetch_from(repo: Repo, source: str) -> None:
         raise
 
 
-def resolve(git: Repo, rev: str, *, what: str = "revision", source: str | None = None) -> str:
+def resolve(git: Repo, rev: str, *, what: str = "revision", source: str | None = None) -> Oid:
     sha = git.resolve(rev)
     if sha is None:
         hint = (

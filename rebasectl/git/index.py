@@ -46,7 +46,7 @@ class Stages:
 
 
 @dataclass(frozen=True)
-class Applied:
+class ApplyResult:
     """What ``git apply`` said: ok, and its message when not."""
 
     ok: bool
@@ -101,7 +101,7 @@ class Index:
                   input="".join(records).encode("utf-8", errors="surrogateescape"))
 
     def apply(self, patch: bytes, *, three_way: bool = False, check: bool = False,
-              reverse: bool = False) -> Applied:
+              reverse: bool = False) -> ApplyResult:
         """``git apply --cached`` of ``patch``: exactly (no fuzz, offsets allowed), or with
         ``three_way`` from the blob ids in it, leaving unmerged entries where it conflicts.
         rerere stays out: a 3-way apply runs it when ``rr-cache`` exists, and a scratch merge
@@ -110,7 +110,7 @@ class Index:
         args += [flag for flag, on in (("--3way", three_way), ("--check", check),
                                        ("--reverse", reverse)) if on]
         proc = self.runner.run(args, input=patch, check=False, index=self.path)
-        return Applied(proc.returncode == 0, proc.stderr.decode(errors="replace").strip())
+        return ApplyResult(proc.returncode == 0, proc.stderr.decode(errors="replace").strip())
 
     def apply_files(self, files: Sequence[Path]) -> bool:
         """Whether patch files apply exactly, in order, one on top of the other (all or

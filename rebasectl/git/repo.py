@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..infra.errors import GitError
-from ..model.ids import EMPTY_TREE, is_full
+from ..model.ids import EMPTY_TREE, Oid, is_full
 from . import namespace
 from .fastimport import FastImport
 from .history import CANONICAL_DIFF, History
@@ -109,7 +109,7 @@ class Repo:
         return self._objects
 
     # -- revisions and trees -------------------------------------------------------------------
-    def resolve(self, rev: str) -> str | None:
+    def resolve(self, rev: str) -> Oid | None:
         """The commit ``rev`` names, or None (an option-like ``rev`` names nothing)."""
         if not rev or rev.startswith("-"):
             return None
@@ -118,7 +118,7 @@ class Repo:
         proc = self.runner.run(["rev-parse", "--verify", "--quiet", "--end-of-options",
                                 f"{rev}^{{commit}}"], check=False)
         sha = proc.stdout.decode().strip()
-        return sha if proc.returncode == 0 and is_full(sha) else None
+        return Oid(sha) if proc.returncode == 0 and is_full(sha) else None
 
     def tree_of(self, rev: str) -> str:
         return self.runner.out(["rev-parse", f"{rev}^{{tree}}"])

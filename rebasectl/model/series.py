@@ -356,9 +356,17 @@ def _entry_doc(p: PatchEntry) -> dict[str, Any]:
             "tests": list(p.tests)}
 
 
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, which also writes a ``str`` subclass (an ``Oid``) as the text it
+    is; the safe one refuses any type it was not told about."""
+
+
+_Dumper.add_multi_representer(str, yaml.SafeDumper.represent_str)
+
+
 def _yaml(doc: Any) -> str:
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                          width=100)
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True, width=100)
 
 
 def dump(series: Series) -> bytes:

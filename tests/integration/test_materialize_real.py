@@ -50,7 +50,7 @@ def test_python_materialiser_equals_git(mirror_path: Path, base: str) -> None:
     reference = git_reference(repo, start, stack)
     assert [s.commit for s in ours.steps] == reference
     if base == "pinned":
-        assert all(s.status in (Applied.CLEAN.EMPTY) for s in ours.steps)
+        assert all(s.status in (Applied.CLEAN, Applied.EMPTY) for s in ours.steps)
     else:
         assert Applied.CONFLICT in {s.status for s in ours.steps}
         assert Applied.MERGED in {s.status for s in ours.steps}

@@ -32,6 +32,28 @@ def has_module(name: str) -> bool:
     return True
 
 
+def python_features() -> None:
+    """What the newer upstream needs of Python 3.12 on an older interpreter: ``typing.override``
+    (megatron.training at 3346fa8a2). Called before Megatron is imported, by the suite's conftest
+    and by the plugin of upstream's own tests; a no-op on 3.12 and later."""
+    import typing
+
+    if not hasattr(typing, "override"):
+        def override(method: Any) -> Any:  # PEP 698: marks, changes nothing
+            method.__override__ = True
+            return method
+
+        typing.override = override  # type: ignore[attr-defined]
+
+
+def upstream_generation(tree: Path) -> str:
+    """Which upstream a tree is built on, as far as the suite cares: ``1dcf0da`` or
+    ``3346fa8a2`` (the training config moved to ``megatron/training/config/`` in between)."""
+    if (tree / "megatron" / "training" / "config" / "training_config.py").is_file():
+        return "3346fa8a2"
+    return "1dcf0da"
+
+
 def build_hf_tokenizer(model: str, *, trust_remote_code: bool) -> Any:
     """Megatron's HuggingFace tokenizer for ``model``, as training builds it from its args
     (``--trust-remote-code`` -> ``args.trust_remote_code``); ``transformers`` is whatever

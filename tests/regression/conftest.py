@@ -41,6 +41,9 @@ if TREE is not None:
     sys.path.insert(0, str(TREE))
     sys.path.insert(0, str(HERE))
     os.environ.setdefault("REBASECTL_TEST_TREE", str(TREE))
+    from compat import python_features
+
+    python_features()
 
 
 def imported_megatron_core() -> Path | None:

@@ -32,7 +32,8 @@ def run_probe(tree: Path, name: str, out: Path) -> dict[str, Any]:
     """Run probe ``name`` on ``tree`` in a fresh interpreter; its saved results."""
     import torch
 
-    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import default_path; "
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import compat; "
+            "compat.python_features(); import default_path; "
             "default_path.PROBES[sys.argv[3]](__import__('pathlib').Path(sys.argv[4]))")
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code, str(tree), str(HERE), name, str(out)],

@@ -115,8 +115,23 @@ def test_parallel_state_exposes_dist() -> None:
 
 
 class _FakeHFTokenizer:
+    """What Megatron's wrappers read of an HF tokenizer; special tokens and templates: none."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None  # sep_token, chat_template, ... (read by the 3346fa8a2 wrapper)
+
     def __init__(self) -> None:
         self._vocab = {"<pad>": 0, "a": 1, "b": 2}
+
+    SPECIAL_TOKENS_ATTRIBUTES: list[str] = []
+
+    def add_special_tokens(self, tokens: dict[str, Any]) -> int:
+        return 0  # none of them new
+
+    def tokenize(self, text: str) -> list[str]:
+        return text.split()
 
     def get_vocab(self) -> dict[str, int]:
         return dict(self._vocab)

@@ -298,7 +298,11 @@ def test_gpt_builder_builds_model_with_norms(
     names = {name for name, _ in model.named_parameters()}
     layers = [f"decoder.layers.{i}" for i in range(2)]
     if "--mtp-num-layers" in extra:
-        layers.append("mtp.layers.0.transformer_layer")
+        from compat import mtp_inner_layer
+
+        inner = mtp_inner_layer(model.mtp.layers[0])
+        layers.append(next(f"mtp.layers.0.{n}" for n, m in model.mtp.layers[0].named_children()
+                           if m is inner))
     for layer in layers:
         for norm in ("post_self_attn_layernorm", "post_mlp_layernorm"):
             assert f"{layer}.{norm}.weight" in names, (layer, norm)

@@ -55,21 +55,34 @@ class Expect:
     """
 
     pattern: str
-    outcome: str  # "failed" (failure or error) or "skipped"
+    outcome: str  # "failed" (failure or error), "skipped", or "not-run" (either)
     why: str
     needs: frozenset[str] = frozenset()
     match: str = ""  # a substring of the failure/skip message
+    on: str = ""  # only on this upstream (compat.upstream_generation), e.g. "3346fa8a2"
 
     def applies(self, caps: frozenset[str]) -> bool:
-        return not self.needs or not self.needs <= caps
+        if self.on and f"upstream:{self.on}" not in caps:
+            return False
+        needs = self.needs - {f"upstream:{self.on}"}
+        return not needs or not needs <= caps
+
+    def expects(self, outcome: str) -> bool:
+        return outcome in ("failed", "skipped") if self.outcome == "not-run" else (
+            outcome == self.outcome)
 
     def matches(self, test_id: str) -> bool:
         regex = ".*".join(re.escape(part) for part in self.pattern.split("*"))
         return re.fullmatch(regex, test_id) is not None
 
 
-def _x(pattern: str, outcome: str, why: str, *needs: str, match: str = "") -> Expect:
-    return Expect(pattern, outcome, why, frozenset(needs), match)
+class HarnessError(RuntimeError):
+    """Upstream's pytest could not run the file (``rebasectl test`` files this as ``harness``:
+    the runner failed, not the tree)."""
+
+
+def _x(pattern: str, outcome: str, why: str, *needs: str, match: str = "", on: str = "") -> Expect:
+    return Expect(pattern, outcome, why, frozenset(needs), match, on)
 
 
 def _ranks(n: int, what: str) -> str:
@@ -81,6 +94,52 @@ CUDA_SKIP = "upstream skips it without CUDA"
 NO_TE_SPEC = "needs TE: get_gpt_layer_with_transformer_engine_spec (NameError: TESpecProvider)"
 TE_SKIP = "upstream skips it without Transformer Engine"
 NOT_DIVISIBLE = "is not divisible by"
+
+
+# 3346fa8a2 (June): tests upstream added since 1dcf0da, and old ones whose reason changed. They
+# come first: the first rule that matches and applies decides. Seen on an H200 without TE
+# (bench/NOTES-rope.md, run 8) and on the CPU.
+JUNE = "3346fa8a2"
+NONE_CALLABLE = "'NoneType' object is not callable"
+JUNE_LAYER = (
+    _x("TestParallelTransformerLayer::test_te_cuda_graph_*", "skipped",
+       "upstream skips it without TE (TE CUDA graph kwargs)", "te", on=JUNE,
+       match="TE CUDA graph kwargs require"),
+    _x("TestParallelTransformerLayer::*", "failed",
+       "needs TE: at 3346fa8a2 the TE spec builder is None without TE", "te", on=JUNE,
+       match=NONE_CALLABLE),
+    *(
+        _x(pattern, "failed", "needs TE: mHC / hyper-connection layers are built from TE specs",
+           "te", on=JUNE, match=NONE_CALLABLE)
+        for pattern in ("TestMHC*::*", "TestTransformerLayerWithHyperConnectionRecompute::*")
+    ),
+    _x("TestTransformerLayerCudaGraphManagers::*", "skipped", TE_SKIP + " (CUDA graphs)", "te",
+       on=JUNE, match="CUDA graph tests require TransformerEngine"),
+)
+JUNE_MTP = (
+    *(
+        _x(pattern, "failed", NEEDS_CUDA, "cuda", on=JUNE, match="CUDA")
+        for pattern in (
+            "TestLearnedOutputContract::*",
+            "TestMHCMTPIntegration::test_transformer_block_returns_tuple",
+            "TestMultiTokenPrediction::test_roll_tensor_shifts_left_and_zeroes_last",
+            "TestMultiTokenPrediction::test_roll_tensor_with_packed_sequences_odd_seqlen[1]",
+            "TestMultiTokenPredictionLayer::test_forward_detach_heads_gradient_flow[*]",
+        )
+    ),
+    _x("TestMultiTokenPredictionLayer::test_constructor_ues_te[*]", "skipped", TE_SKIP, "te",
+       on=JUNE, match="transformer_engine not available"),
+    _x("TestMHCMTPIntegration::test_e2e_forward_backward[*]", "skipped", TE_SKIP + " (mHC)",
+       "te", on=JUNE, match="TransformerEngine >= 1.7.0"),
+    _x("TestMHCMTPIntegration::test_mtp_constructor_with_mhc[2]", "failed", _ranks(2, "TP=2"),
+       on=JUNE, match=NOT_DIVISIBLE + " 2"),
+    _x("TestMultiTokenPrediction::test_roll_tensor_with_packed_sequences_odd_seqlen[2]",
+       "failed", _ranks(2, "CP=2"), on=JUNE, match=NOT_DIVISIBLE + " 2"),
+    _x("TestMultiTokenPrediction::test_packed_sequences_with_full_recompute", "skipped",
+       TE_SKIP + " (grouped gemm)", "te", on=JUNE, match="TransformerEngine >= 2.1.0"),
+    _x("TestMultiTokenPredictionHybrid::*", "skipped", TE_SKIP + " (hybrid MTP)", "te",
+       on=JUNE, match="transformer_engine not available"),
+)
 
 
 @dataclass(frozen=True)
@@ -150,6 +209,8 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         "routing-replay",
         ("cpu", "gpu"),
         (
+            _x("TestHashRouting::*", "skipped", CUDA_SKIP, "cuda", on=JUNE,
+               match="CUDA not available"),
             _x(
                 "*::test_router_forward_fusion_equivalence[*]",
                 "skipped",
@@ -208,6 +269,7 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         "mtp-rl",
         ("cpu", "gpu"),
         (
+            *JUNE_MTP,
             _x(
                 "TestMultiTokenPredictionLayer::test_constructor_local[2]",
                 "failed",
@@ -281,6 +343,7 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         # on a CPU its setup stops at model_parallel_cuda_manual_seed: nothing to learn there
         ("gpu",),
         (
+            *JUNE_LAYER,
             # setup_method builds every layer from the TE spec: nothing here runs without TE.
             _x(
                 "TestParallelTransformerLayer::*",
@@ -323,8 +386,9 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
 def capabilities(device: str) -> frozenset[str]:
     """What the upstream run has: ``cuda`` (never in a CPU run: it hides CUDA) and ``te``."""
     import torch
+    from compat import upstream_generation
 
-    caps = set()
+    caps = {f"upstream:{upstream_generation(_tree())}"}
     if device == "gpu" and torch.cuda.is_available():
         caps.add("cuda")
     if importlib.util.find_spec("transformer_engine") is not None:
@@ -374,7 +438,7 @@ def compare(
         rule = next((e for e in spec.expectations if e.matches(test_id) and e.applies(caps)), None)
         want = "passed" if rule is None else rule.outcome
         short = message.strip().splitlines()[0][:200] if message.strip() else ""
-        if outcome != want:
+        if not (rule.expects(outcome) if rule is not None else outcome == want):
             if rule is None:
                 problems.append(f"UNEXPECTED {outcome}: {test_id}: {short}")
             else:
@@ -388,7 +452,7 @@ def compare(
         else:
             counts["expected-fail" if outcome == "failed" else outcome] += 1
     for rule in spec.expectations:
-        if not any(rule.matches(test_id) for test_id in got):
+        if rule.applies(caps) and not any(rule.matches(test_id) for test_id in got):
             problems.append(f"STALE expectation: no upstream test matches {rule.pattern!r}")
     return problems, counts
 
@@ -446,11 +510,12 @@ def test_upstream_file(spec: UpstreamFile, device: str, tmp_path: Path) -> None:
     too (it pins a non-regression); a file with an expected divergence fails there."""
     tree = _tree()
     if not (tree / "tests" / "unit_tests" / spec.path).is_file():
-        pytest.fail(f"upstream test file missing from the tree: tests/unit_tests/{spec.path}")
+        raise HarnessError(f"upstream test file missing: tests/unit_tests/{spec.path}")
     junit = tmp_path / "junit.xml"
     proc = run_file(spec, device, tree, junit)
     tail = (proc.stdout + proc.stderr)[-4000:]
-    assert junit.is_file(), f"pytest wrote no JUnit XML (exit {proc.returncode}):\n{tail}"
+    if not junit.is_file():
+        raise HarnessError(f"pytest wrote no JUnit XML (exit {proc.returncode}):\n{tail}")
     got = outcomes(junit)
     assert got, f"no upstream tests ran (exit {proc.returncode}):\n{tail}"
     problems, counts = compare(spec, got, capabilities(device))

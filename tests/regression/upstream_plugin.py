@@ -25,7 +25,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import megatron.core.utils as _utils
+from compat import python_features
+
+python_features()  # before Megatron: typing.override on Python < 3.12 (3346fa8a2)
+
+import megatron.core.utils as _utils  # noqa: E402
 
 _original = _utils.is_te_min_version
 

@@ -114,3 +114,15 @@ def test_absorbed_patch_is_named_by_patch_id_or_content(tmp_path: Path) -> None:
     assert engine.same_patch_id(stack[1][1]) == mixed  # its change to b.txt is exactly the patch
     assert reverse_applies(git, rng.new, stack[1][1])
     assert not reverse_applies(git, fork.base, stack[1][1])
+
+
+def test_a_line_replaced_differently_upstream_is_not_carried(tmp_path: Path) -> None:
+    """The patch turns ``line 3`` into ``P 3``, upstream turned it into ``UP 3``: the removal
+    agrees, the addition does not, and a short added line is still evidence (it was not: the
+    removal alone gave share 1.0 and bump called the patch upstreamed)."""
+    fork = Fork(tmp_path, {"a.txt": lines(12)})
+    shas = fork.series([("feat: line 3", {"a.txt": ("line 3\n", "P 3\n")})])
+    fork.change("upstream: line 3", {"a.txt": ("line 3\n", "UP 3\n")})
+    got = _engine(fork).patch(fork.stack(shas)[0][1])
+    assert not got.carried and got.commit is None
+    assert (got.found, got.total) == (1, 2)

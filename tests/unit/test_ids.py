@@ -46,3 +46,17 @@ def test_status_words_print_as_themselves(enum: type) -> None:
         assert str(member) == f"{member}" == format(member, "") == member.value
         assert json.dumps(member) == json.dumps(member.value)
         assert enum(member.value) is member
+
+
+def test_an_oid_writes_series_yaml_as_its_text() -> None:
+    """A base resolved by the git door is an Oid; series.yaml gets the same bytes as from a str
+    (PyYAML's safe dumper refuses str subclasses: a bump once died of it)."""
+    from rebasectl.model.series import PatchEntry, Series, Upstream, dump
+
+    sha = "c209f44eb8b39be61e38e6d709014163d850ab2e"
+    entries = (PatchEntry("a", "0001-a.patch", "a"),)
+
+    def series(base: str) -> Series:
+        return Series(Upstream("up", "https://example.com/up.git", "main", base), entries)
+
+    assert dump(series(Oid(sha))) == dump(series(sha))

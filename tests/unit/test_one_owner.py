@@ -62,6 +62,12 @@ def functions(tree: ast.Module) -> Iterator[tuple[int, str]]:
             yield node.lineno, node.name
 
 
+def classes(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            yield node.lineno, node.name
+
+
 def calls(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Attribute and plain calls by name (``datetime.fromtimestamp(...)`` is
     ``fromtimestamp``)."""
@@ -117,6 +123,9 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
                                  ("significant", "significant_lines", "is_significant"))),
     "the parse of git's raw date": (
         "model/patches.py", _where(calls, lambda s: s in ("fromtimestamp", "utcfromtimestamp"))),
+    "the words for what became of a patch (status enums)": (
+        "model/status.py", _where(classes, lambda s: s in (
+            "Applied", "StepStatus", "BumpStatus", "MappingStatus", "ProposalState"))),
     "does a patch apply (exactly, else 3-way)": (
         "engine/conflicts.py", _where(functions, lambda s: s.lstrip("_") in ("applies",))),
 }
@@ -158,6 +167,8 @@ def test_a_second_definition_is_caught() -> None:
         "is a changed line significant": "def _significant(line):\n    return line",
         "the parse of git's raw date": "when = datetime.fromtimestamp(1, tz)",
         "does a patch apply (exactly, else 3-way)": "def _applies(index, patch):\n    return 1",
+        "the words for what became of a patch (status enums)":
+            "class BumpStatus(str, Enum):\n    CLEAN = 'clean'",
     }
     for question, code in samples.items():
         assert list(OWNERS[question][1](ast.parse(code))), question
