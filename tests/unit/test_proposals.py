@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from rebasectl.engine.proposals.merge import merge
@@ -36,6 +37,33 @@ def test_both_insert_keeps_both_upstream_first() -> None:
     assert found.lines == ["    b: int = 0,", "    e: int = 0,", "    c: int = 0,"]
 
 
+def test_both_insert_refused_when_both_add_positional_items() -> None:
+    """Two parameters without defaults at one point: their order decides what each caller's
+    value binds to."""
+    params = case([], ["        extra: List[int],"], ["        names: Dict[str, int],"])
+    assert first(params, Oracle()) is None
+    # one of them with a default binds by name: both kept
+    found = first(case([], ["        extra: List[int],"], ["        names: bool = False,"]),
+                  Oracle())
+    assert found is not None and found.rule == "both-insert"
+
+
+def test_both_insert_keeps_two_new_top_level_definitions() -> None:
+    """Whole functions added at one point by both sides are bound by name: both kept, even when
+    upstream also renamed the definition that follows them."""
+    ours = ["def up_helper():", "    return 1", "", "", "def renamed("]
+    theirs = ["def patch_helper(", "    *,", "    x: int,", ") -> int:", "    return x", "", "",
+              "def old("]
+    found = first(case(["def old("], ours, theirs), Oracle())
+    assert found is not None and found.rule == "both-insert"
+    assert found.lines == ours[:4] + theirs[:7] + ["def renamed("]
+    # the same name defined twice is refused, and so is a definition that is not whole
+    assert first(case(["def old("], ["def helper():", "    return 1", "", "", "def new("],
+                      ["def helper():", "    return 2", "", "", "def old("]), Oracle()) is None
+    assert first(case(["def old("], ours, ["def patch_helper():", "    return 1", "def old("]),
+                 Oracle()) is None
+
+
 def test_both_insert_refused_on_the_same_name_or_line() -> None:
     same_name = case([], ["    c: int = 0,"], ["    c: bool = False,"])
     same_line = case([], ["    import os", "    x = 1,"], ["    import os", "    y = 2,"])
@@ -50,6 +78,88 @@ def test_context_only_follows_upstreams_reindentation() -> None:
     found = first(case(base, ours, theirs), Oracle())
     assert found is not None and found.rule == "context-only"
     assert found.lines == ["    x = 1", "    y = 20", "    z = 3"]
+
+
+def test_context_only_keeps_upstreams_rewrite_of_a_line_the_patch_wrapped() -> None:
+    """The patch put a line in a new branch (re-indented it); upstream rewrote that line: the
+    patch's branch with upstream's text of the line, at the patch's indentation."""
+    base = ["    with ctx() as h:", "        out = norm(h)", "    return out"]
+    ours = ["    with manager as h:", "        out = apply(norm)(h)", "    return out"]
+    theirs = ["    with ctx() as h:", "        if r is None:", "            out = norm(h)",
+              "        else:", "            out = norm(h, r)", "    return out"]
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only"
+    assert found.lines == ["    with manager as h:", "        if r is None:",
+                           "            out = apply(norm)(h)", "        else:",
+                           "            out = norm(h, r)", "    return out"]
+
+
+def test_context_only_puts_upstreams_new_lines_before_the_patchs_new_block() -> None:
+    base = ["    data = zeros(", "        n,", "    )"]
+    ours = ["    m = packed if small else n", "    data = zeros(", "        m,", "    )"]
+    theirs = ["    with pool():", "        data = zeros(", "            n,", "        )"]
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only"
+    assert found.lines == ["    m = packed if small else n", "    with pool():",
+                           "        data = zeros(", "            m,", "        )"]
+
+
+def test_wrapped_lines_refused_when_upstream_grew_them() -> None:
+    """Upstream added lines where the patch wrapped: inside the patch's block or after it is
+    for a person."""
+    base = ["x = f(", "    a,", ")"]
+    ours = ["x = f(a)", "if y:", "    y = f(a)"]
+    theirs = ["if x is None:", "    x = f(", "        a,", "    )"]
+    assert merge(base, ours, theirs) is None or first(case(base, ours, theirs), Oracle()) is None
+
+
+def test_token_change_made_on_upstreams_wrapped_call_with_an_appended_argument() -> None:
+    base = ["    f(t, cp_size=g.size(), cp_rank=g.rank())"]
+    ours = ["    f(", "        t,", "        cp_size=g.size(),", "        cp_rank=g.rank(),",
+            "        extra=1,", "    )"]
+    theirs = ["    f(t, cp_size=size, cp_rank=rank)"]
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only"
+    assert found.lines == ["    f(", "        t,", "        cp_size=size,", "        cp_rank=rank,",
+                           "        extra=1,", "    )"]
+
+
+def test_token_insertions_at_upstreams_appended_point_are_refused() -> None:
+    base = ["    def __init__(self, a, b=None"]
+    ours = ["    def __init__(self, a, b=None, c=False, d=None"]
+    theirs = ["    def __init__(self, a, b=None, d: int = None"]
+    assert first(case(base, ours, theirs), Oracle()) is None
+
+
+def test_moved_carries_a_keyword_to_the_call_upstream_moved_out_of_the_region() -> None:
+    base = ["    for k in keys:", "        buf = Buffer(", "            cfg,", "            group,",
+            "        )"]
+    theirs = base[:4] + ["            no_backup=no_backup,"] + base[4:]
+    ours = ["    layout = plan(keys)"]
+    file = ["def build(keys, no_backup):", "    layout = plan(keys)", "    buf = Buffer(",
+            "        cfg,", "        group,", "        layout=layout,", "    )", ""]
+    c = Case("p", "f.py", 1, Sides(ours, base, theirs), file)
+    found = first(c, Oracle())
+    assert found is not None and found.rule == "moved" and found.lines == ours
+    assert found.port is not None and found.port["new"] == file[2:6] + [
+        "        no_backup=no_backup,", "    )"]
+    # two calls of that callee, or one that passes the name already: a person decides
+    twice = file[:7] + file[2:7]
+    assert first(Case("p", "f.py", 1, Sides(ours, base, theirs), twice), Oracle()) is None
+    passes = file[:5] + ["        no_backup=False,"] + file[6:]
+    assert first(Case("p", "f.py", 1, Sides(ours, base, theirs), passes), Oracle()) is None
+    # a culprit that touched another file with such a call: the call in the region's own file
+    # is the one upstream restructured
+    class Other(Oracle):
+        def files(self, commits: Sequence[str]) -> dict[str, list[str]]:
+            return {"g.py": ["c1"]}
+
+        def read(self, path: str) -> list[str] | None:
+            return file if path == "g.py" else None
+
+    culprit = Case("p", "f.py", 1, Sides(ours, base, theirs), file, culprits=["c1"])
+    found = first(culprit, Other())
+    assert found is not None and found.port is not None and found.port["path"] == "f.py"
 
 
 def test_already_upstream_needs_the_names_and_a_commit() -> None:
@@ -175,9 +285,14 @@ def test_token_change_made_on_upstreams_rewrapped_line() -> None:
     assert found is not None and found.rule == "context-only"
     assert found.lines == ["    f(", "        t,", "        cu,", "        cp_size=cp_size,",
                            "        cp_rank=group.rank(),", "    )"]
-    # an alignment that would split a bracket pair proposes nothing
+    # an edit whose alignment splits a bracket pair (``group.rank())`` -> ``cp_rank)``) is
+    # taken whole; one that leaves a bracket open proposes nothing
     twice = ["    f(t, cu, cp_size=cp_size, cp_rank=cp_rank)"]
-    assert first(case(base, ours, twice), Oracle()) is None
+    found = first(case(base, ours, twice), Oracle())
+    assert found is not None and found.lines[3:5] == ["        cp_size=cp_size,",
+                                                      "        cp_rank=cp_rank,"]
+    assert first(case(base, ours, ["    f(t, cu, cp_size=(cp_size, cp_rank=cp_rank)"]),
+                 Oracle()) is None
     # upstream changed a token too (not only the layout): a person decides
     ours[3] = "        cp_size=group.world(),"
     assert first(case(base, ours, theirs), Oracle()) is None

@@ -193,12 +193,15 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
 def _both(result: Merged, s: Sides) -> Found | None:
     """Same-point insertions; everything else of both sides must be insertions too."""
     up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
-    if not all(e.insertion for e in up + pa):
+    defs = all(_definitions(a) and _definitions(b) for _, a, b in result.same_point)
+    if not all(e.insertion for e in (pa if defs else up + pa)):
         return None
     for _, a, b in result.same_point:
         same, bound = twins(a, b)
         if same or bound or not (_items(a) and _items(b)):
             return None
+        if _positional(a) and _positional(b):
+            return None  # both add positional items: their order is what callers bind to
     where = [{"after_preimage_line": at, "upstream": list(a), "patch": list(b)}
              for at, a, b in result.same_point]
     return Found("both-insert", result.lines,
@@ -206,6 +209,14 @@ def _both(result: Merged, s: Sides) -> Found | None:
 
 
 ARG_DOC = re.compile(r"^\s*\*{0,2}\w+ \([^)]*\):")
+POSITIONAL = re.compile(r"^\s*[A-Za-z_]\w*\s*:[^=]+,\s*(?:#.*)?$")
+
+
+def _positional(lines: tuple[str, ...]) -> bool:
+    """Any line a parameter without a default (``name: T,``): two sides adding such parameters
+    at one point change which value each position of a call binds to, so their order is not a
+    matter of taste. (A bare ``name,`` may be a list's element as well as an argument.)"""
+    return any(POSITIONAL.match(x) for x in lines)
 
 
 def _items(lines: tuple[str, ...]) -> bool:
@@ -219,10 +230,25 @@ def _items(lines: tuple[str, ...]) -> bool:
         return True
     if all(x.startswith(("import ", "from ")) for x in body):
         return True
+    if _definitions(lines):
+        return True
     if all(x.endswith(",") and not x.startswith(("#", '"', "'")) for x in body):
         return True
     head = body[0]
     return head.startswith(("elif ", "case ")) and len(body) <= 3
+
+
+TOP = ("def ", "async def ", "class ", "@")
+
+
+def _definitions(lines: tuple[str, ...]) -> bool:
+    """Whole top-level definitions (functions, classes, their decorators and bodies): Python
+    binds them by name, so their order among other definitions does not matter, nor does a
+    rewrite of the next definition's header (module_names refuses a name bound twice)."""
+    body = [x for x in lines if x.strip()]
+    if not body or not body[0].startswith(TOP) or lines[-1].strip():
+        return False
+    return all(x[0].isspace() or x.startswith(TOP) or x.startswith(")") for x in body)
 
 
 def _arg_docs(lines: list[str]) -> bool:
@@ -234,7 +260,14 @@ def _arg_docs(lines: list[str]) -> bool:
 
 def _context(result: Merged, s: Sides) -> Found | None:
     """The patch's edits land on upstream's side unchanged but for indentation, and upstream's
-    own edits in the region do not meet them (it only re-indented or re-spaced around them)."""
+    own edits in the region do not meet them: it only re-indented or re-spaced around them, or
+    it rewrote lines that the patch only wrapped in a block of its own (those keep upstream's
+    text at the patch's indentation)."""
+    if result.wrapped:
+        return Found("context-only", result.lines,
+                     {"context": "upstream rewrote lines the patch only wrapped in a block: "
+                                 "upstream's text of them, at the patch's indentation",
+                      "wrapped": result.wrapped})
     if edits(s.base, s.ours, loose=True) or not (result.reindented or
                                                  _respaced(s.base, s.ours)):
         return None
@@ -254,17 +287,11 @@ def moved(case: Case, oracle: Oracle) -> Found | None:
     s = case.sides
     block = _edited_block(s)
     if block is None:
-        return None
+        return _moved_call(case, oracle)
     ours = {norm(x) for x in s.ours}
     if any(norm(x) in ours for x in block if len(norm(x)) >= TELLING):
         return None
-    candidates: list[tuple[str, list[str], str | None]] = []
-    for path, commits in sorted(oracle.files(case.culprits).items()):
-        lines = case.ours_file if path == case.path else oracle.read(path)
-        if lines is not None:
-            candidates.append((path, lines, commits[0] if commits else None))
-    if not any(p == case.path for p, _, _ in candidates):
-        candidates.append((case.path, case.ours_file, None))
+    candidates = _candidates(case, oracle)
     hits = [(p, at, lines, c) for p, lines, c in candidates for at in _find(lines, block)]
     if len(hits) != 1:
         return None
@@ -276,6 +303,70 @@ def moved(case: Case, oracle: Oracle) -> Found | None:
     return Found("moved", list(s.ours), evidence, {"path": path, "line": at + 1,
                                                     "old": lines[at:at + len(block)],
                                                     "new": ported})
+
+
+def _candidates(case: Case, oracle: Oracle) -> list[tuple[str, list[str], str | None]]:
+    """Where moved code may be now: files the region's culprit commits touched, and this one."""
+    out: list[tuple[str, list[str], str | None]] = []
+    for path, commits in sorted(oracle.files(case.culprits).items()):
+        lines = case.ours_file if path == case.path else oracle.read(path)
+        if lines is not None:
+            out.append((path, lines, commits[0] if commits else None))
+    if not any(p == case.path for p, _, _ in out):
+        out.append((case.path, case.ours_file, None))
+    return out
+
+
+KWARG = re.compile(r"^\s*\w+\s*=[^=].*,\s*$")
+CALL_HEAD = re.compile(r"([A-Za-z_][\w.]*)\($")
+
+
+def _moved_call(case: Case, oracle: Oracle) -> Found | None:
+    """The patch only adds keyword arguments to a call that upstream moved out of the region
+    (restructured the code around it): when the file holds one call of that callee, and it
+    does not pass those names yet, the arguments are carried there; the region keeps
+    upstream's side."""
+    s = case.sides
+    ops = [op for op in SequenceMatcher(None, s.base, s.theirs, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if len(ops) != 1 or ops[0][0] != "insert":
+        return None
+    _, at, _, j1, j2 = ops[0]
+    added = s.theirs[j1:j2]
+    head = _call_head(s.base[:at], indent(added[0]))
+    if not all(KWARG.match(x) for x in added) or head is None:
+        return None
+    callee = head + "("
+    if any(callee in x for x in s.ours):
+        return None  # the call is still in the region: not moved
+    hits = [(p, i, lines, c) for p, lines, c in _candidates(case, oracle)
+            for i, x in enumerate(lines) if x.rstrip().endswith(callee)]
+    here = [h for h in hits if h[0] == case.path]  # restructured within its file, most likely
+    hits = here or hits
+    if len(hits) != 1:
+        return None
+    path, i, lines, commit = hits[0]
+    end = next((k for k in range(i + 1, len(lines)) if lines[k].strip().startswith(")")
+                and indent(lines[k]) == indent(lines[i])), None)
+    passed = {x.split("=")[0].strip() for x in lines[i + 1:end or i] if "=" in x}
+    if end is None or end == i + 1 or passed & {x.split("=")[0].strip() for x in added}:
+        return None  # no argument list to extend, or the call passes those names already
+    delta = indent(lines[i + 1]) - indent(added[0])
+    moved_in = [" " * delta + x if delta >= 0 else x[-delta:] for x in added]
+    evidence = {"to": path, "line": end + 1, "commit": commit, "call": head}
+    return Found("moved", list(s.ours), evidence,
+                 {"path": path, "line": i + 1, "old": lines[i:end + 1],
+                  "new": lines[i:end] + moved_in + [lines[end]]})
+
+
+def _call_head(before: list[str], depth: int) -> str | None:
+    """The callee of the call whose arguments end ``before`` (its head line ends with ``(``
+    and is indented less than the arguments)."""
+    for x in reversed(before):
+        if x.strip() and indent(x) < depth:
+            m = CALL_HEAD.search(x.rstrip())
+            return m.group(1) if m else None
+    return None
 
 
 def _edited_block(s: Sides) -> list[str] | None:
