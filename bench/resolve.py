@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,8 @@ def regions(key: str, work: Path) -> dict[str, object]:
     """bump.json of the key's bump, with proposals."""
     old, branch, new = KEYS[key]
     repo = work / key
+    if repo.exists():  # a --keep folder of an earlier run: start afresh (no result reused)
+        shutil.rmtree(repo)
     repo.mkdir()
     for args in (["git", "init", "-q"], ["git", "commit", "-q", "--allow-empty", "-m", "init"]):
         run(args, repo)
