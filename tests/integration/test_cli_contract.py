@@ -22,10 +22,6 @@ from tests.harness.scenes import (
 )
 from tests.sfix import copy
 
-ROOT = Path(__file__).resolve().parents[2]
-JUNE = "3346fa8a2"
-A = lines(40, "a")
-
 
 # hostile review round 2, finding F11
 def test_duplicate_file_spelled_dot_slash_is_refused_by_check(world: World, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 from tests.harness.cli import run
-from tests.harness.git import lines
 from tests.harness.scenes import (
     World,
     advised,
@@ -18,10 +17,6 @@ from tests.harness.scenes import (
     conflicted,
 )
 from tests.sfix import Scenario, copy
-
-ROOT = Path(__file__).resolve().parents[2]
-JUNE = "3346fa8a2"
-A = lines(40, "a")
 
 
 # hostile review round 2, finding F8

@@ -21,8 +21,6 @@ from tests.harness.scenes import (
 from tests.sfix import Scenario, copy, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
-JUNE = "3346fa8a2"
-A = lines(40, "a")
 
 
 # hostile review round 2, finding F5

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from tests.harness.cli import run
-from tests.harness.git import git, lines
+from tests.harness.git import git
 from tests.harness.scenes import (
     RESOLVED_A,
     Two,
@@ -24,10 +24,6 @@ from tests.harness.scenes import (
     tree,
 )
 from tests.sfix import Scenario, copy
-
-ROOT = Path(__file__).resolve().parents[2]
-JUNE = "3346fa8a2"
-A = lines(40, "a")
 
 
 # hostile review round 2, finding F4

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.cli import run
-from tests.harness.git import git, lines
+from tests.harness.git import git
 from tests.harness.scenes import (
     RESOLVED_A,
     World,
@@ -23,10 +23,6 @@ from tests.harness.scenes import (
     tree,
 )
 from tests.sfix import Scenario, copy, snapshot
-
-ROOT = Path(__file__).resolve().parents[2]
-JUNE = "3346fa8a2"
-A = lines(40, "a")
 
 
 # hostile review round 2, finding F3a
