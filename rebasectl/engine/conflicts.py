@@ -30,6 +30,7 @@ from enum import Enum
 
 from ..git import Entry, Index, Repo, Stages
 from ..model.diffs import FileDiff, Hunk, LineMap, text_lines
+from ..model.ids import Oid
 from ..model.patches import Patch
 
 MARK_START, MARK_BASE, MARK_SEP, MARK_END = b"<<<<<<< ", b"||||||| ", b"=======", b">>>>>>> "
@@ -82,7 +83,7 @@ class FileConflict:
     regions: tuple[Region, ...] = ()
     content: bytes | None = None  # what the work tree gets: markers, or the patched file
     stages: dict[int, Entry] = field(default_factory=dict)
-    deleted_by: str | None = None  # modify/delete: the upstream commit that removed the file
+    deleted_by: Oid | None = None  # modify/delete: the upstream commit that removed the file
     moved_to: str | None = None  # ... and where rename detection found it
     code_in: list[str] = field(default_factory=list)  # ... or where its lines are now
     blocked_by: str | None = None  # missing: the earlier patch that creates the file
@@ -125,7 +126,7 @@ def applies(index: Index, patch: Patch, *, keep: bool = True) -> bool:
 class Engine:
     """Merges patches onto trees held in scratch indexes of ``repo``."""
 
-    def __init__(self, repo: Repo, *, deleted_by: Callable[[str], str | None] | None = None,
+    def __init__(self, repo: Repo, *, deleted_by: Callable[[str], Oid | None] | None = None,
                  moved: Callable[[str], str | None] | None = None,
                  code_in: Callable[[FileDiff], list[str]] | None = None,
                  upstream_had: Callable[[str], bool] | None = None) -> None:

@@ -26,7 +26,7 @@ from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.fsutil import FileTransaction, atomic_write, read_regular
 from ..model import lines, links
-from ..model.ids import short
+from ..model.ids import Oid, short
 from ..model.lines import significant_lines
 from ..model.patches import SYMLINK, Patch, PatchError, parse, raw_to_rfc2822
 from ..model.series import (
@@ -260,7 +260,7 @@ def _maybe_load(ws: Workspace) -> Series | None:
 
 
 # -- import ----------------------------------------------------------------------------------------
-def parse_range(repo: Repo, spec: str) -> tuple[str, str]:
+def parse_range(repo: Repo, spec: str) -> tuple[Oid, Oid]:
     """``BASE..TIP`` in ``repo``: both resolved, BASE an ancestor of TIP."""
     if spec.count("..") != 1 or "..." in spec:
         raise RebasectlError(f"range {spec!r}: expected BASE..TIP")
@@ -338,7 +338,7 @@ def export_tree(ws: Workspace, worktree: Path,
         raise RebasectlError(f"{worktree}: HEAD is not based on {short(tmap.base)}")
     infos = linear(repo, tmap.base, head, str(worktree))
     present = {i.sha for i in infos}
-    ids = {sha: pid for pid, sha in tmap.commits if sha in present}
+    ids: dict[str, str] = {sha: pid for pid, sha in tmap.commits if sha in present}
     ids.update(_matched_by_diff(ws, repo, previous, [i for i in infos if i.sha not in ids], ids))
     stats: dict[str, Stats] = {}
     entries, files = entries_from_commits(repo, infos, previous, ids, stats)

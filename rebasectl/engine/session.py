@@ -37,6 +37,7 @@ from ..infra.fsutil import confined_parent, write_confined
 from ..infra.progress import Counted
 from ..model import diffs
 from ..model.dependencies import SeriesLines
+from ..model.ids import Oid
 from ..model.series import load
 from ..model.status import Applied
 from ..model.workspace import Workspace
@@ -88,9 +89,9 @@ class Stop:
 
 @dataclass
 class ApplyOutcome:
-    base: str
+    base: Oid
     worktree: Path
-    tip: str
+    tip: Oid
     total: int
     applied: list[tuple[str, str]] = field(default_factory=list)  # (id, how) in order
     skipped: list[str] = field(default_factory=list)
@@ -152,11 +153,11 @@ class Session:
         return Engine(self.repo)
 
     def labels(self, state: ApplyState) -> Callable[[str], Labels]:
-        upstream = state.labels[0] if state.labels else f"upstream {state.base[:12]}"
+        upstream = state.labels[0] if state.labels else f"upstream {state.base.short()}"
         return lambda pid: Labels(upstream, f"patch {pid}")
 
     # -- start / resume ------------------------------------------------------------------------
-    def start(self, base: str, worktree: Path,
+    def start(self, base: Oid, worktree: Path,
               loaded: list[LoadedPatch] | None = None) -> ApplyOutcome:
         """A new apply onto ``base`` into ``worktree``; ``loaded``: the series' patches when the
         caller has read them already (a long series is held once, not twice)."""
@@ -171,7 +172,7 @@ class Session:
             loaded = load_patches(self.ws, load(self.ws.root))
         check_room(self.ws, worktree)
         state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded], cleared=False,
-                           labels=[f"upstream {base[:12]}"])
+                           labels=[f"upstream {base.short()}"])
         self.save(state)  # from here on an interruption is finished by `continue` or a rerun
         clear(self.ws, worktree)
         state.cleared = True
@@ -335,7 +336,7 @@ class Session:
         boundary("resolved")
         state.record(state.current, commit, how)
         self.notify(f"{state.position(state.current)}/{len(state.ids)} {state.current}: "
-                    f"committed {commit[:12]} ({how})")
+                    f"committed {commit.short()} ({how})")
         state.current, state.conflicts, state.in_tree = None, [], False
         self.save(state)
 
@@ -348,7 +349,7 @@ class Session:
         self.memory.record(lp.patch.diff, state, resolved, patch_id=lp.entry.id, rerere=rerere)
 
     def _finish(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
-        TreeMap(state.base, Path(state.worktree), [(i, c) for i, c in state.done],
+        TreeMap(state.base, Path(state.worktree), [(i, Oid(c)) for i, c in state.done],
                 list(state.skipped)).save(self.ws.tree_map)
         self.ws.apply_state.unlink(missing_ok=True)
         return self._outcome(state, patches, None, [])
@@ -423,16 +424,19 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
     head = tree.head()
     if head == state.tip:
         return
-    moved = f"{tree.path}: HEAD moved to {(head or '?')[:12]} while patch {state.current} waits " \
-        f"on {state.tip[:12]}"
+    moved = f"{tree.path}: HEAD moved to {head.short() if head else '?'} while patch " \
+        f"{state.current} waits on {state.tip.short()}"
     if head is not None and tree.descends_from(state.tip):
         raise RebasectlError(
-            f"{moved}: `git -C {tree.path} reset --soft {state.tip[:12]}` keeps your "
+            f"{moved}: `git -C {tree.path} reset --soft {state.tip.short()}` keeps your "
             "resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
     raise RebasectlError(
         f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
-        f"`rebasectl abort`, then `rebasectl apply --base {state.base[:12]}` stops at the "
+        f"`rebasectl abort`, then `rebasectl apply --base {state.base.short()}` stops at the "
         "patch again (resolutions continue recorded are replayed)")
+
+
+SHOWN_IDS = 12  # the patch ids a message lists before "..."
 
 
 def series_changed(state: ApplyState, now: list[str]) -> str:
@@ -443,7 +447,7 @@ def series_changed(state: ApplyState, now: list[str]) -> str:
     removed = [i for i in state.ids if i not in now]
     what = [f"added {', '.join(added)}"] if added else []
     what += [f"removed {', '.join(removed)}"] if removed else []
-    shown = state.ids if len(state.ids) <= 12 else [*state.ids[:12], "..."]
+    shown = state.ids if len(state.ids) <= SHOWN_IDS else [*state.ids[:SHOWN_IDS], "..."]
     keeps = "the resolution you staged" if state.current else "what is applied"
     return (f"series.yaml changed since this apply started ({'; '.join(what) or 'reordered'}): "
             f"put it back as it was (these patches, in this order: {', '.join(shown)}) and "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.errors import GitError
-from ..model.ids import is_full
+from ..model.ids import Oid, is_full
 from .runner import hermetic_env
 
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # a missing git is our one-line error
@@ -40,9 +40,9 @@ class Identity:
 
 @dataclass(frozen=True)
 class CommitInfo:
-    sha: str
+    sha: Oid
     tree: str
-    parents: tuple[str, ...]
+    parents: tuple[Oid, ...]
     author: Identity
     message: str
     committer_date: str = ""  # raw
@@ -52,7 +52,7 @@ class CommitInfo:
         return self.message.split("\n\n", 1)[0].replace("\n", " ").strip()
 
     @property
-    def parent(self) -> str | None:
+    def parent(self) -> Oid | None:
         return self.parents[0] if self.parents else None
 
 
@@ -77,8 +77,8 @@ def parse_commit(sha: str, raw: bytes) -> CommitInfo:
     except LookupError:
         text = message.decode("utf-8", errors="surrogateescape")
     tree = fields.get(b"tree", [b""])[0].decode()
-    parents = tuple(p.decode() for p in fields.get(b"parent", []))
-    return CommitInfo(sha, tree, parents, author, text.rstrip("\n") + "\n", committer.date)
+    parents = tuple(Oid(p.decode()) for p in fields.get(b"parent", []))
+    return CommitInfo(Oid(sha), tree, parents, author, text.rstrip("\n") + "\n", committer.date)
 
 
 def _person(value: bytes, encoding: str) -> Identity:

@@ -25,6 +25,7 @@ from typing import Any
 from ..engine.attribution import Culprits
 from ..engine.attribution import UpstreamRange as Range
 from ..git import Repo
+from ..model.ids import Oid
 from ..model.status import MappingStatus
 from . import findings as checks
 from . import lineage, names
@@ -102,7 +103,7 @@ def _workers(tasks: int) -> int:
 class _Ctx:
     """One report's inputs and the file reader its checks share."""
 
-    def __init__(self, git: Repo, up: Repo, old_base: str, new_base: str, related: bool,
+    def __init__(self, git: Repo, up: Repo, old_base: Oid, new_base: Oid, related: bool,
                  old: list[Change], new: list[Change]) -> None:
         self.git, self.up = git, up
         self.old_base, self.new_base, self.related = old_base, new_base, related
@@ -196,8 +197,8 @@ class _Ctx:
         olds = [self.old[i - 1] for i in g.old]
         news = [self.new[j - 1] for j in g.new]
         files: list[FileCompare] = []
-        lines: Counter[str] = Counter()
-        paths: dict[str, list[str]] = {}
+        lines: Counter[Oid] = Counter()
+        paths: dict[Oid, list[str]] = {}
         for plan in plans:
             compare, counted = plan.result(jobs or Jobs())
             files.append(compare)

@@ -32,7 +32,7 @@ from ..engine.carried import CARRIED_SHARE, CarriedLines
 from ..engine.conflicts import Engine, Labels
 from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
-from ..model.ids import is_abbrev
+from ..model.ids import Oid, is_abbrev
 from ..model.lines import CONTAIN, significant
 from ..model.patches import Patch, raw_datetime
 from ..model.series import PatchEntry, Series, slugify
@@ -406,8 +406,8 @@ def _postings(changes: list[Change], keys: Any) -> dict[Any, list[int]]:
 class _Pairing:
     """The pairing steps over one old and one new series, in order of certainty."""
 
-    def __init__(self, git: Repo, old: list[Change], new: list[Change], old_base: str,
-                 new_base: str, *, exhaustive: bool = False) -> None:
+    def __init__(self, git: Repo, old: list[Change], new: list[Change], old_base: Oid,
+                 new_base: Oid, *, exhaustive: bool = False) -> None:
         self.git, self.old, self.new = git, old, new
         self.old_base, self.new_base = old_base, new_base
         self.used_o: dict[int, Group] = {}
@@ -592,8 +592,8 @@ class _Pairing:
         return {"rule": "unpaired", "nearest": nearest, "needs": needs}
 
 
-def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
-         new_base: str, *, replay: bool = True, exhaustive: bool = False) -> list[Group]:
+def pair(git: Repo, old: list[Change], new: list[Change], old_base: Oid,
+         new_base: Oid, *, replay: bool = True, exhaustive: bool = False) -> list[Group]:
     """Pair the old and new changes into groups, each with a status and its evidence; without
     ``replay`` the caller replays the modified pairs (``replay_into``) when it suits it.
     ``exhaustive``: compare every old patch with every new one (the tests' reference for the

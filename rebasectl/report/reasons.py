@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..model.ids import SHORT_PROSE as SHORT
+from ..model.ids import prose
 from ..model.lines import CONTAIN
 from ..model.status import MappingStatus
 from .lineage import PAIR_SIMILARITY, STRONG
@@ -116,7 +116,7 @@ def describe(status: MappingStatus, ev: dict[str, Any], old: Sequence[int],
 def _upstreamed(ev: dict[str, Any]) -> str:
     """Which upstream commit carries the patch, and how much of it the new base holds."""
     sha = ev.get("upstream_commit", "")
-    who = f"Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\""
+    who = f"Upstream {prose(sha)} \"{ev.get('upstream_subject', '')}\""
     if ev.get("how") == "patch-id":
         return f"{who} is the same change (same patch-id)."
     found, total = ev.get("carried_lines", [0, 0])
@@ -152,7 +152,7 @@ def _differs(files: Sequence[FileCompare]) -> str:
     for f in files:
         if f.status in ("identical", "moved", "equivalent"):
             continue
-        by = f" by {f.commits[0][:SHORT]}" if f.commits else ""
+        by = f" by {f.commits[0].prose()}" if f.commits else ""
         out.append(f"{_base(f.path)}{by}")
     return ", ".join(out)
 
@@ -186,7 +186,7 @@ def review(status: MappingStatus, ev: dict[str, Any], files: Sequence[FileCompar
                 or len(ev.get("folded" if merged else "split_off", {})) + 1)
         words.insert(0, f"{many} patches into one" if merged else f"split in {many}")
     if status == MappingStatus.UPSTREAMED and ev.get("upstream_commit"):
-        words = [f"upstream {ev['upstream_commit'][:SHORT]} has it"]
+        words = [f"upstream {prose(ev['upstream_commit'])} has it"]
     words += [REASONS[f.kind] + (" (as before)" if f.standing else "")
               for f in _first_of_kind(found)]
     ranked = sorted(commits, key=lambda c: -c.lines)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model.ids import SHORT_PROSE as SHORT
+from ..model import ids
 from .model import Entry, FileCompare, Finding, PatchInfo, Report
 
 FILE_WORDS = {"identical": "identical", "moved": "same hunks, moved",
@@ -110,7 +110,7 @@ def code(text: str) -> Span:
 
 def commit(sha: str) -> Span:
     """An upstream commit (the HTML links it to series.yaml's upstream.web)."""
-    return Span(sha[:SHORT], "commit", sha)
+    return Span(ids.prose(sha), "commit", sha)
 
 
 def fork_text(text: str) -> Span:
@@ -242,7 +242,7 @@ def _patch_line(side: str, p: PatchInfo) -> Text:
     added, removed = sum(f.added for f in p.files), sum(f.removed for f in p.files)
     size = f"{len(p.files)} file{'s' if len(p.files) != 1 else ''} +{added}/-{removed}" \
         if p.files else "no diff"
-    return (t(f"{side} [{p.index}] "), Span((p.commit or "")[:SHORT], "patch", p.commit or ""),
+    return (t(f"{side} [{p.index}] "), Span(ids.prose(p.commit or ""), "patch", p.commit or ""),
             t(" "), fork_text(p.subject), t(f" ({p.date[:10]}; {size})"))
 
 
