@@ -34,7 +34,7 @@ from ..engine.attribution import (
 )
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
-from ..engine.exchange import LoadedPatch, check_links_on, export_tree, load_patches
+from ..engine.exchange import check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.proposals import GitOracle, Proposal, consistent, propose_file, superseded
 from ..engine.resolutions import Memory
@@ -48,6 +48,7 @@ from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid, short
 from ..model.series import PATCH_DIR, Series, load
+from ..model.series_patch import SeriesPatch
 from ..model.status import Applied, BumpStatus
 from ..model.words import commits
 from ..model.workspace import Workspace
@@ -63,10 +64,10 @@ FAILED = (BumpStatus.CONFLICT, BumpStatus.BLOCKED)
 
 @dataclass
 class PatchOutcome:
+    """What became of one patch (held, not copied) in a bump."""
+
     index: int
-    id: str
-    subject: str
-    file: str
+    patch: SeriesPatch
     status: BumpStatus
     conflicts: list[FileConflict] = field(default_factory=list)
     attribution: Attribution | None = None
@@ -78,6 +79,18 @@ class PatchOutcome:
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
     risks: list[Risk] = field(default_factory=list)  # checks after the merge (warnings)
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
+
+    @property
+    def id(self) -> str:
+        return self.patch.id
+
+    @property
+    def file(self) -> str:
+        return self.patch.file
+
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
@@ -307,7 +320,7 @@ class Planner:
         self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
-    def run(self, loaded: list[LoadedPatch],
+    def run(self, loaded: list[SeriesPatch],
             only: int | None = None) -> tuple[list[PatchOutcome], Materialised]:
         """Every patch classified; the failing ones attributed (only the one at position
         ``only`` when given: blame asks about one patch)."""
@@ -383,12 +396,12 @@ class Planner:
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
 
-    def _classify(self, lp: LoadedPatch, step: Step, needs: list[str],
+    def _classify(self, lp: SeriesPatch, step: Step, needs: list[str],
                   asked: bool = True) -> PatchOutcome:
         """Its status from the step; ``needs``: the failed earlier patches whose lines or files
         its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
         Upstream's copy of its lines is looked for when it is ``asked`` about."""
-        out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
+        out = PatchOutcome(step.index, lp, BumpStatus.CLEAN)
         out.followed = dict(step.followed)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
@@ -413,7 +426,7 @@ class Planner:
                 out.status = BumpStatus.NOOP
         return out
 
-    def _upstreamed(self, out: PatchOutcome, lp: LoadedPatch, commit: Oid) -> None:
+    def _upstreamed(self, out: PatchOutcome, lp: SeriesPatch, commit: Oid) -> None:
         """Upstream carries the patch's lines: named by the commit that brought them."""
         out.status, out.upstream_commit = BumpStatus.UPSTREAMED, commit
         first = landing(self.rng, commit)
@@ -422,7 +435,7 @@ class Planner:
             culprits=[Culprit(commit, self.rng.subject(commit), lp.patch.paths()[0])])
 
 
-def hunk_lines(lp: LoadedPatch) -> dict[str, int]:
+def hunk_lines(lp: SeriesPatch) -> dict[str, int]:
     """Each hunk header -> its line in the patch file (for annotations)."""
     rendered = lp.patch.render()
     diff_at = rendered.rfind(lp.patch.diff) if lp.patch.diff else -1
@@ -436,7 +449,7 @@ def reproduce_command(new: str, upstream: str | None) -> str:
 
 
 def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
-            loaded: list[LoadedPatch], notify: Notify) -> None:
+            loaded: list[SeriesPatch], notify: Notify) -> None:
     """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
     oracle = GitOracle(repo, carried.rng.new, carried)
     files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
@@ -521,7 +534,7 @@ def carry(ws: Workspace, repo: Repo, result: BumpResult, mat: Materialised,
     result.worktree, result.changed = worktree, changed
 
 
-def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[LoadedPatch],
+def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[SeriesPatch],
                  result: BumpResult, out: Artifacts) -> None:
     """report.md / report.json of the bump: old series on the old base, new on the new."""
     from ..report import Side, build_report, render_markdown, to_json
@@ -542,7 +555,7 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Loa
 
 
 # -- conflicts: artifacts a person can resume from -------------------------------------------------
-def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedPatch]) -> None:
+def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, SeriesPatch]) -> None:
     """bump.json, README.md and conflicts/NN-id/ (the patch, the marked-up files, culprits)."""
     out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
     for p in result.patches:
@@ -686,7 +699,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
     return data
 
 
-def find_patch(loaded: list[LoadedPatch], ref: str) -> int:
+def find_patch(loaded: list[SeriesPatch], ref: str) -> int:
     """The position of the patch ``ref`` names: its id, its file (with or without
     ``patches/``), or, for a long id, its id cut short or the whole subject's slug that import
     cut at 48 characters."""

@@ -41,17 +41,12 @@ from ..model.series import (
     patch_filename,
     slugify,
 )
+from ..model.series_patch import SeriesPatch
 from ..model.workspace import Workspace
 from .state import TreeMap
 
 
-@dataclass(frozen=True)
-class LoadedPatch:
-    entry: PatchEntry
-    patch: Patch
-
-
-def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
+def load_patches(ws: Workspace, series: Series) -> list[SeriesPatch]:
     loaded = []
     for entry in series.patches:
         path = ws.patch_dir / entry.file
@@ -59,12 +54,12 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
             data = read_regular(path)
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
-        loaded.append(LoadedPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
+        loaded.append(SeriesPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
     links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
     return loaded
 
 
-def check_links_on(repo: Repo, base: str, loaded: list[LoadedPatch]) -> None:
+def check_links_on(repo: Repo, base: str, loaded: list[SeriesPatch]) -> None:
     """The series' symlinks checked again once the base is known: through the base tree's own
     links too (a patch writing ``lnk/x.py`` where the base has a link ``lnk``)."""
     found = {path: e for path, e in repo.tree_entries(base).items() if e.mode == SYMLINK}
@@ -139,7 +134,7 @@ def remember_stats(ws: Workspace, files: dict[str, bytes], stats: dict[str, Stat
     _write_stats(ws, cache)
 
 
-def load_series_dir(directory: Path) -> tuple[Series, list[LoadedPatch]]:
+def load_series_dir(directory: Path) -> tuple[Series, list[SeriesPatch]]:
     ws = Workspace(directory)
     series = load(directory)
     return series, load_patches(ws, series)

@@ -30,16 +30,21 @@ from .resolutions import Memory, blob_sha
 
 @dataclass
 class Step:
-    """What became of one patch: its commit, or why there is none."""
+    """What became of one patch (its content held, not copied): its commit, or why there is
+    none."""
 
     index: int  # 1-based position in the series
     id: str
-    subject: str
+    patch: Patch
     status: Applied
     commit: Oid | None
     parent: Oid | None = None  # the commit it was applied on
     conflicts: tuple[FileConflict, ...] = ()
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
+
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
 
     def to_json(self) -> dict[str, object]:
         return {"index": self.index, "id": self.id, "subject": self.subject,
@@ -198,7 +203,7 @@ class Materializer:
     def _step(self, state: TreeState, number: int, pid: str, patch: Patch,
               three_way: bool) -> tuple[Step, list[Change]]:
         def step(status: Applied, conflicts: tuple[FileConflict, ...] = ()) -> Step:
-            return Step(number, pid, patch.subject, status, None, conflicts=conflicts)
+            return Step(number, pid, patch, status, None, conflicts=conflicts)
 
         if patch.is_empty:
             return step(Applied.EMPTY), []

@@ -39,11 +39,12 @@ from ..model import diffs
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid
 from ..model.series import load
+from ..model.series_patch import SeriesPatch
 from ..model.status import Applied
 from ..model.workspace import Workspace
 from .attribution import RegionCulprits, UpstreamRange, attribute
 from .conflicts import Engine, FileConflict, Labels, engine_for
-from .exchange import LoadedPatch, load_patches
+from .exchange import load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .state import ApplyState, TreeMap
@@ -59,16 +60,27 @@ class Result(str, Enum):
 
 @dataclass
 class Stop:
-    """The patch an apply stopped at, and its conflicts as they are in the work tree."""
+    """The patch an apply stopped at (held, not copied), and its conflicts as they are in the
+    work tree."""
 
     index: int
     total: int
-    id: str
-    file: str
-    subject: str
+    patch: SeriesPatch
     conflicts: list[FileConflict]
     regions: list[RegionCulprits] = field(default_factory=list)  # why, region by region
     blocked_by: list[str] = field(default_factory=list)  # skipped earlier patches it needs
+
+    @property
+    def id(self) -> str:
+        return self.patch.id
+
+    @property
+    def file(self) -> str:
+        return self.patch.file
+
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
 
     def why(self, region: object) -> RegionCulprits | None:
         return next((rc for rc in self.regions if rc.region is region), None)
@@ -137,7 +149,7 @@ class Session:
         self.ws.ensure_state_dir()
         state.save(self.ws.apply_state)
 
-    def patches(self, state: ApplyState) -> dict[str, LoadedPatch]:
+    def patches(self, state: ApplyState) -> dict[str, SeriesPatch]:
         series = load(self.ws.root)
         if [p.id for p in series.patches] != state.ids:
             raise RebasectlError(series_changed(state, [p.id for p in series.patches]))
@@ -158,7 +170,7 @@ class Session:
 
     # -- start / resume ------------------------------------------------------------------------
     def start(self, base: Oid, worktree: Path,
-              loaded: list[LoadedPatch] | None = None) -> ApplyOutcome:
+              loaded: list[SeriesPatch] | None = None) -> ApplyOutcome:
         """A new apply onto ``base`` into ``worktree``; ``loaded``: the series' patches when the
         caller has read them already (a long series is held once, not twice)."""
         previous = self.load()
@@ -193,7 +205,7 @@ class Session:
                 self.commit_resolution(state, tree, patches[state.current], allow_empty)
         return self.run(state, patches)
 
-    def reconcile(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> Worktree | None:
+    def reconcile(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Worktree | None:
         """Adopt commits of ours that reached the work tree after the last save; None when the
         work tree is gone."""
         worktree = Path(state.worktree)
@@ -218,7 +230,7 @@ class Session:
         return tree
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self, state: ApplyState, patches: dict[str, LoadedPatch],
+    def run(self, state: ApplyState, patches: dict[str, SeriesPatch],
             pending: Started | None = None) -> ApplyOutcome:
         """Apply the remaining patches in memory, move the work tree there, stop at a conflict
         (after rerere had its say). ``pending``: the work tree's checkout, still running."""
@@ -253,7 +265,7 @@ class Session:
         if tree.exists and tree.head() is not None and not tree.status().clean:
             tree.discard_changes()
 
-    def _materialise(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> Step | None:
+    def _materialise(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Step | None:
         remaining = [i for i in state.remaining() if i != state.current]
         total = len(state.ids)
 
@@ -274,7 +286,7 @@ class Session:
         self.save(state)
         return stopped
 
-    def _replay(self, state: ApplyState, tree: Worktree, lp: LoadedPatch) -> bool:
+    def _replay(self, state: ApplyState, tree: Worktree, lp: SeriesPatch) -> bool:
         """A resolution recorded earlier for this patch on this very state: applied and
         committed, and the apply goes on."""
         seen: dict[str, str | None] = {}
@@ -295,7 +307,7 @@ class Session:
         return True
 
     def _write_conflict(self, state: ApplyState, tree: Worktree,
-                        lp: LoadedPatch) -> list[FileConflict]:
+                        lp: SeriesPatch) -> list[FileConflict]:
         """The stopped patch merged into the work tree as git leaves it; returns the conflicts
         rerere did not resolve."""
         merge = self.engine(state).merge(tree.index(), lp.patch,
@@ -309,7 +321,7 @@ class Session:
         self.save(state)
         return [c for c in merge.conflicts if c.path not in resolved]
 
-    def commit_resolution(self, state: ApplyState, tree: Worktree, lp: LoadedPatch,
+    def commit_resolution(self, state: ApplyState, tree: Worktree, lp: SeriesPatch,
                           allow_empty: bool, how: Applied = Applied.RESOLVED) -> None:
         assert state.current is not None
         guard_head(tree, state)
@@ -340,7 +352,7 @@ class Session:
         state.current, state.conflicts, state.in_tree = None, [], False
         self.save(state)
 
-    def _remember(self, parent: str, commit: str, lp: LoadedPatch, rerere: list[str]) -> None:
+    def _remember(self, parent: str, commit: str, lp: SeriesPatch, rerere: list[str]) -> None:
         """The resolution, whole, for the next time this patch meets this state."""
         resolved = self.repo.diff(parent, commit)
         paths = list(dict.fromkeys([*lp.patch.paths(), *diffs.parse(resolved).paths()]))
@@ -348,26 +360,25 @@ class Session:
         state = {p: (found[p].blob if p in found else None) for p in paths}
         self.memory.record(lp.patch.diff, state, resolved, patch_id=lp.entry.id, rerere=rerere)
 
-    def _finish(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
+    def _finish(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> ApplyOutcome:
         TreeMap(state.base, Path(state.worktree), [(i, Oid(c)) for i, c in state.done],
                 list(state.skipped)).save(self.ws.tree_map)
         self.ws.apply_state.unlink(missing_ok=True)
         return self._outcome(state, patches, None, [])
 
-    def _outcome(self, state: ApplyState, patches: dict[str, LoadedPatch], stopped: Step | None,
+    def _outcome(self, state: ApplyState, patches: dict[str, SeriesPatch], stopped: Step | None,
                  conflicts: list[FileConflict]) -> ApplyOutcome:
         out = ApplyOutcome(state.base, Path(state.worktree), state.tip, len(state.ids),
                            [(i, state.how_applied(i)) for i, _ in state.done],
                            list(state.skipped))
         if stopped is not None:
             lp = patches[stopped.id]
-            out.stop = Stop(stopped.index, len(state.ids), stopped.id, lp.entry.file,
-                            lp.patch.subject, conflicts)
+            out.stop = Stop(stopped.index, len(state.ids), lp, conflicts)
             out.stop.regions, out.stop.blocked_by = self.explain(state, patches, stopped.id,
                                                                  conflicts)
         return out
 
-    def explain(self, state: ApplyState, patches: dict[str, LoadedPatch], pid: str,
+    def explain(self, state: ApplyState, patches: dict[str, SeriesPatch], pid: str,
                 conflicts: list[FileConflict]) -> tuple[list[RegionCulprits], list[str]]:
         """Why the stopped patch conflicts, region by region, as bump says it: the upstream
         commits that changed each region's lines (on a newer upstream than the series' base),
@@ -407,7 +418,7 @@ def followed_words(followed: dict[str, str]) -> str:
     return "".join(f" (followed upstream's rename {a} -> {b})" for a, b in followed.items())
 
 
-def _made_by_us(repo: Repo, sha: str, lp: LoadedPatch) -> bool:
+def _made_by_us(repo: Repo, sha: str, lp: SeriesPatch) -> bool:
     """A commit rebasectl made for ``lp``: its message, and author = committer = the patch's."""
     info = repo.commit(sha)
     ident = identity_of(lp.patch)

@@ -34,7 +34,7 @@ from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
 from ..model.ids import Oid, is_abbrev
 from ..model.lines import CONTAIN, significant
-from ..model.patches import Patch, raw_datetime
+from ..model.patches import Patch, raw_datetime, raw_to_rfc2822
 from ..model.series import PatchEntry, Series, slugify
 from ..model.status import MappingStatus
 
@@ -97,6 +97,14 @@ class Change:
     @property
     def id(self) -> str:
         return self.entry.id if self.entry else slugify(self.subject)
+
+    @property
+    def patch(self) -> Patch:
+        """The commit as the patch it is (its author, date, message and diff): what the
+        conflict engine and the carried-lines engine are asked about."""
+        author = self.info.author
+        return Patch(author.name, author.email, raw_to_rfc2822(author.date), self.info.message,
+                     self.diff)
 
     def paths(self) -> set[str]:
         return {f.path for f in self.files}
@@ -669,7 +677,7 @@ def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dic
     conflicts (each file with its kind and the old patch's hunks in its regions)."""
     with git.index() as index:
         index.read_tree(git.tree_of(parent))
-        merge = Engine(git).merge(index, Patch("", "", "", "", o.diff),
+        merge = Engine(git).merge(index, o.patch,
                                   Labels("upstream", f"patch {o.id}"))
         if merge.ok:
             return index.write_tree(), []
@@ -685,7 +693,7 @@ def upstreamed(carried: CarriedLines | None, o: Change) -> dict[str, Any] | None
     always None when the two sides share their base (``carried`` is None)."""
     if carried is None:
         return None
-    answer = carried.patch(Patch("", "", "", "", o.diff))
+    answer = carried.patch(o.patch)
     if not answer.carried:
         return None
     assert answer.commit is not None
