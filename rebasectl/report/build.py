@@ -29,6 +29,7 @@ from ..model.ids import Oid
 from ..model.status import MappingStatus
 from . import findings as checks
 from . import lineage, names
+from .evidence import Evidence
 from .interdiff import FilePlan, Jobs, effective, plan_file
 from .lineage import Change, Group, iso_date
 from .model import (
@@ -208,8 +209,8 @@ class _Ctx:
         commits = tuple(UpstreamCommit(c, self.rng.subject(c), pr_number(self.rng.subject(c)),
                                        tuple(paths[c]), lines[c]) for c in self.rng.order(lines))
         message = message_change(olds, news)
-        evidence = dict(sorted(g.evidence.items()))
-        moved = bool(evidence.get("moved"))
+        evidence = Evidence.of(g.evidence)
+        moved = evidence.moved
         assert g.status is not None, "pair() decides every group's status"
         rev: Review = review(g.status, evidence, tuple(files), tuple(found), commits, moved)
         renumbered = bool(g.old and g.new and min(g.old) != min(g.new))

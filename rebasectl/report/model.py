@@ -9,11 +9,11 @@ was computed from git or series.yaml by ``lineage``/``build``; the few sentences
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..model.ids import Oid
 from ..model.series import Series
 from ..model.status import MappingStatus
+from .evidence import Evidence
 
 SCHEMA = "rebasectl.report/1"
 
@@ -146,7 +146,7 @@ class Entry:
     status: MappingStatus
     renumbered: bool = False
     message_changed: bool = False
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
     details: str = ""
     files: tuple[FileCompare, ...] = ()
     upstream_commits: tuple[UpstreamCommit, ...] = ()

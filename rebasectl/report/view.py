@@ -18,9 +18,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..model import ids
+from .evidence import Evidence
 from .model import Entry, FileCompare, Finding, PatchInfo, Report
 
 FILE_WORDS = {"identical": "identical", "moved": "same hunks, moved",
@@ -316,17 +316,17 @@ def _folds(e: Entry) -> list[Block]:
     if hunks:
         out.append(Fold((t(f"interdiff ({sum(len(f.hunks) for f in e.files)} hunks)"),),
                         tuple(hunks)))
-    conflicts = e.evidence.get("replay_conflicts") or []
+    conflicts = e.evidence.replay_conflicts
     if conflicts:
-        items = tuple((code(c["path"]), t(f" ({c['kind']}): "),
-                       t(", ".join(c["hunks"]) or "the file as a whole")) for c in conflicts)
+        items = tuple((code(c.path), t(f" ({c.kind}): "),
+                       t(", ".join(c.hunks) or "the file as a whole")) for c in conflicts)
         out.append(Fold((t("replay conflicts: the old patch on the new parent"),),
                         (Bullets(items),)))
     out.append(Fold((t("evidence"),), (Bullets(tuple(_evidence(e.evidence))),)))
     return out
 
 
-def _evidence(ev: dict[str, Any]) -> list[Text]:
+def _evidence(ev: Evidence) -> list[Text]:
     """The evidence as key: value lines (nested values as compact JSON), not a dict dump."""
     out: list[Text] = []
     for key, value in ev.items():
