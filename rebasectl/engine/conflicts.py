@@ -31,7 +31,7 @@ from enum import Enum
 from ..git import Entry, Index, Repo, Stages
 from ..model.diffs import FileDiff, Hunk, LineMap, text_lines
 from ..model.ids import Oid
-from ..model.patches import Patch
+from ..model.patches import Mode, Patch
 
 MARK_START, MARK_BASE, MARK_SEP, MARK_END = b"<<<<<<< ", b"||||||| ", b"=======", b">>>>>>> "
 
@@ -206,7 +206,7 @@ class Engine:
         stages: dict[int, Entry] = {}
         content: bytes | None = None
         if f.old_blob and self.repo.objects.blob(f.old_blob) is not None:
-            stages[1] = Entry(f.old_mode or "100644", f.old_blob)
+            stages[1] = Entry(f.old_mode or Mode.REGULAR, f.old_blob)
             result = self._patched(f, stages[1])
             if result is not None:
                 stages[3] = result
@@ -243,7 +243,7 @@ class Engine:
         if ours_data == theirs:
             return FileConflict(f.path, ConflictKind.ADD_ADD, (), theirs, {0: ours})
         text, _ = self.repo.merge_file(ours_data, b"", theirs, labels.triple())
-        stages = {2: ours, 3: Entry(f.new_mode or "100644", self.repo.hash_blob(theirs))}
+        stages = {2: ours, 3: Entry(f.new_mode or Mode.REGULAR, self.repo.hash_blob(theirs))}
         regions = find_regions(text, text_lines(ours_data), [], f.hunks)
         return FileConflict(f.path, ConflictKind.ADD_ADD, tuple(regions), text, stages)
 

@@ -28,7 +28,7 @@ from ..infra.fsutil import FileTransaction, atomic_write, read_regular
 from ..model import lines, links
 from ..model.ids import Oid, short
 from ..model.lines import significant_lines
-from ..model.patches import SYMLINK, Patch, PatchError, parse, raw_to_rfc2822
+from ..model.patches import SYMLINK, Patch, PatchError, parse
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -141,7 +141,7 @@ def load_series_dir(directory: Path) -> tuple[Series, list[SeriesPatch]]:
 
 
 def patch_from_commit(repo: Repo, info: CommitInfo, diff: bytes | None = None) -> Patch:
-    return Patch(info.author.name, info.author.email, raw_to_rfc2822(info.author.date),
+    return Patch(info.author.name, info.author.email, info.author.date.rfc2822(),
                  info.message, repo.commit_diff(info) if diff is None else diff)
 
 

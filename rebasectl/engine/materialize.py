@@ -21,7 +21,7 @@ from ..git.fastimport import Change
 from ..infra.faults import boundary
 from ..model import diffs
 from ..model.ids import Oid
-from ..model.patches import Patch, rfc2822_to_raw
+from ..model.patches import Mode, Patch, rfc2822_to_raw
 from ..model.status import Applied
 from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
@@ -257,7 +257,7 @@ class Materializer:
                 if state.items.pop(path, None) is not None:
                     changes.append(Change(path))
                 continue
-            mode = f.new_mode or (old.mode if old else "100644")
+            mode = f.new_mode or (old.mode if old else Mode.REGULAR)
             if old is not None and old.mode == mode and state.read(path) == data:
                 continue
             state.items[path] = Item(mode, None, data)

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..infra.errors import GitError
 from ..model.diffs import quote_path
 from ..model.ids import Oid
+from ..model.patches import Mode
 from .objects import Identity
 from .runner import Runner, check_interrupted, describe_failure
 
@@ -27,7 +28,7 @@ class Change:
     """One path of a commit: new content (``data``), an existing blob (``blob``), or gone."""
 
     path: str
-    mode: str = "100644"
+    mode: str = Mode.REGULAR
     data: bytes | None = None
     blob: str | None = None
 

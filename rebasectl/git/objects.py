@@ -19,6 +19,7 @@ from typing import Any
 
 from ..infra.errors import GitError
 from ..model.ids import Oid, is_full
+from ..model.patches import EPOCH, RAW_DATE, RawDate
 from .runner import hermetic_env
 
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # a missing git is our one-line error
@@ -30,7 +31,7 @@ class Identity:
 
     name: str
     email: str
-    date: str  # git's raw "<unix seconds> <+hhmm>"
+    date: RawDate  # git's raw "<unix seconds> <+hhmm>"
 
     def env(self) -> dict[str, str]:
         return {"GIT_AUTHOR_NAME": self.name, "GIT_AUTHOR_EMAIL": self.email,
@@ -45,7 +46,7 @@ class CommitInfo:
     parents: tuple[Oid, ...]
     author: Identity
     message: str
-    committer_date: str = ""  # raw
+    committer_date: RawDate = EPOCH
 
     @property
     def subject(self) -> str:
@@ -56,7 +57,7 @@ class CommitInfo:
         return self.parents[0] if self.parents else None
 
 
-_PERSON = re.compile(rb"^(.*?) ?<([^<>]*)> (-?\d+ [+-]\d{4})$")
+_PERSON = re.compile(rb"^(.*?) ?<([^<>]*)> (" + RAW_DATE.encode() + rb")$")
 
 
 def parse_commit(sha: str, raw: bytes) -> CommitInfo:
@@ -84,13 +85,13 @@ def parse_commit(sha: str, raw: bytes) -> CommitInfo:
 def _person(value: bytes, encoding: str) -> Identity:
     m = _PERSON.match(value)
     if m is None:
-        return Identity(value.decode("utf-8", errors="replace"), "", "0 +0000")
+        return Identity(value.decode("utf-8", errors="replace"), "", EPOCH)
     try:
         name = m.group(1).decode(encoding, errors="surrogateescape")
     except LookupError:
         name = m.group(1).decode("utf-8", errors="surrogateescape")
     return Identity(name, m.group(2).decode("utf-8", errors="surrogateescape"),
-                    m.group(3).decode())
+                    RawDate(m.group(3).decode()))
 
 
 class Objects:

@@ -34,7 +34,7 @@ from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
 from ..model.ids import Oid, is_abbrev
 from ..model.lines import CONTAIN, significant
-from ..model.patches import Patch, raw_datetime, raw_to_rfc2822
+from ..model.patches import Patch, raw_datetime
 from ..model.series import PatchEntry, Series, slugify
 from ..model.status import MappingStatus
 
@@ -103,7 +103,7 @@ class Change:
         """The commit as the patch it is (its author, date, message and diff): what the
         conflict engine and the carried-lines engine are asked about."""
         author = self.info.author
-        return Patch(author.name, author.email, raw_to_rfc2822(author.date), self.info.message,
+        return Patch(author.name, author.email, author.date.rfc2822(), self.info.message,
                      self.diff)
 
     def paths(self) -> set[str]:

@@ -140,6 +140,11 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
     "is a changed line significant": (
         "model/lines.py", _where(functions, lambda s: s.lstrip("_") in
                                  ("significant", "significant_lines", "is_significant"))),
+    "what git's raw date looks like (the pattern; RawDate)": (
+        "model/patches.py", _where(constants, lambda s: "[+-]\\d{4}" in s)),
+    "a file's git mode (its spelling: 100644, 100755, 120000)": (
+        "model/patches.py", _where(constants, lambda s: s in ("100644", "100755", "120000",
+                                                            "160000"))),
     "the parse of git's raw date": (
         "model/patches.py", _where(calls, lambda s: s in ("fromtimestamp", "utcfromtimestamp"))),
     "the words for what became of a patch (status enums)": (
@@ -186,6 +191,9 @@ def test_a_second_definition_is_caught() -> None:
         "the containment threshold (is patch A contained in B)": "FOLD_CONTAINMENT = 0.5",
         "is a changed line significant": "def _significant(line):\n    return line",
         "the parse of git's raw date": "when = datetime.fromtimestamp(1, tz)",
+        "what git's raw date looks like (the pattern; RawDate)":
+            'D = re.compile(r"\\d+ [+-]\\d{4}")',
+        "a file's git mode (its spelling: 100644, 100755, 120000)": 'mode = "100644"',
         "does a patch apply (exactly, else 3-way)": "def _applies(index, patch):\n    return 1",
         "the words for what became of a patch (status enums)":
             "class BumpStatus(str, Enum):\n    CLEAN = 'clean'",
