@@ -22,6 +22,7 @@ from typing import Any
 from ...git import Repo
 from ...model.diffs import parse
 from ...model.status import ProposalState
+from .. import serialize
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
 from .rules import Case, Found, Oracle, Sides, first, item_names
@@ -121,7 +122,7 @@ class GitOracle(Oracle):
 
     def region(self, path: str, base: list[str], theirs: list[str]) -> dict[str, Any] | None:
         found = self.carried.changes([Change.of_sides(path, _b(base), _b(theirs))])
-        return found.to_json() if found.carried else None
+        return serialize.carried(found) if found.carried else None
 
     def brought(self, path: str, lines: list[str]) -> str | None:
         return self.carried.changes([Change(path, tuple(_b(lines)))]).commit
