@@ -62,10 +62,22 @@ class Case:
     ours_file: list[str]  # upstream's whole file
     base_file: list[str] = field(default_factory=list)  # the patch's whole preimage
     culprits: list[str] = field(default_factory=list)  # commits that changed its lines
+    earlier: Earlier | None = None  # the earlier failing patches the region needs
 
     @property
     def id(self) -> str:
         return f"{self.patch_id}/{self.path}/{self.n}"
+
+
+@dataclass
+class Earlier:
+    """What the earlier patches a region needs (they do not apply, so their lines are missing
+    from upstream's side) bring to its file: the lines they add, and their own proposals there
+    (upstream's side of each proposed region, the proposed lines, the proposal's id)."""
+
+    patches: list[str]
+    adds: frozenset[str]  # normalised lines those patches add to the file
+    proposals: list[tuple[list[str], list[str], str]] = field(default_factory=list)
 
 
 @dataclass
@@ -117,6 +129,13 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
         return Found("already-upstream", list(s.ours),
                      {"commit": verdict["commit"], "subject": verdict.get("subject"),
                       "how": "lines", "share": verdict.get("share"), "names": []})
+    items = _same_items(s)
+    if items:
+        commit = oracle.brought(case.path, _items_lines(s.ours, items))
+        if commit is not None:
+            return Found("already-upstream", list(s.ours),
+                         {"commit": commit, "how": "items", "names": sorted(items),
+                          "lines": _items_lines(s.ours, items)})
     added = names(s.theirs) - names(s.base)
     removed = names(s.base) - names(s.theirs)
     ours = names(s.ours)
@@ -132,6 +151,35 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
 
 def _holding(lines: list[str], wanted: set[str]) -> list[str]:
     return [ln for ln in lines if names([ln]) & wanted]
+
+
+def _same_items(s: Sides) -> set[str]:
+    """The patch only inserts items (parameters, keyword arguments, a docstring's argument
+    entries) and upstream's side has, new, an item of each of those names: upstream added the
+    same parameter or documented the same argument in its own words (the free text differs, so
+    the names rule does not see it). Empty when that is not the whole of the patch's change."""
+    ops = [op for op in SequenceMatcher(None, s.base, s.theirs, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if not ops or any(tag != "insert" for tag, *_ in ops):
+        return set()
+    inserted = [ln for _, _, _, j1, j2 in ops for ln in s.theirs[j1:j2] if ln.strip()]
+    heads = [ln for ln in inserted if _entry(ln)]
+    if not heads or inserted[0] != heads[0] or \
+            not all(_entry(ln) or indent(ln) > indent(heads[0]) for ln in inserted):
+        return set()
+    wanted = item_names(inserted)
+    fresh = item_names(s.ours) - item_names(s.base)
+    return wanted if wanted <= fresh else set()
+
+
+def _entry(line: str) -> bool:
+    """An item of a list: a docstring's argument entry, or a parameter or keyword argument
+    (``name: T = x,``, ``name=x,``), not a statement (``name = x``)."""
+    return bool(ARG_DOC.match(line) or ITEM.match(line) and line.rstrip().endswith(","))
+
+
+def _items_lines(lines: list[str], wanted: set[str]) -> list[str]:
+    return [ln for ln in lines if item_names([ln]) & wanted]
 
 
 # -- both-insert / context-only --------------------------------------------------------------------
@@ -417,7 +465,45 @@ def _port(s: Sides, block: list[str], lines: list[str], at: int) -> list[str] | 
     return new
 
 
-RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, merged, moved]
+# -- a region that needs an earlier failing patch's lines ----------------------------------------
+def on_earlier(case: Case, oracle: Oracle) -> Found | None:
+    """The region's preimage lines that upstream's side lacks are all lines of the earlier
+    patches it needs (they do not apply, so their lines are not there): the patch's change is
+    made on upstream's side *as those patches would leave it*: their own lines where upstream's
+    side is empty, else the one proposal of theirs for this same upstream text. It must edit
+    those lines, or only add items of a list next to them: new statements next to another
+    patch's lines may belong elsewhere once that patch is done again (a person places them)."""
+    e, s = case.earlier, case.sides
+    if e is None:
+        return None
+    up = {norm(x) for x in s.ours}
+    missing = [norm(x) for x in s.base if x.strip() and norm(x) not in up]
+    if not missing or any(x not in e.adds for x in missing):
+        return None
+    if not any(x.strip() for x in s.ours):
+        carried, via = list(s.base), "their lines"
+    else:
+        mine = [norm(x) for x in s.ours if x.strip()]
+        hits = [(lines, pid) for ours, lines, pid in e.proposals
+                if [norm(x) for x in ours if x.strip()] == mine
+                and set(missing) <= {norm(x) for x in lines}]
+        if len(hits) != 1:
+            return None
+        carried, via = hits[0]
+    result = merge(s.base, carried, s.theirs)
+    pa = edits(s.base, s.theirs, loose=False)
+    if result is None or result.same_point or not pa:
+        return None
+    if all(x.insertion for x in pa) and not all(_items(x.lines) for x in pa):
+        return None
+    return Found("context-only", result.lines,
+                 {"context": "the region holds lines of earlier patches that do not apply: "
+                             "the patch's change made on them as they would be carried",
+                  "needs": list(e.patches), "on": via})
+
+
+RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, on_earlier, merged,
+                                                       moved]
 
 
 def first(case: Case, oracle: Oracle) -> Found | None:
