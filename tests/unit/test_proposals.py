@@ -434,3 +434,34 @@ def test_statements_added_next_to_an_earlier_patchs_lines_are_left_to_a_person()
     alien = Case("p2", "f.py", 1, Sides([], mine + ["    pass"], ["def helper():", "    pass"]),
                  [], earlier=earlier)
     assert first(alien, Oracle()) is None
+
+
+def test_an_insertion_goes_beside_upstreams_rewrite_of_the_line_it_stands_beside() -> None:
+    """The patch adds an import before a line upstream grew: the import goes before upstream's
+    text of that line. Refused when upstream renamed what the insertion joins, or when the
+    insertion binds something upstream's side binds already."""
+    found = first(case(["from typing import Dict, Optional"],
+                       ["from typing import Any, Dict, Optional"],
+                       ["from pathlib import Path", "from typing import Dict, Optional"]),
+                  Oracle())
+    assert found is not None and found.rule == "context-only", found
+    assert found.lines == ["from pathlib import Path", "from typing import Any, Dict, Optional"]
+    renamed = case(["            **(extra_kwargs or {}),"],
+                   ["            **decoder_extra_kwargs,"],
+                   ["            input_ids=input_ids,", "            **(extra_kwargs or {}),"])
+    assert first(renamed, Oracle()) is None
+    scale = ["    group.add_argument('--scale', type=float,", "                       default=1.0)"]
+    flag = case(scale,
+                ["    group.add_argument(", "        '--scale', type=float, default=1.0", "    )",
+                 "    group.add_argument('--beta', type=int)"],
+                ["    group.add_argument('--beta', type=int)", *scale])
+    assert first(flag, Oracle()) is None
+
+
+def test_both_insert_keeps_two_elif_arms_that_set_the_same_name() -> None:
+    """Arms of one if-chain bind the same name by design (only one runs): both kept."""
+    found = first(case([], ["    elif impl == 'fast':", "        norm = FastNorm"],
+                       ["    elif uses_backend:", "        norm = BackendNorm"]), Oracle())
+    assert found is not None and found.rule == "both-insert"
+    assert found.lines == ["    elif impl == 'fast':", "        norm = FastNorm",
+                           "    elif uses_backend:", "        norm = BackendNorm"]

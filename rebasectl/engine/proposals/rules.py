@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from .merge import Merged, edits, indent, merge, norm, token_merge, twins
+from .merge import CLOSE, Merged, defined, edits, indent, merge, norm, token_merge, twins
 
 NAME = re.compile(r"[A-Za-z_]\w*")
 # names that say nothing about what a change is (Python's keywords and common builtins)
@@ -225,7 +225,7 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
     if not result.patch_edits:
         return None
     if result.same_point:
-        found = _both(result, s)
+        found = _both(result, s) or _beside(result, s)
         if found is None:
             return None
         inserted = [ln for _, _, b in result.same_point for ln in b]
@@ -235,7 +235,42 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
         # take on it may be there already (a person looks)
         fresh = names(case.ours_file) - names(case.base_file) if case.base_file else set()
         return None if item_names(inserted) & fresh else found
-    return _context(result, s)
+    return _context(result, s) or _beside(result, s)
+
+
+def _beside(result: Merged, s: Sides) -> Found | None:
+    """The patch only inserts lines, and what upstream changed is the line each insertion
+    stands beside (before or after it: the hunk's context), rewritten into a line like it (an
+    import list grown, a signature re-wrapped, a class renamed), perhaps with list items of its
+    own at the same point: the insertion goes beside upstream's text of that line. Refused when
+    the inserted lines use a name upstream's rewrite took away."""
+    up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
+    if not pa or not all(p.insertion for p in pa):
+        return None
+    rewrites = [u for u in up if not u.insertion]
+    if not rewrites or any(u.insertion and not any(p.start == u.start for p in pa) for u in up):
+        return None
+    inserted = [ln for p in pa for ln in p.lines]
+    defs = _definitions(tuple(inserted))
+    for u in rewrites:
+        if not any(p.start in (u.start, u.end) for p in pa):
+            return None  # an upstream change away from the patch's insertions
+        old = " ".join(norm(x) for x in s.base[u.start:u.end])
+        new = " ".join(norm(x) for x in u.lines)
+        if SequenceMatcher(None, old, new, autojunk=False).ratio() < CLOSE:
+            return None
+        if not defs and not names([old]) <= names([new]):
+            return None  # renamed, not grown or re-wrapped: what the insertion joins changed
+    for _, a, b in result.same_point:
+        same, bound = twins(a, b)
+        if same or bound or not (_items(a) and _items(b)):
+            return None
+    if names(inserted) & (names(s.base) - names(s.ours)) or defined(tuple(inserted)) & \
+            defined(tuple(s.ours)) or _flags(inserted) & _flags(s.ours):
+        return None  # it uses a name upstream took away, or binds one upstream's side binds
+    return Found("context-only", result.lines,
+                 {"context": "upstream rewrote the line the patch's insertion stands beside: "
+                             "the insertion goes beside upstream's text of it"})
 
 
 def _both(result: Merged, s: Sides) -> Found | None:
@@ -246,7 +281,7 @@ def _both(result: Merged, s: Sides) -> Found | None:
         return None
     for _, a, b in result.same_point:
         same, bound = twins(a, b)
-        if same or bound or not (_items(a) and _items(b)):
+        if same or bound and not (_arm(a) and _arm(b)) or not (_items(a) and _items(b)):
             return None
         if _positional(a) and _positional(b):
             return None  # both add positional items: their order is what callers bind to
@@ -254,6 +289,21 @@ def _both(result: Merged, s: Sides) -> Found | None:
              for at, a, b in result.same_point]
     return Found("both-insert", result.lines,
                  {"order": "upstream's lines first, then the patch's", "insertions": where})
+
+
+FLAG = re.compile(r"""['"](--?[A-Za-z][\w-]*)['"]""")
+
+
+def _flags(lines: Sequence[str]) -> set[str]:
+    """Command-line flags the lines name (a second ``add_argument`` of one is an error)."""
+    return {m.group(1) for x in lines for m in FLAG.finditer(x)}
+
+
+def _arm(lines: tuple[str, ...]) -> bool:
+    """An ``elif``/``case`` arm: arms of one chain bind the same names by design (only one
+    runs), so a name both bind is no duplicate."""
+    body = [norm(x) for x in lines if x.strip()]
+    return bool(body) and body[0].startswith(("elif ", "case "))
 
 
 ARG_DOC = re.compile(r"^\s*\*{0,2}\w+ \([^)]*\):")
