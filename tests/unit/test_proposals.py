@@ -465,3 +465,31 @@ def test_both_insert_keeps_two_elif_arms_that_set_the_same_name() -> None:
     assert found is not None and found.rule == "both-insert"
     assert found.lines == ["    elif impl == 'fast':", "        norm = FastNorm",
                            "    elif uses_backend:", "        norm = BackendNorm"]
+
+
+def test_definitions_go_before_a_class_upstream_renamed_with_its_docstring() -> None:
+    """Upstream renamed the class the patch's new functions stand before, and reworded its
+    docstring (two rewrites of consecutive lines: one rewrite of the block)."""
+    helper = ["def _helper(x: int) -> int:", "    return x", "", ""]
+    found = first(case(["class Qkv(Protocol):", '    """Protocol for qkv."""'],
+                       ["class QkvInterface(Protocol):", '    """Interface for qkv."""'],
+                       helper + ["class Qkv(Protocol):", '    """Protocol for qkv."""']),
+                  Oracle())
+    assert found is not None and found.rule == "context-only", found
+    assert found.lines == helper + ["class QkvInterface(Protocol):", '    """Interface for qkv."""']
+
+
+def test_rewrites_of_neighbouring_lines_are_both_kept() -> None:
+    """Upstream rewrote one line, the patch the next one: both rewrites. Not when upstream only
+    added lines around the line the patch rewrote (they were written against the old line)."""
+    base = ['py_version = 310  # python 3.8 target', 'first_party = ["core"]  # FIRSTPARTY']
+    ours = ['py_version = 310  # python 3.10 target', 'first_party = ["core"]  # FIRSTPARTY']
+    theirs = [base[0], 'first_party = ["core", "plugins"]  # FIRSTPARTY']
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only", found
+    assert found.lines == [ours[0], theirs[1]]
+    line = ["    h = make_viewless(inp=h, keep_graph=True)"]
+    around = case(line, ["    if detach:", "        x = x.detach()", *line,
+                         "    if not h.requires_grad:", "        h.requires_grad_(True)"],
+                  ["    h = make_viewless(inp=h, keep_graph=False)"])
+    assert first(around, Oracle()) is None

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from .merge import CLOSE, Merged, defined, edits, indent, merge, norm, token_merge, twins
+from .merge import CLOSE, Edit, Merged, defined, edits, indent, merge, norm, token_merge, twins
 
 NAME = re.compile(r"[A-Za-z_]\w*")
 # names that say nothing about what a change is (Python's keywords and common builtins)
@@ -235,7 +235,7 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
         # take on it may be there already (a person looks)
         fresh = names(case.ours_file) - names(case.base_file) if case.base_file else set()
         return None if item_names(inserted) & fresh else found
-    return _context(result, s) or _beside(result, s)
+    return _context(result, s) or _beside(result, s) or _neighbours(result, s)
 
 
 def _beside(result: Merged, s: Sides) -> Found | None:
@@ -247,7 +247,7 @@ def _beside(result: Merged, s: Sides) -> Found | None:
     up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
     if not pa or not all(p.insertion for p in pa):
         return None
-    rewrites = [u for u in up if not u.insertion]
+    rewrites = _runs([u for u in up if not u.insertion])
     if not rewrites or any(u.insertion and not any(p.start == u.start for p in pa) for u in up):
         return None
     inserted = [ln for p in pa for ln in p.lines]
@@ -271,6 +271,43 @@ def _beside(result: Merged, s: Sides) -> Found | None:
     return Found("context-only", result.lines,
                  {"context": "upstream rewrote the line the patch's insertion stands beside: "
                              "the insertion goes beside upstream's text of it"})
+
+
+def _runs(rewrites: list[Edit]) -> list[Edit]:
+    """Rewrites of consecutive lines as one (a class line renamed and its docstring reworded)."""
+    out: list[Edit] = []
+    for u in rewrites:
+        if out and out[-1].end == u.start:
+            out[-1] = Edit(out[-1].start, u.end, out[-1].lines + u.lines)
+        else:
+            out.append(u)
+    return out
+
+
+def _alike_rewrite(e: Edit, base: list[str]) -> bool:
+    """Each preimage line of the edit rewritten into one line like it."""
+    return e.end - e.start == len(e.lines) > 0 and all(
+        SequenceMatcher(None, norm(base[e.start + k]), norm(x), autojunk=False).ratio() >= CLOSE
+        for k, x in enumerate(e.lines))
+
+
+def _neighbours(result: Merged, s: Sides) -> Found | None:
+    """Both sides rewrote lines, different ones next to each other, each line into one like it
+    (upstream may also have added lines between them): git stops on the adjacency, a person
+    keeps both rewrites. Upstream only adding lines around the patch's rewrite is not this: its
+    new lines were written against the line as it was. Refused when the patch's lines use a
+    name upstream took away."""
+    up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
+    if result.same_point or not pa or not all(_alike_rewrite(p, s.base) for p in pa):
+        return None
+    rewrites = [u for u in up if not u.insertion]
+    if not rewrites or not all(_alike_rewrite(u, s.base) for u in rewrites):
+        return None
+    if names([x for p in pa for x in p.lines]) & (names(s.base) - names(s.ours)):
+        return None
+    return Found("context-only", result.lines,
+                 {"context": "upstream rewrote the lines next to the patch's: both rewrites "
+                             "kept"})
 
 
 def _both(result: Merged, s: Sides) -> Found | None:
