@@ -41,6 +41,7 @@ from ..engine.proposals import (
     GitOracle,
     Proposal,
     consistent,
+    dropped,
     earlier_of,
     propose_file,
     superseded,
@@ -85,6 +86,8 @@ class PatchOutcome:
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
     risks: list[Risk] = field(default_factory=list)  # checks after the merge (warnings)
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
+    dropped: list[FileConflict] = field(default_factory=list)  # upstreamed: its merge's regions
+    # (in bump.json as "dropped_regions" once --propose gave each its proposed drop)
 
     def to_json(self) -> dict[str, Any]:
         att = self.attribution
@@ -112,6 +115,10 @@ class PatchOutcome:
             "upstream_commit": self.upstream_commit,
             "carried": self.carried.to_json() if self.carried else None,
             "findings": [f.to_json() for f in self.findings],
+            **({"dropped_regions": [{**c.to_json(), "regions": [region(c, n, r) for n, r in
+                                                                enumerate(c.regions, 1)]}
+                                    for c in self.dropped]} if self.dropped and self.proposals
+               else {}),
         }
 
     def _proposal(self, rid: str) -> dict[str, Any]:
@@ -413,6 +420,7 @@ class Planner:
             if not needs and asked:
                 out.carried = self.carried.patch(lp.patch)
                 if out.carried.commit is not None:
+                    out.dropped = out.conflicts  # shown with --propose: drops, commit named
                     out.conflicts, out.hunk_lines = [], {}
                     self._upstreamed(out, lp, out.carried.commit)
         elif needs:  # it applied, but only because the lines it needs are not there
@@ -454,6 +462,12 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
     files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
     by_id = {lp.entry.id: lp for lp in loaded}
     for out in outcomes:
+        if out.status is BumpStatus.UPSTREAMED and out.upstream_commit and out.dropped:
+            commit = out.upstream_commit
+            subject = out.carried.subject if out.carried else ""
+            out.proposals = {p.id: p for c in out.dropped
+                             for p in dropped(out.id, c, commit, subject)}
+            continue
         if out.status not in (BumpStatus.CONFLICT, BumpStatus.BLOCKED):
             continue
         notify(f"proposing resolutions for {out.id}")

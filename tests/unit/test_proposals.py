@@ -493,3 +493,32 @@ def test_rewrites_of_neighbouring_lines_are_both_kept() -> None:
                          "    if not h.requires_grad:", "        h.requires_grad_(True)"],
                   ["    h = make_viewless(inp=h, keep_graph=False)"])
     assert first(around, Oracle()) is None
+
+
+def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path) -> None:
+    """Upstream made the patch's fix without its comment: git's merge still marks a region, the
+    bump drops the patch as upstreamed (the commit named). With --propose, bump.json lists that
+    region under dropped_regions with a proposed drop (upstream's side), the commit named;
+    without, nothing more than before."""
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"run.py": CALL})
+    up.git("checkout", "-q", "-b", "fork")
+    fixed = "    x = compute(a, fast=True)\n"
+    tip = up.commit("compute fast", {"run.py": CALL.replace(
+        "    x = compute(a)\n", "    # the fast path: same result, less memory\n" + fixed)})
+    up.checkout("main")
+    new = up.commit("upstream: compute fast", {"run.py": CALL.replace("    x = compute(a)\n",
+                                                                        fixed)})
+    series = series_of(tmp_path, up, base, tip)
+    args = ["bump", "--to", new, "--upstream", str(up.path), "--json"]
+    r = rebasectl(series, *args, "--propose", "--artifacts", str(tmp_path / "art"))
+    assert r.returncode in (0, 1), r.stderr
+    patch = json.loads(r.stdout)["patches"][0]
+    assert patch["status"] == "upstreamed" and patch["conflicts"] == []
+    [region] = [reg for c in patch["dropped_regions"] for reg in c["regions"]]
+    prop = region["proposal"]
+    assert region["id"] == "compute-fast/run.py/1" and prop["rule"] == "superseded"
+    assert prop["lines"] == [fixed.rstrip("\n")] and prop["evidence"]["commit"] == new
+    assert prop["evidence"]["drop"] is True
+    r = rebasectl(series, *args, "--artifacts", str(tmp_path / "art2"))
+    assert "dropped_regions" not in json.loads(r.stdout)["patches"][0]

@@ -231,5 +231,17 @@ def superseded(props: list[Proposal | None]) -> bool:
     return True
 
 
+def dropped(patch_id: str, c: FileConflict, commit: str, subject: str) -> list[Proposal]:
+    """The regions of a patch the bump drops because upstream carries it (the carried-lines
+    engine named ``commit``): each a proposed drop, upstream's side kept, the commit named."""
+    if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
+        return []
+    found = blocks(c.content.decode("utf-8", "surrogateescape"))
+    return [Proposal(f"{patch_id}/{c.path}/{n}", patch_id, c.path, n, "superseded",
+                     list(b.sides.ours), {"drop": True, "commit": commit, "commits": [commit],
+                                          "subject": subject, "how": "patch", "names": []},
+                     b.marked) for n, b in enumerate(found, 1)]
+
+
 __all__ = ["STATES", "Block", "Earlier", "GitOracle", "Oracle", "Proposal", "blocks",
-           "consistent", "earlier_of", "propose_file", "superseded"]
+           "consistent", "dropped", "earlier_of", "propose_file", "superseded"]
