@@ -497,7 +497,7 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
         out.proposals = {p.id: p for p in found if p is not None}
 
 
-def _earlier(needs: list[str], path: str, by_id: dict[str, LoadedPatch],
+def _earlier(needs: list[str], path: str, by_id: dict[str, SeriesPatch],
              outcomes: list[PatchOutcome]) -> Earlier:
     """What the earlier failing patches ``needs`` bring to ``path``: their added lines and
     their proposals there (made before: the outcomes are in series order)."""
