@@ -1,10 +1,11 @@
 """The click commands: parse arguments, call one function, render its result.
 
-Results decide their own exit code (``exit_code``) and JSON (``to_json``); this module only
-chooses how they look. Every failure below arrives as ``RebasectlError`` and leaves as one line on
-stderr with its exit code (2 bad input, 1 conflicts, 3 failed tests, 130 Ctrl-C); with ``--json``
-the same error is also one JSON document on stdout, so a script reads JSON on every exit. Heavy
-modules are imported inside the commands: ``--help`` and ``status`` start at once.
+Results decide their own exit code (``exit_code``); their JSON is the serialisers' (engine/,
+commands/ and report/serialize.py), and this module only chooses how they look. Every failure
+below arrives as ``RebasectlError`` and leaves as one line on stderr with its exit code (2 bad
+input, 1 conflicts, 3 failed tests, 130 Ctrl-C); with ``--json`` the same error is also one JSON
+document on stdout, so a script reads JSON on every exit. Heavy modules are imported inside the
+commands: ``--help`` and ``status`` start at once.
 """
 
 from __future__ import annotations

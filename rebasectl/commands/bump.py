@@ -37,7 +37,16 @@ from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
 from ..engine.exchange import check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
-from ..engine.proposals import GitOracle, Proposal, consistent, propose_file, superseded
+from ..engine.proposals import (
+    Earlier,
+    GitOracle,
+    Proposal,
+    consistent,
+    dropped,
+    earlier_of,
+    propose_file,
+    superseded,
+)
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -81,6 +90,8 @@ class PatchOutcome:
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
     risks: list[Risk] = field(default_factory=list)  # checks after the merge (warnings)
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
+    dropped: list[FileConflict] = field(default_factory=list)  # upstreamed: its merge's regions
+    # (in bump.json as "dropped_regions" once --propose gave each its proposed drop)
 
     @property
     def id(self) -> str:
@@ -97,6 +108,12 @@ class PatchOutcome:
     def region_culprits(self, c: FileConflict) -> list[list[Oid]]:
         att = self.attribution
         found = {id(rc.region): rc.commits for rc in att.regions} if att else {}
+        return [found.get(id(r), []) for r in c.regions]
+
+    def region_blocked(self, c: FileConflict) -> list[list[str]]:
+        """Per region, the earlier failing patches whose lines it needs."""
+        att = self.attribution
+        found = {id(rc.region): rc.blocked_by for rc in att.regions} if att else {}
         return [found.get(id(r), []) for r in c.regions]
 
 
@@ -372,6 +389,7 @@ class Planner:
             if not needs and asked:
                 out.carried = self.carried.patch(lp.patch)
                 if out.carried.commit is not None:
+                    out.dropped = out.conflicts  # shown with --propose: drops, commit named
                     out.conflicts, out.hunk_lines = [], {}
                     self._upstreamed(out, lp, out.carried.commit)
         elif needs:  # it applied, but only because the lines it needs are not there
@@ -411,17 +429,39 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
     """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
     oracle = GitOracle(repo, carried.rng.new, carried)
     files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
+    by_id = {lp.entry.id: lp for lp in loaded}
     for out in outcomes:
+        if out.status is BumpStatus.UPSTREAMED and out.upstream_commit and out.dropped:
+            commit = out.upstream_commit
+            subject = out.carried.subject if out.carried else ""
+            out.proposals = {p.id: p for c in out.dropped
+                             for p in dropped(out.id, c, commit, subject)}
+            continue
         if out.status not in (BumpStatus.CONFLICT, BumpStatus.BLOCKED):
             continue
         notify(f"proposing resolutions for {out.id}")
         found: list[Proposal | None] = []
         for c in out.conflicts:
-            found += propose_file(out.id, c, out.region_culprits(c), oracle)
+            earlier = [_earlier(needs, c.path, by_id, outcomes) if needs else None
+                       for needs in out.region_blocked(c)]
+            found += propose_file(out.id, c, out.region_culprits(c), oracle, earlier)
         consistent(found)
         if len(out.conflicts) == files.get(out.id):
             superseded(found)
         out.proposals = {p.id: p for p in found if p is not None}
+
+
+def _earlier(needs: list[str], path: str, by_id: dict[str, SeriesPatch],
+             outcomes: list[PatchOutcome]) -> Earlier:
+    """What the earlier failing patches ``needs`` bring to ``path``: their added lines and
+    their proposals there (made before: the outcomes are in series order)."""
+    adds: list[bytes] = []
+    for pid in needs:
+        f = by_id[pid].patch.model.file(path) if pid in by_id else None
+        adds += [ln for h in f.hunks for ln in h.added] if f is not None else []
+    theirs = [pr for o in outcomes if o.id in needs for pr in o.proposals.values()
+              if pr.path == path]
+    return earlier_of(needs, adds, theirs)
 
 
 def artifacts_folder(ws: Workspace, artifacts: Path | None) -> Path:

@@ -65,6 +65,9 @@ def patch_outcome(p: PatchOutcome) -> dict[str, Any]:
         "upstream_commit": p.upstream_commit,
         "carried": engine.carried(p.carried) if p.carried else None,
         "findings": [name_use(f) for f in p.findings],
+        **({"dropped_regions": [{**engine.file_conflict(c),
+                                 "regions": [region(c, n, r) for n, r in enumerate(c.regions, 1)]}
+                                for c in p.dropped]} if p.dropped and p.proposals else {}),
     }
 
 

@@ -341,29 +341,55 @@ class Scan:
 
 
 def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> list[bool]:
-    """Each state decided in Python where it can be (``python_decides``), by git otherwise."""
-    repo = contents.repo
-    with tempfile.TemporaryDirectory(prefix="rebasectl-scan-") as tmp:
-        files: list[Path] = []
-        for number, patch in enumerate(patches):
-            if not patch.is_empty:
-                files.append(Path(tmp) / f"{number:04d}.patch")
-                files[-1].write_bytes(patch.diff)
-        whole = files if len(files) == len(patches) else []
+    """Each state decided in Python where it can be (``python_decides``), by git otherwise (the
+    patch files and scratch indexes written only then: most scans never need them)."""
+    scratch = _Scratch(contents.repo, patches)
 
-        def decide(item: tuple[int, State]) -> bool:
-            number, key = item
-            try:
-                return python_decides(contents, dict(key), patches)
-            except Unsupported:
-                index = repo.index_at(Path(tmp) / f"index-{number}")
-                return stack_applies(index, dict(key), patches, whole)
+    def decide(item: tuple[int, State]) -> bool:
+        number, key = item
+        try:
+            return python_decides(contents, dict(key), patches)
+        except Unsupported:
+            return scratch.decide(number, dict(key))
 
+    try:
         workers = min(len(distinct), max(1, os.cpu_count() or 2))
         if workers <= 1:
             return [decide(item) for item in enumerate(distinct)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(decide, enumerate(distinct)))
+    finally:
+        scratch.close()
+
+
+class _Scratch:
+    """The patch files and per-worker indexes git decides with, made on first use."""
+
+    def __init__(self, repo: Repo, patches: list[Patch]) -> None:
+        self.repo, self.patches = repo, patches
+        self._lock = threading.Lock()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._files: list[Path] = []
+
+    def decide(self, number: int, entries: dict[str, Entry]) -> bool:
+        root = self._root()
+        index = self.repo.index_at(root / f"index-{number}")
+        whole = self._files if len(self._files) == len(self.patches) else []
+        return stack_applies(index, entries, self.patches, whole)
+
+    def _root(self) -> Path:
+        with self._lock:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="rebasectl-scan-")
+                for number, patch in enumerate(self.patches):
+                    if not patch.is_empty:
+                        self._files.append(Path(self._tmp.name) / f"{number:04d}.patch")
+                        self._files[-1].write_bytes(patch.diff)
+            return Path(self._tmp.name)
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
 
 # -- culprits --------------------------------------------------------------------------------------
@@ -376,6 +402,8 @@ class Culprits:
 
     def __init__(self, rng: UpstreamRange) -> None:
         self.rng = rng
+        self._maps: dict[tuple[str, str | None, str], tuple[list[bytes], list[bytes],
+                                                             LineMap]] = {}
 
     def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[Oid]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
@@ -417,10 +445,14 @@ class Culprits:
                 if m in at_base and c in self.rng.parents}
 
     def _onto(self, f: FileDiff, rev: str) -> tuple[list[bytes], list[bytes], LineMap]:
-        """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it."""
-        there = text_lines(self.rng.blob(f"{rev}:{f.old_path or f.path}"))
-        pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else there
-        return there, pre, LineMap(pre, there)
+        """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it (made
+        once per file and revision: every region of the file asks)."""
+        key = (f.old_path or f.path, f.old_blob, rev)
+        if key not in self._maps:
+            there = text_lines(self.rng.blob(f"{rev}:{key[0]}"))
+            pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else there
+            self._maps[key] = (there, pre, LineMap(pre, there))
+        return self._maps[key]
 
     def _needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, tuple[int, bytes]]:
         """Preimage lines mapped onto the old base: {old line: (preimage line, text)} (lines
