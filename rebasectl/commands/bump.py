@@ -47,6 +47,7 @@ from ..engine.proposals import (
     propose_file,
     superseded,
 )
+from ..engine.proposals.evidence import ProposalEvidence
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -651,19 +652,18 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
 
 def evidence_line(p: Proposal) -> str:
     """A proposal's evidence in one line (README, stop message)."""
-    ev = p.evidence
+    ev = ProposalEvidence(p.evidence)
+    by = f" by {short(ev.commit)}" if ev.commit else ""
     if p.rule == "superseded":
         return "the whole patch is upstream already: drop it (" + \
-            ", ".join(short(c) for c in ev.get("commits", [])) + ")"
+            ", ".join(short(c) for c in ev.commits) + ")"
     if p.rule == "already-upstream":
-        by = f" by {short(ev['commit'])}" if ev.get("commit") else ""
-        return f"upstream already has {', '.join(ev['names'][:4])}{by}: keep upstream's side"
+        return f"upstream already has {', '.join(ev.names[:4])}{by}: keep upstream's side"
     if p.rule == "both-insert":
-        return "both sides insert here: both kept, " + str(ev["order"])
+        return "both sides insert here: both kept, " + ev.order
     if p.rule == "moved":
-        by = f" by {short(ev['commit'])}" if ev.get("commit") else ""
-        return f"the code moved to {ev['to']}:{ev['line']}{by}: the edit goes there"
-    return str(ev.get("context", p.rule))
+        return f"the code moved to {ev.to}:{ev.line}{by}: the edit goes there"
+    return ev.context(p.rule)
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
