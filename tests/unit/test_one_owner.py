@@ -89,6 +89,24 @@ def zero_sha(tree: ast.Module) -> Iterator[tuple[int, str]]:
                 yield node.lineno, '"0" * 40'
 
 
+SHA_CUTS = {7, 9, 12, "SHORT", "SHORT_PROSE"}  # git's --abbrev default, the report's, ours
+
+
+def sha_slices(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """``x[:12]``, ``x[:7]``, ``x[:SHORT]``: a sha abbreviated by hand instead of by
+    ``Oid.short()`` / ``ids.short()`` (any ``[:N]`` with those bounds: a list cut at 12 names
+    its bound, as ``SHOWN_IDS``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            cut = node.slice
+            bound = cut.upper
+            what = bound.value if isinstance(bound, ast.Constant) else \
+                bound.id if isinstance(bound, ast.Name) else \
+                bound.attr if isinstance(bound, ast.Attribute) else None
+            if cut.lower is None and cut.step is None and what in SHA_CUTS:
+                yield node.lineno, f"[:{what}]"
+
+
 def _where(pick: Callable[[ast.Module], Found], keep: Callable[[str], bool]) \
         -> Callable[[ast.Module], Found]:
     return lambda tree: ((n, s) for n, s in pick(tree) if keep(s))
@@ -104,6 +122,7 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
         lambda tree: iter([*zero_sha(tree), *_where(
             constants, lambda s: s in ("0" * 40, "4b825dc642cb6eb9a060e54bf8d69288fbee4904"))(
             tree)])),
+    "how a sha is abbreviated (no [:12] / [:7] slicing elsewhere)": ("model/ids.py", sha_slices),
     "the abbreviation length of a sha": (
         "model/ids.py",
         _where(assigned, lambda s: s in ("SHORT", "SHORT_PROSE", "SHA_LEN", "ABBREV_LEN"))),
@@ -121,6 +140,11 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
     "is a changed line significant": (
         "model/lines.py", _where(functions, lambda s: s.lstrip("_") in
                                  ("significant", "significant_lines", "is_significant"))),
+    "what git's raw date looks like (the pattern; RawDate)": (
+        "model/patches.py", _where(constants, lambda s: "[+-]\\d{4}" in s)),
+    "a file's git mode (its spelling: 100644, 100755, 120000)": (
+        "model/patches.py", _where(constants, lambda s: s in ("100644", "100755", "120000",
+                                                            "160000"))),
     "the parse of git's raw date": (
         "model/patches.py", _where(calls, lambda s: s in ("fromtimestamp", "utcfromtimestamp"))),
     "the words for what became of a patch (status enums)": (
@@ -159,6 +183,7 @@ def test_a_second_definition_is_caught() -> None:
     samples = {
         "what a sha looks like (the sha regex)": 'X = re.compile(r"[0-9a-f]{40}")',
         "git's null sha and empty tree": 'NULL = "0" * 40',
+        "how a sha is abbreviated (no [:12] / [:7] slicing elsewhere)": 'x = f"{sha[:12]}"',
         "the conflict-marker prefixes (the marker scanner)": 'if line.startswith(b"<<<<<<< "): 1',
         "the regex for a Python definition (def/class)":
             'D = re.compile(r"^\\s*(?:def|class)\\s+(\\w+)")',
@@ -166,6 +191,9 @@ def test_a_second_definition_is_caught() -> None:
         "the containment threshold (is patch A contained in B)": "FOLD_CONTAINMENT = 0.5",
         "is a changed line significant": "def _significant(line):\n    return line",
         "the parse of git's raw date": "when = datetime.fromtimestamp(1, tz)",
+        "what git's raw date looks like (the pattern; RawDate)":
+            'D = re.compile(r"\\d+ [+-]\\d{4}")',
+        "a file's git mode (its spelling: 100644, 100755, 120000)": 'mode = "100644"',
         "does a patch apply (exactly, else 3-way)": "def _applies(index, patch):\n    return 1",
         "the words for what became of a patch (status enums)":
             "class BumpStatus(str, Enum):\n    CLEAN = 'clean'",

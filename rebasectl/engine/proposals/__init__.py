@@ -24,7 +24,8 @@ from ...model.diffs import parse
 from ...model.status import ProposalState
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
-from .rules import Case, Found, Oracle, Sides, first, item_names
+from .merge import norm
+from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names
 
 STATES = tuple(ProposalState)
 
@@ -150,8 +151,9 @@ def _b(lines: list[str]) -> list[bytes]:
 
 
 def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str]],
-                 oracle: Oracle) -> list[Proposal | None]:
-    """One entry per region of a content conflict: its proposal, or None."""
+                 oracle: Oracle, earlier: Sequence[Earlier | None] = ()) -> list[Proposal | None]:
+    """One entry per region of a content conflict: its proposal, or None. ``earlier``: per
+    region, what the earlier failing patches it needs bring to the file (None: it needs none)."""
     if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
         return [None] * len(c.regions)
     text = c.content.decode("utf-8", "surrogateescape")
@@ -162,7 +164,8 @@ def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str
     out: list[Proposal | None] = []
     for n, block in enumerate(found, 1):
         case = Case(patch_id, c.path, n, block.sides, ours_file, base_file,
-                    list(culprits[n - 1]) if n - 1 < len(culprits) else [])
+                    list(culprits[n - 1]) if n - 1 < len(culprits) else [],
+                    earlier[n - 1] if n - 1 < len(earlier) else None)
         hit = first(case, oracle)
         out.append(None if hit is None else _proposal(case, hit, block))
     return out
@@ -187,6 +190,19 @@ def _upstream_file(text: str) -> list[str]:
         elif part in (None, "ours"):
             out.append(line)
     return out
+
+
+def earlier_of(patches: Sequence[str], adds: Sequence[bytes],
+               proposals: Sequence[Proposal]) -> Earlier:
+    """A region's ``Earlier``: the patches it needs, the lines they add to its file and their
+    proposals there (each with upstream's side of its region, read from the marked block)."""
+    sides = []
+    for p in proposals:
+        found = blocks("\n".join(p.marked))
+        if found:
+            sides.append((found[0].sides.ours, list(p.lines), p.id))
+    text = (ln.decode("utf-8", "surrogateescape") for ln in adds)
+    return Earlier(list(patches), frozenset(norm(x) for x in text if x.strip()), sides)
 
 
 def consistent(props: list[Proposal | None]) -> None:
@@ -215,5 +231,17 @@ def superseded(props: list[Proposal | None]) -> bool:
     return True
 
 
-__all__ = ["STATES", "Block", "GitOracle", "Oracle", "Proposal", "blocks", "consistent",
-           "propose_file", "superseded"]
+def dropped(patch_id: str, c: FileConflict, commit: str, subject: str) -> list[Proposal]:
+    """The regions of a patch the bump drops because upstream carries it (the carried-lines
+    engine named ``commit``): each a proposed drop, upstream's side kept, the commit named."""
+    if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
+        return []
+    found = blocks(c.content.decode("utf-8", "surrogateescape"))
+    return [Proposal(f"{patch_id}/{c.path}/{n}", patch_id, c.path, n, "superseded",
+                     list(b.sides.ours), {"drop": True, "commit": commit, "commits": [commit],
+                                          "subject": subject, "how": "patch", "names": []},
+                     b.marked) for n, b in enumerate(found, 1)]
+
+
+__all__ = ["STATES", "Block", "Earlier", "GitOracle", "Oracle", "Proposal", "blocks",
+           "consistent", "dropped", "earlier_of", "propose_file", "superseded"]
