@@ -9,6 +9,7 @@ new module is checked without being listed; docstrings are prose and are left ou
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -155,7 +156,10 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
 }
 
 
+@functools.cache
 def _modules() -> list[tuple[str, ast.Module]]:
+    """Every module of the package, parsed once for all the questions (the detectors only read
+    the trees)."""
     return [(str(p.relative_to(PACKAGE)), ast.parse(p.read_text(), str(p)))
             for p in sorted(PACKAGE.rglob("*.py"))]
 
