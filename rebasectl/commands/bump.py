@@ -300,7 +300,7 @@ class Planner:
             only: int | None = None) -> tuple[list[PatchOutcome], Materialised]:
         """Every patch classified; the failing ones attributed (only the one at position
         ``only`` when given: blame asks about one patch)."""
-        stack = [(lp.entry.id, lp.patch) for lp in loaded]
+        stack = [lp.pair() for lp in loaded]
         # the series on its old base first, unless the mirror has them: it puts every patch's
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
         pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
@@ -429,8 +429,8 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
             loaded: list[SeriesPatch], notify: Notify) -> None:
     """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
     oracle = GitOracle(repo, carried.rng.new, carried)
-    files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
-    by_id = {lp.entry.id: lp for lp in loaded}
+    files = {lp.id: len(lp.patch.files) for lp in loaded}
+    by_id = {lp.id: lp for lp in loaded}
     for out in outcomes:
         if out.status is BumpStatus.UPSTREAMED and out.upstream_commit and out.dropped:
             commit = out.upstream_commit
@@ -495,7 +495,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str |
     if proposals:
         propose(repo, planner.carried, outcomes, loaded, notify)
     if not result.clean or proposals:  # --propose shows, never carries: nothing else written
-        write_conflicts(out, result, {lp.entry.id: lp for lp in loaded})
+        write_conflicts(out, result, {lp.id: lp for lp in loaded})
         out.finish()
         return result
     carry(ws, repo, result, mat, notify)
@@ -539,7 +539,7 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Ser
     """report.md / report.json of the bump: old series on the old base, new on the new."""
     from ..report import Side, build_report, render_markdown, to_json
 
-    old_mat = Materializer(repo).run(result.old, [(lp.entry.id, lp.patch) for lp in loaded],
+    old_mat = Materializer(repo).run(result.old, [lp.pair() for lp in loaded],
                                      keep_going=True)
     new_series = load(ws.root)
     tmap = TreeMap.load(ws.tree_map)
@@ -680,7 +680,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
     out = outcomes[-1]
     att = out.attribution
     if att is None or out.status is BumpStatus.UPSTREAMED:
-        stack = [(lp.entry.id, lp.patch) for lp in loaded[:pos + 1]]
+        stack = [lp.pair() for lp in loaded[:pos + 1]]
         touched = attribute(planner.rng, stack, pos, ())
         att = att or touched
         att.touching = touched.touching
@@ -694,11 +694,11 @@ def find_patch(loaded: list[SeriesPatch], ref: str) -> int:
     ``patches/``), or, for a long id, its id cut short or the whole subject's slug that import
     cut at 48 characters."""
     for i, lp in enumerate(loaded):
-        if ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}"):
+        if ref in (lp.id, lp.file, f"{PATCH_DIR}/{lp.file}"):
             return i
     cut = [i for i, lp in enumerate(loaded)
-           if len(ref) >= 40 and lp.entry.id.startswith(ref)
-           or len(lp.entry.id) >= 40 and ref.startswith(lp.entry.id)]
+           if len(ref) >= 40 and lp.id.startswith(ref)
+           or len(lp.id) >= 40 and ref.startswith(lp.id)]
     if len(cut) == 1:
         return cut[0]
     raise RebasectlError(f"no patch {ref!r} in series.yaml (give an id or a file name)")
