@@ -522,3 +522,40 @@ def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path
     assert prop["evidence"]["drop"] is True
     r = rebasectl(series, *args, "--artifacts", str(tmp_path / "art2"))
     assert "dropped_regions" not in json.loads(r.stdout)["patches"][0]
+
+
+def test_a_parameter_used_only_in_regions_left_to_a_person_is_not_proposed_alone(
+        tmp_path: Path) -> None:
+    """The patch adds parameter ``extra`` (both sides add one at that point) and uses it only in a
+    line upstream rewrote too (a region no rule resolves): keeping the parameter is part of what
+    a person decides there, so the both-insert is withdrawn. Used also in lines that merged
+    cleanly, it stays."""
+    body = "def build(\n    a: int = 0,\n) -> int:\n    x = a + 1\n    y = 2\n    y = 3\n" \
+        "    return x\n"
+
+    def bump(name: str, also: bool) -> dict[str, dict[str, object]]:
+        up = Repo(tmp_path / name / "up")
+        base = up.commit("base", {"mod.py": body})
+        up.git("checkout", "-q", "-b", "fork")
+        mine = body.replace("    a: int = 0,\n", "    a: int = 0,\n    extra: int = 0,\n")
+        mine = mine.replace("x = a + 1", "x = a + extra")
+        if also:
+            mine = mine.replace("    y = 3\n", "    y = 3 + extra\n")
+        tip = up.commit("add extra", {"mod.py": mine})
+        up.checkout("main")
+        new = up.commit("upstream", {"mod.py": body.replace(
+            "    a: int = 0,\n", "    a: int = 0,\n    b: int = 0,\n").replace(
+            "x = a + 1", "x = a + b + 1")})
+        series = series_of(tmp_path / name, up, base, tip)
+        r = rebasectl(series, "bump", "--to", new, "--upstream", str(up.path), "--propose",
+                      "--json", "--artifacts", str(tmp_path / name / "art"))
+        assert r.returncode == 1, r.stderr
+        return {reg["id"]: reg for p in json.loads(r.stdout)["patches"]
+                for c in p["conflicts"] for reg in c["regions"]}
+
+    alone = bump("alone", also=False)
+    assert sorted(alone) == ["add-extra/mod.py/1", "add-extra/mod.py/2"]
+    assert not any("proposal" in reg for reg in alone.values())
+    used = bump("used", also=True)
+    assert used["add-extra/mod.py/1"]["proposal"]["rule"] == "both-insert"
+    assert "proposal" not in used["add-extra/mod.py/2"]

@@ -25,7 +25,7 @@ from ...model.status import ProposalState
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
 from .merge import norm
-from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names
+from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names, names
 
 STATES = tuple(ProposalState)
 
@@ -205,17 +205,52 @@ def earlier_of(patches: Sequence[str], adds: Sequence[bytes],
     return Earlier(list(patches), frozenset(norm(x) for x in text if x.strip()), sides)
 
 
-def consistent(props: list[Proposal | None]) -> None:
-    """One patch, one story: when upstream already made the patch's change about a name in one
+def consistent(props: list[Proposal | None], conflicts: Sequence[FileConflict] = (),
+               added: Sequence[bytes] = ()) -> None:
+    """One patch, one story. When upstream already made the patch's change about a name in one
     region, an insertion about that same name elsewhere in the patch (a parameter's docstring
-    entry, its keyword at a call) is upstream's business too: that proposal is withdrawn."""
+    entry, its keyword at a call) is upstream's business too: that proposal is withdrawn. And
+    an inserted item (a parameter, a keyword) whose name the patch uses nowhere but in regions
+    left to a person (``conflicts``: the regions, in ``props``' order; ``added``: every line
+    the patch adds) only makes sense with what that person decides there: withdrawn too."""
     made = {n for p in props if p is not None and p.rule == "already-upstream"
             for n in p.evidence.get("names", [])}
+    regions = region_additions(conflicts) if conflicts else []
     for i, p in enumerate(props):
-        if p is not None and p.rule == "both-insert" and made:
-            inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
-            if item_names(inserted) & made:
-                props[i] = None
+        if p is None or p.rule != "both-insert":
+            continue
+        inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
+        if item_names(inserted) & made or \
+                len(regions) == len(props) and _only_left(item_names(inserted), props, regions,
+                                                          added):
+            props[i] = None
+
+
+def region_additions(conflicts: Sequence[FileConflict]) -> list[list[str]]:
+    """Per region (in ``propose_file``'s order), the lines the patch's side adds there."""
+    out: list[list[str]] = []
+    for c in conflicts:
+        if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
+            out += [[] for _ in c.regions]
+            continue
+        for b in blocks(c.content.decode("utf-8", "surrogateescape")):
+            before = set(b.sides.base)
+            out.append([x for x in b.sides.theirs if x not in before])
+    return out
+
+
+def _only_left(wanted: set[str], props: list[Proposal | None], regions: list[list[str]],
+               added: Sequence[bytes]) -> bool:
+    """Some name of ``wanted`` is used by the patch in a region without a proposal, and by no
+    line the patch adds outside its regions."""
+    inside = {x for lines in regions for x in lines}
+    outside = [x for x in (ln.decode("utf-8", "surrogateescape") for ln in added)
+               if x not in inside]
+    for name in wanted:
+        left = any(name in names(lines) for p, lines in zip(props, regions) if p is None)
+        if left and not any(name in names([x]) for x in outside):
+            return True
+    return False
 
 
 def superseded(props: list[Proposal | None]) -> bool:
