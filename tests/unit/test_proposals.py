@@ -559,3 +559,30 @@ def test_a_parameter_used_only_in_regions_left_to_a_person_is_not_proposed_alone
     used = bump("used", also=True)
     assert used["add-extra/mod.py/1"]["proposal"]["rule"] == "both-insert"
     assert "proposal" not in used["add-extra/mod.py/2"]
+
+
+def test_a_keyword_for_a_parameter_whose_declaration_is_left_to_a_person_is_not_proposed(
+        tmp_path: Path) -> None:
+    """Both sides add a positional parameter to ``build`` (no rule orders those) and a keyword
+    for it at the call: the call's both-insert is withdrawn, since whether ``build`` keeps the
+    patch's parameter is decided in the signature's region."""
+    text = "def build(\n    a: int,\n) -> int:\n    total = a\n    total += 1\n    total += 2\n" \
+        "    total += 3\n    return total\n\n\ndef run():\n    return build(\n        a=1,\n    )\n"
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"mod.py": text})
+    up.git("checkout", "-q", "-b", "fork")
+    tip = up.commit("add names", {"mod.py": text.replace(
+        "    a: int,\n", "    a: int,\n    names: dict,\n").replace(
+        "total += 3", "total += len(names)").replace("a=1,\n", "a=1,\n        names={},\n")})
+    up.checkout("main")
+    new = up.commit("upstream", {"mod.py": text.replace(
+        "    a: int,\n", "    a: int,\n    extra: list,\n").replace(
+        "a=1,\n", "a=1,\n        extra=[],\n")})
+    series = series_of(tmp_path, up, base, tip)
+    r = rebasectl(series, "bump", "--to", new, "--upstream", str(up.path), "--propose",
+                  "--json", "--artifacts", str(tmp_path / "art"))
+    assert r.returncode == 1, r.stderr
+    regions = {reg["id"]: reg for p in json.loads(r.stdout)["patches"]
+               for c in p["conflicts"] for reg in c["regions"]}
+    assert sorted(regions) == ["add-names/mod.py/1", "add-names/mod.py/2"]
+    assert not any("proposal" in reg for reg in regions.values())

@@ -15,6 +15,7 @@ order): the same series on the same base and target gives the same regions, so t
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -221,8 +222,9 @@ def consistent(props: list[Proposal | None], conflicts: Sequence[FileConflict] =
             continue
         inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
         if item_names(inserted) & made or \
-                len(regions) == len(props) and _only_left(item_names(inserted), props, regions,
-                                                          added):
+                len(regions) == len(props) and (
+                    _only_left(item_names(inserted), props, regions, added)
+                    or _declared_left(inserted, props, regions)):
             props[i] = None
 
 
@@ -251,6 +253,21 @@ def _only_left(wanted: set[str], props: list[Proposal | None], regions: list[lis
         if left and not any(name in names([x]) for x in outside):
             return True
     return False
+
+
+KEYWORD = re.compile(r"^\s*(\w+)=[^=]")
+DECLARED = re.compile(r"^\s*(\w+)\s*:")
+
+
+def _declared_left(inserted: list[str], props: list[Proposal | None],
+                   regions: list[list[str]]) -> bool:
+    """A keyword argument the insertion passes is a parameter the patch declares in a region
+    without a proposal: whether the callee keeps that parameter is for the person resolving
+    that region, and the call must follow."""
+    passed = {m.group(1) for m in (KEYWORD.match(x) for x in inserted) if m}
+    declared = {m.group(1) for p, lines in zip(props, regions) if p is None
+                for m in (DECLARED.match(x) for x in lines) if m}
+    return bool(passed & declared)
 
 
 def superseded(props: list[Proposal | None]) -> bool:
