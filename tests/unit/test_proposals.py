@@ -586,3 +586,16 @@ def test_a_keyword_for_a_parameter_whose_declaration_is_left_to_a_person_is_not_
                for c in p["conflicts"] for reg in c["regions"]}
     assert sorted(regions) == ["add-names/mod.py/1", "add-names/mod.py/2"]
     assert not any("proposal" in reg for reg in regions.values())
+
+
+def test_a_patch_that_only_reformats_lines_upstream_rewrote_keeps_upstreams_side() -> None:
+    """The patch only re-wraps a call (the same tokens, a formatter's trailing comma) that
+    upstream rewrote: nothing of the patch's to carry. A change of a token is not layout."""
+    base = ["    y, _ = roll(y, shifts=-1, dims=-1)"]
+    wrapped = ["    y, _ = roll(", "        y,", "        shifts=-1,", "        dims=-1,", "    )"]
+    ours = ["    y = process(y, group=group)"]
+    found = first(case(base, ours, wrapped), Oracle())
+    assert found is not None and found.rule == "context-only" and found.lines == ours
+    changed = ["    y, _ = roll(", "        y,", "        shifts=-2,", "        dims=-1,", "    )"]
+    other = first(case(base, ours, changed), Oracle())
+    assert other is None or other.lines != ours
