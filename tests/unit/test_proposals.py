@@ -416,6 +416,10 @@ def test_a_blocked_patchs_regions_are_made_on_the_earlier_patchs_resolution(
     assert any(rule == "context-only" and "    return 2" in lines and "    return 1" not in lines
                for rule, lines in got), got
     assert all(reg["proposal"]["evidence"]["needs"] == ["add-c-and-helper"] for reg in blocked)
+    # the evidence says which patch and how: its proposal, or its own lines
+    contexts = sorted(reg["proposal"]["evidence"]["context"] for reg in blocked)
+    assert "its proposal add-c-and-helper/mod.py/1 resolves them" in contexts[0] + contexts[1]
+    assert all("lines of add-c-and-helper, which does not apply" in c for c in contexts)
 
 
 def test_statements_added_next_to_an_earlier_patchs_lines_are_left_to_a_person() -> None:

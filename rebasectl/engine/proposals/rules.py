@@ -596,8 +596,10 @@ def on_earlier(case: Case, oracle: Oracle) -> Found | None:
     if all(x.insertion for x in pa) and not all(_items(x.lines) for x in pa):
         return None
     return Found("context-only", result.lines,
-                 {"context": "the region holds lines of earlier patches that do not apply: "
-                             "the patch's change made on them as they would be carried",
+                 {"context": f"the region holds lines of {', '.join(e.patches)}, which does "
+                             "not apply: the patch's change made on them as "
+                             + ("that patch adds them" if via == "their lines" else
+                                f"its proposal {via} resolves them"),
                   "needs": list(e.patches), "on": via})
 
 
