@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from . import ui
+from .commands import serialize
+from .engine import serialize as engine_json
 from .engine.conflicts import ConflictKind, FileConflict
 from .model.ids import short
 from .model.words import commits
@@ -114,7 +116,7 @@ def _stop_why(rc: Any) -> str:
 
 def apply_outcome(outcome: Any, as_json: bool) -> None:
     if as_json:
-        ui.emit_json(outcome.to_json())
+        ui.emit_json(engine_json.apply_outcome(outcome))
         return
     done = len(outcome.applied)
     skipped = f"; skipped: {', '.join(outcome.skipped)}" if outcome.skipped else ""
@@ -251,7 +253,7 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
         for text in result.warning_lines():
             ui.note(f"warning: {text}")
     if as_json:
-        ui.emit_json(result.to_json())
+        ui.emit_json(serialize.bump_result(result))
         return
     verdict = "clean" if result.clean else "conflicts"
     ui.line(f"bump {result.old.short()} -> {result.new.short()} "

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine import serialize as engine_json
 from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
     Attribution,
@@ -46,6 +47,7 @@ from ..engine.proposals import (
     propose_file,
     superseded,
 )
+from ..engine.proposals.evidence import ProposalEvidence
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -63,8 +65,9 @@ from ..model.words import commits
 from ..model.workspace import Workspace
 from ..report.markdown import code_span, escape
 from ..report.names import NameUse, uses_of_removed
+from . import serialize
+from .serialize import region_id
 
-SCHEMA = "rebasectl.bump/1"
 Notify = Callable[[str], None]
 
 
@@ -103,42 +106,6 @@ class PatchOutcome:
     def subject(self) -> str:
         return self.patch.subject
 
-    def to_json(self) -> dict[str, Any]:
-        att = self.attribution
-        regions = {id(r.region): r for r in att.regions} if att else {}
-
-        def region(c: FileConflict, n: int, r: Region) -> dict[str, Any]:
-            rc = regions.get(id(r))
-            rid = region_id(self.id, c.path, n)
-            return {"id": rid, **r.to_json(), "culprits": rc.commits if rc else [],
-                    "blocked_by": rc.blocked_by if rc else [], **self._proposal(rid)}
-
-        return {
-            "index": self.index, "id": self.id, "subject": self.subject,
-            "status": self.status.value,
-            "conflicts": [{**c.to_json(), "regions": [region(c, n, r) for n, r in
-                                                      enumerate(c.regions, 1)]}
-                          for c in self.conflicts],
-            "first_break": att.first_break.to_json() if att and att.first_break else None,
-            "permanent_break": att.permanent_break.to_json()
-            if att and att.permanent_break else None,
-            "culprits": [c.to_json() for c in att.culprits] if att else [],
-            "blocked_by": self.blocked_by,
-            "renames_followed": self.followed,
-            "risks": [r.to_json() for r in self.risks],
-            "upstream_commit": self.upstream_commit,
-            "carried": self.carried.to_json() if self.carried else None,
-            "findings": [f.to_json() for f in self.findings],
-            **({"dropped_regions": [{**c.to_json(), "regions": [region(c, n, r) for n, r in
-                                                                enumerate(c.regions, 1)]}
-                                    for c in self.dropped]} if self.dropped and self.proposals
-               else {}),
-        }
-
-    def _proposal(self, rid: str) -> dict[str, Any]:
-        p = self.proposals.get(rid)
-        return {"proposal": {k: v for k, v in p.to_json().items() if k != "id"}} if p else {}
-
     def region_culprits(self, c: FileConflict) -> list[list[Oid]]:
         att = self.attribution
         found = {id(rc.region): rc.commits for rc in att.regions} if att else {}
@@ -149,11 +116,6 @@ class PatchOutcome:
         att = self.attribution
         found = {id(rc.region): rc.blocked_by for rc in att.regions} if att else {}
         return [found.get(id(r), []) for r in c.regions]
-
-
-def region_id(patch_id: str, path: str, n: int) -> str:
-    """``<patch-id>/<path>/<n>``: n counts the file's regions from 1, in file order."""
-    return f"{patch_id}/{path}/{n}"
 
 
 @dataclass
@@ -178,13 +140,6 @@ class BumpResult:
             return ExitCode.CONFLICT
         failed = self.test is not None and self.test.result == "failed"
         return ExitCode.TESTS_FAILED if failed else ExitCode.OK
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "from": self.old, "to": self.new,
-                "upstream_commits": self.upstream_commits,
-                "result": "clean" if self.clean else "conflicts",
-                "reproduce": self.reproduce, "artifacts": str(self.artifacts),
-                "patches": [p.to_json() for p in self.patches]}
 
     def failing(self) -> list[PatchOutcome]:
         return [p for p in self.patches if p.status in FAILED]
@@ -544,7 +499,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str |
         out.finish()
         return result
     carry(ws, repo, result, mat, notify)
-    out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    out.write("bump.json", (json.dumps(serialize.bump_result(result), indent=2) + "\n").encode())
     out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     notify("writing the rebase report")
     write_report(ws, repo, series, loaded, result, out)
@@ -555,7 +510,8 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str |
         assert result.worktree is not None
         result.test = run_suite(ws, result.worktree, against="patched", device=None,
                                 patch_id=None, notify=notify)
-        out.write("test.json", (json.dumps(result.test.to_json(), indent=2) + "\n").encode())
+        test_json = json.dumps(engine_json.test_run(result.test), indent=2)
+        out.write("test.json", (test_json + "\n").encode())
     out.finish()
     return result
 
@@ -601,7 +557,7 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Ser
 # -- conflicts: artifacts a person can resume from -------------------------------------------------
 def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, SeriesPatch]) -> None:
     """bump.json, README.md and conflicts/NN-id/ (the patch, the marked-up files, culprits)."""
-    out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    out.write("bump.json", (json.dumps(serialize.bump_result(result), indent=2) + "\n").encode())
     for p in result.patches:
         if p.status not in FAILED:
             continue
@@ -613,7 +569,7 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, SeriesP
             if c.content is not None:
                 out.write(f"{folder}/files/{c.path}", c.content)
         out.write(f"{folder}/culprits.json",
-                  (json.dumps(p.to_json(), indent=2) + "\n").encode())
+                  (json.dumps(serialize.patch_outcome(p), indent=2) + "\n").encode())
     found = [{**pr.to_json(), "marked": pr.marked} for p in result.patches
              for pr in p.proposals.values()]
     if found:
@@ -696,19 +652,18 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
 
 def evidence_line(p: Proposal) -> str:
     """A proposal's evidence in one line (README, stop message)."""
-    ev = p.evidence
+    ev = ProposalEvidence(p.evidence)
+    by = f" by {short(ev.commit)}" if ev.commit else ""
     if p.rule == "superseded":
         return "the whole patch is upstream already: drop it (" + \
-            ", ".join(short(c) for c in ev.get("commits", [])) + ")"
+            ", ".join(short(c) for c in ev.commits) + ")"
     if p.rule == "already-upstream":
-        by = f" by {short(ev['commit'])}" if ev.get("commit") else ""
-        return f"upstream already has {', '.join(ev['names'][:4])}{by}: keep upstream's side"
+        return f"upstream already has {', '.join(ev.names[:4])}{by}: keep upstream's side"
     if p.rule == "both-insert":
-        return "both sides insert here: both kept, " + str(ev["order"])
+        return "both sides insert here: both kept, " + ev.order
     if p.rule == "moved":
-        by = f" by {short(ev['commit'])}" if ev.get("commit") else ""
-        return f"the code moved to {ev['to']}:{ev['line']}{by}: the edit goes there"
-    return str(ev.get("context", p.rule))
+        return f"the code moved to {ev.to}:{ev.line}{by}: the edit goes there"
+    return ev.context(p.rule)
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
@@ -730,17 +685,8 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
         att = att or touched
         att.touching = touched.touching
     failing = out.status in FAILED
-    data = out.to_json()
-    data.update(schema="rebasectl.blame/1", **{"from": old, "to": new},
-                upstream_commits=planner.rng.count(),
-                culprits=[c.to_json() for c in att.culprits] if failing else [],
-                touched_by=[] if failing else [c.to_json() for c in att.culprits],
-                first_break=att.first_break.to_json() if att.first_break else None,
-                permanent_break=att.permanent_break.to_json() if att.permanent_break else None,
-                blocked_by=out.blocked_by,
-                touching=[{"commit": c, "subject": planner.rng.subject(c)}
-                          for c in att.touching])
-    return data
+    return serialize.blame(out, att, failing, old, new, planner.rng.count(),
+                           [(c, planner.rng.subject(c)) for c in att.touching])
 
 
 def find_patch(loaded: list[SeriesPatch], ref: str) -> int:

@@ -39,11 +39,6 @@ class Risk:
         return f"{self.path}: hunk {self.hunk} {self.detail}" + \
             (f"; copied upstream by{who}" if self.commit else "")
 
-    def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind, "path": self.path, "commit": self.commit,
-                "subject": self.subject, "hunk": self.hunk, "detail": self.detail,
-                "text": self.text()}
-
 
 def risks(carried: CarriedLines, patch: Patch, merged: bool) -> list[Risk]:
     """Both checks on one patch (the duplicate-context one only when it ``merged``: a conflict

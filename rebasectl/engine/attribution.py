@@ -50,9 +50,6 @@ class CommitRef:
     commit: Oid
     subject: str
 
-    def to_json(self) -> dict[str, str]:
-        return {"commit": self.commit, "subject": self.subject}
-
 
 @dataclass(frozen=True)
 class Culprit:
@@ -61,10 +58,6 @@ class Culprit:
     path: str
     by_first_break: bool = True  # an ancestor of the first break (else: landed after it)
 
-    def to_json(self) -> dict[str, object]:
-        return {"commit": self.commit, "subject": self.subject, "path": self.path,
-                "by_first_break": self.by_first_break}
-
 
 @dataclass
 class RegionCulprits:
@@ -72,10 +65,6 @@ class RegionCulprits:
     region: Region
     commits: list[Oid]
     blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
-
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, **self.region.to_json(), "culprits": self.commits,
-                "blocked_by": self.blocked_by}
 
 
 @dataclass

@@ -81,11 +81,6 @@ class Carried:
     def carried(self) -> bool:
         return self.commit is not None
 
-    def to_json(self) -> dict[str, object]:
-        return {"carried": self.carried, "commit": self.commit, "subject": self.subject,
-                "share": round(self.share, 3), "found": self.found, "total": self.total,
-                "how": self.how, "threshold": CARRIED_SHARE}
-
 
 @dataclass(frozen=True)
 class Change:

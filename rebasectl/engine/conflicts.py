@@ -65,16 +65,6 @@ class Region:
     base: tuple[int, int] | None  # the preimage's lines (stage 1 file): what the patch needed
     hunks: tuple[str, ...] = ()  # the patch's hunk headers that touch ``base``
 
-    def to_json(self) -> dict[str, object]:
-        return {"start": self.start, "end": self.end,
-                "worktree_lines": [self.start, self.end] if self.start else None,
-                "upstream_lines": _pair(self.ours), "preimage_lines": _pair(self.base),
-                "hunks": list(self.hunks)}
-
-
-def _pair(span: tuple[int, int] | None) -> list[int] | None:
-    return list(span) if span else None
-
 
 @dataclass
 class FileConflict:
@@ -87,13 +77,6 @@ class FileConflict:
     moved_to: str | None = None  # ... and where rename detection found it
     code_in: list[str] = field(default_factory=list)  # ... or where its lines are now
     blocked_by: str | None = None  # missing: the earlier patch that creates the file
-
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, "kind": self.kind.value,
-                "regions": [r.to_json() for r in self.regions],
-                "hunks": sorted({h for r in self.regions for h in r.hunks}),
-                "deleted_by": self.deleted_by, "moved_to": self.moved_to,
-                "code_now_in": self.code_in, "blocked_by": self.blocked_by}
 
 
 @dataclass

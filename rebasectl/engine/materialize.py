@@ -46,11 +46,6 @@ class Step:
     def subject(self) -> str:
         return self.patch.subject
 
-    def to_json(self) -> dict[str, object]:
-        return {"index": self.index, "id": self.id, "subject": self.subject,
-                "status": self.status.value, "commit": self.commit,
-                "conflicts": [c.to_json() for c in self.conflicts]}
-
 
 @dataclass
 class Materialised:

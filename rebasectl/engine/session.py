@@ -47,6 +47,7 @@ from .conflicts import Engine, FileConflict, Labels, engine_for
 from .exchange import load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
+from .serialize import file_conflict
 from .state import ApplyState, TreeMap
 from .worktrees import check_room, checkout, clear, registered
 
@@ -85,19 +86,6 @@ class Stop:
     def why(self, region: object) -> RegionCulprits | None:
         return next((rc for rc in self.regions if rc.region is region), None)
 
-    def to_json(self) -> dict[str, Any]:
-        def region(c: FileConflict) -> list[dict[str, Any]]:
-            out = []
-            for r in c.regions:
-                rc = self.why(r)
-                out.append({**r.to_json(), "culprits": rc.commits if rc else [],
-                            "blocked_by": rc.blocked_by if rc else []})
-            return out
-
-        return {"index": self.index, "id": self.id, "file": self.file, "subject": self.subject,
-                "blocked_by": self.blocked_by,
-                "conflicts": [{**c.to_json(), "regions": region(c)} for c in self.conflicts]}
-
 
 @dataclass
 class ApplyOutcome:
@@ -117,13 +105,6 @@ class ApplyOutcome:
     @property
     def exit_code(self) -> ExitCode:
         return ExitCode.CONFLICT if self.stop else ExitCode.OK
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": "rebasectl.apply/1", "result": self.result.value, "base": self.base,
-                "tip": self.tip, "worktree": str(self.worktree),
-                "patches": [{"id": i, "status": how} for i, how in self.applied],
-                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None,
-                **({"proposals": self.proposals} if self.proposals is not None else {})}
 
 
 # -- the session -----------------------------------------------------------------------------------
@@ -281,7 +262,7 @@ class Session:
                 state.record(step.id, step.commit, step.status)
         stopped = mat.first_conflict()
         state.current = stopped.id if stopped else None
-        state.conflicts = [c.to_json() for c in stopped.conflicts] if stopped else []
+        state.conflicts = [file_conflict(c) for c in stopped.conflicts] if stopped else []
         state.in_tree = False
         self.save(state)
         return stopped
@@ -316,7 +297,7 @@ class Session:
         # work tree kept upstream's copy and `git add -A` dropped the patch's change
         write_files(tree, [*lp.patch.paths(), *merge.followed.values()], merge.conflicts)
         resolved = set(tree.rerere()) if merge.conflicts else set()
-        state.conflicts = [c.to_json() for c in merge.conflicts]
+        state.conflicts = [file_conflict(c) for c in merge.conflicts]
         state.in_tree = True
         self.save(state)
         return [c for c in merge.conflicts if c.path not in resolved]

@@ -35,10 +35,6 @@ class NameUse:
     name: str
     commit: Oid | None  # the upstream commit that wrote the line, when it is in the range
 
-    def to_json(self) -> dict[str, object]:
-        return {"kind": "uses-removed-name", "path": self.path, "line": self.line,
-                "name": self.name, "commit": self.commit}
-
     def text(self) -> str:
         by = f" (written by upstream {self.commit.short()})" if self.commit else ""
         return f"{self.path}:{self.line} uses `{self.name}`, which the patch removes{by}"

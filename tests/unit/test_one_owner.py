@@ -9,6 +9,7 @@ new module is checked without being listed; docstrings are prose and are left ou
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -155,7 +156,10 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
 }
 
 
+@functools.cache
 def _modules() -> list[tuple[str, ast.Module]]:
+    """Every module of the package, parsed once for all the questions (the detectors only read
+    the trees)."""
     return [(str(p.relative_to(PACKAGE)), ast.parse(p.read_text(), str(p)))
             for p in sorted(PACKAGE.rglob("*.py"))]
 
@@ -200,3 +204,56 @@ def test_a_second_definition_is_caught() -> None:
     }
     for question, code in samples.items():
         assert list(OWNERS[question][1](ast.parse(code))), question
+
+
+# The JSON of a result is written by a serialiser, not by the record: engine/serialize.py (the
+# engine's records; apply, check's steps, test), commands/serialize.py (bump, blame),
+# report/serialize.py (the report). A record keeps its writer only where the JSON is also the
+# file its own loader reads back (a proposal, the resolve board) or is the record itself (the
+# report's evidence, an open mapping written as the pairing left it).
+SERIALISERS = {"engine/serialize.py", "commands/serialize.py", "report/serialize.py"}
+OWN_FORMAT = {"engine/proposals/__init__.py", "engine/resolving.py", "report/evidence.py"}
+
+
+def writers(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Methods that turn a record into JSON (``to_json``, ``*_json``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and (item.name == "to_json" or
+                                                          item.name.endswith("_json")):
+                    yield item.lineno, f"{node.name}.{item.name}"
+
+
+def test_serialisation_lives_in_the_serialisers() -> None:
+    found = [f"rebasectl/{rel}:{line}: {what}" for rel, tree in _modules()
+             if rel not in OWN_FORMAT for line, what in writers(tree)]
+    assert not found, ("a record writes its own JSON; put it in "
+                       f"{', '.join(sorted(SERIALISERS))}:\n" + "\n".join(found))
+    assert list(writers(ast.parse("class Step:\n    def to_json(self):\n        return {}")))
+    assert all((PACKAGE / rel).is_file() for rel in SERIALISERS | OWN_FORMAT)
+
+
+def patch_copies(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Records that copy a patch's identity and content into fields of their own (an id and a
+    subject, with its file or its diff) instead of holding the ``SeriesPatch`` (or ``Patch``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            fields = {s.target.id for s in node.body
+                      if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            if {"id", "subject"} <= fields and fields & {"file", "diff"}:
+                yield node.lineno, node.name
+
+
+def test_one_patch_model() -> None:
+    """A patch of the series is model/series_patch.py's SeriesPatch; a stop, a bump outcome, a
+    step hold it (docs/design.md, "One model of a patch")."""
+    modules = _modules()
+    copies = [f"rebasectl/{rel}:{line}: {name}" for rel, tree in modules
+              for line, name in patch_copies(tree)]
+    assert not copies, "a record copies a patch's fields; hold the SeriesPatch:\n" + \
+        "\n".join(copies)
+    assert ("model/series_patch.py", "SeriesPatch") in {
+        (rel, name) for rel, tree in modules for _, name in classes(tree)}
+    assert list(patch_copies(ast.parse(
+        "class Stop:\n    id: str\n    file: str\n    subject: str")))

@@ -22,8 +22,10 @@ from typing import Any
 from ...git import Repo
 from ...model.diffs import parse
 from ...model.status import ProposalState
+from .. import serialize
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
+from .evidence import ProposalEvidence
 from .merge import norm
 from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names
 
@@ -122,7 +124,7 @@ class GitOracle(Oracle):
 
     def region(self, path: str, base: list[str], theirs: list[str]) -> dict[str, Any] | None:
         found = self.carried.changes([Change.of_sides(path, _b(base), _b(theirs))])
-        return found.to_json() if found.carried else None
+        return serialize.carried(found) if found.carried else None
 
     def brought(self, path: str, lines: list[str]) -> str | None:
         return self.carried.changes([Change(path, tuple(_b(lines)))]).commit
@@ -210,10 +212,10 @@ def consistent(props: list[Proposal | None]) -> None:
     region, an insertion about that same name elsewhere in the patch (a parameter's docstring
     entry, its keyword at a call) is upstream's business too: that proposal is withdrawn."""
     made = {n for p in props if p is not None and p.rule == "already-upstream"
-            for n in p.evidence.get("names", [])}
+            for n in ProposalEvidence(p.evidence).names}
     for i, p in enumerate(props):
         if p is not None and p.rule == "both-insert" and made:
-            inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
+            inserted = [ln for at in ProposalEvidence(p.evidence).insertions for ln in at["patch"]]
             if item_names(inserted) & made:
                 props[i] = None
 
@@ -224,7 +226,7 @@ def superseded(props: list[Proposal | None]) -> bool:
     real = [p for p in props if p is not None]
     if not real or len(real) != len(props) or any(p.rule != "already-upstream" for p in real):
         return False
-    commits = sorted({str(p.evidence.get("commit")) for p in real if p.evidence.get("commit")})
+    commits = sorted({c for p in real if (c := ProposalEvidence(p.evidence).commit)})
     for p in real:
         p.rule = "superseded"
         p.evidence = {**p.evidence, "drop": True, "commits": commits}
