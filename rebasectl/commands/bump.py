@@ -27,6 +27,7 @@ from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
     Attribution,
     Culprit,
+    Culprits,
     RegionCulprits,
     UpstreamRange,
     attribute,
@@ -356,8 +357,17 @@ class Planner:
         """The failing patches' attributions, side by side (each is git processes, mostly
         waiting). A region an earlier failed patch caused is that patch's: the patch is
         ``blocked``."""
+        finder = Culprits(self.rng)
+        for pos in todo:  # every failing patch's regions of a file blamed in one git each way
+            for c in outcomes[pos].conflicts:
+                f = stack[pos][1].model.file(c.path)
+                if f is not None and c.kind not in (ConflictKind.MODIFY_DELETE,
+                                                    ConflictKind.MISSING):
+                    finder.expect(f, c.regions)
+
         def one(pos: int) -> Attribution:
-            return attribute(self.rng, stack, pos, outcomes[pos].conflicts, failed, deps)
+            return attribute(self.rng, stack, pos, outcomes[pos].conflicts, failed, deps,
+                             finder=finder)
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 2))) as pool:
             for pos, att in zip(todo, pool.map(one, todo)):

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..git import Entry, Index, Repo
 from ..model.dependencies import SeriesLines
-from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
+from ..model.diffs import FileDiff, LineMap, spans, text_lines
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
 from .conflicts import ConflictKind, FileConflict, Region, applies
@@ -108,6 +108,7 @@ class UpstreamRange:
         self._count: int | None = None
         self._ancestors: dict[str, set[str]] = {}
         self.contents = Contents(repo)  # blobs, merges and file results every scan shares
+        self._blames = _Blames()
 
     @property
     def parents(self) -> dict[str, tuple[str, ...]]:
@@ -170,6 +171,25 @@ class UpstreamRange:
                 self._reader = Repo(self.repo.path)
             return self._reader.objects.blob(spec)
 
+    def expect_blame(self, path: str, lines: Iterable[int], *, reverse: bool) -> None:
+        """Lines of ``path`` a later ``blamed`` will be asked about (another patch's regions in
+        the same file, another interdiff of it): the first ``blamed`` of the file asks git about
+        them too, in the same process."""
+        self._blames.expect((path, reverse), lines)
+
+    def blamed(self, path: str, lines: Iterable[int], *, reverse: bool) -> dict[int, str]:
+        """``git blame`` of ``old..new`` for ``lines`` of ``path`` (reversed: lines of the file
+        at ``old``, each with the last commit that still had it; else lines at ``new``, each with
+        the commit that wrote it), every line asked of git once per range, together with the
+        lines expected of the file: one process per file and direction, however many patches or
+        interdiffs ask (a line's answer does not depend on which other lines are asked). Safe to
+        call from several threads."""
+        def run(asked: set[int]) -> dict[int, str]:
+            return self.repo.history.blame(self.old, self.new, path, spans(asked),
+                                           reverse=reverse)
+
+        return self._blames.get((path, reverse), set(lines), run)
+
     def changes(self, before: str, after: str, path: str) -> bool:
         """Whether ``path`` differs between two commits."""
         return self.blob(f"{before}:{path}") != self.blob(f"{after}:{path}")
@@ -185,6 +205,41 @@ class UpstreamRange:
                     if ln.startswith(b"-") and not ln.startswith(b"---")}
                 for c, d in self.repo.history.patches(f"{keeper}..{child}", [path])}
         return self._removed[key]
+
+
+class _Blames:
+    """Blamed lines per (path, direction): answers kept, lines expected, one git at a time per
+    file (a second thread asking about the same file waits for the first one's answer)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[tuple[str, bool], threading.Lock] = {}
+        self._expected: dict[tuple[str, bool], set[int]] = {}
+        self._asked: dict[tuple[str, bool], set[int]] = {}
+        self._found: dict[tuple[str, bool], dict[int, str]] = {}
+
+    def expect(self, key: tuple[str, bool], lines: Iterable[int]) -> None:
+        with self._lock:
+            self._expected.setdefault(key, set()).update(n for n in lines if n > 0)
+
+    def get(self, key: tuple[str, bool], want: set[int],
+            run: Callable[[set[int]], dict[int, str]]) -> dict[int, str]:
+        want = {n for n in want if n > 0}
+        with self._lock:
+            file_lock = self._files.setdefault(key, threading.Lock())
+        with file_lock:
+            asked = self._asked.setdefault(key, set())
+            found = self._found.setdefault(key, {})
+            todo = want - asked
+            if todo:
+                with self._lock:
+                    batch = todo | (self._expected.pop(key, set()) - asked)
+                got = run(batch)
+                if not got and batch != todo:  # git refuses a whole blame for a line past the
+                    batch, got = todo, run(todo)  # end: the expected lines are left to their askers
+                found.update(got)
+                asked.update(batch)
+            return {n: found[n] for n in want if n in found}
 
 
 # -- the patches a patch sits on -------------------------------------------------------------------
@@ -423,9 +478,7 @@ class Culprits:
                   for r in regions]
         back = self._reverse(f.old_path or f.path,
                              {k: v[1] for w in wanted for k, v in w.items()})
-        ours = [r.ours for r in regions if r.ours is not None]
-        forward = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.path,
-                                              merge_spans(ours)) if ours else {}
+        forward = self.rng.blamed(f.path, _lines_of([r.ours for r in regions]), reverse=False)
         out = []
         for region, lines in zip(regions, wanted):
             found = [c for line in sorted(lines) for c in back.get(line, [])]
@@ -447,12 +500,31 @@ class Culprits:
     def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
         """Per preimage line of ``f`` (a patch on the new base, or on patches on it), the commit
         of the range that wrote it: mapped onto the new base and blamed forward."""
-        _, _, mapping = self._onto(f, self.rng.new)
-        at_base = {m: n for n in lines if (m := mapping.get(n)) is not None}
-        blamed = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.old_path or f.path,
-                                             spans(at_base))
+        at_base = self._written_at_base(f, lines)
+        blamed = self.rng.blamed(f.old_path or f.path, at_base, reverse=False)
         return {at_base[m]: [c] for m, c in blamed.items()
                 if m in at_base and c in self.rng.parents}
+
+    def expect(self, f: FileDiff, regions: Sequence[Region]) -> None:
+        """Tell the range the lines ``for_regions`` will blame for these regions of ``f``, so
+        that every patch's regions in one file are blamed in one process each way."""
+        back = self._needed_lines(f, _lines_of([r.base for r in regions]))
+        self.rng.expect_blame(f.old_path or f.path, back, reverse=True)
+        self.rng.expect_blame(f.path, _lines_of([r.ours for r in regions]), reverse=False)
+
+    def expect_needed(self, f: FileDiff, lines: Iterable[int]) -> None:
+        """``expect`` for a later ``needed_lines(f, lines)``."""
+        self.rng.expect_blame(f.old_path or f.path, self._needed_lines(f, lines), reverse=True)
+
+    def expect_written(self, f: FileDiff, lines: Iterable[int]) -> None:
+        """``expect`` for a later ``written_lines(f, lines)``."""
+        self.rng.expect_blame(f.old_path or f.path, self._written_at_base(f, lines),
+                              reverse=False)
+
+    def _written_at_base(self, f: FileDiff, lines: Iterable[int]) -> dict[int, int]:
+        """Preimage lines of ``f`` mapped onto the new base: {new base line: preimage line}."""
+        _, _, mapping = self._onto(f, self.rng.new)
+        return {m: n for n in lines if (m := mapping.get(n)) is not None}
 
     def _onto(self, f: FileDiff, rev: str) -> tuple[list[bytes], list[bytes], LineMap]:
         """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it (made
@@ -480,8 +552,7 @@ class Culprits:
         it (``blame --reverse``), taken run by run of lines that went at the same commit."""
         if not wanted:
             return {}
-        last = self.rng.repo.history.blame(self.rng.old, self.rng.new, path, spans(wanted),
-                                           reverse=True)
+        last = self.rng.blamed(path, wanted, reverse=True)
         gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
         out: dict[int, list[str]] = {}
         for keeper, group in _runs(gone):
@@ -525,6 +596,11 @@ class Culprits:
         return [c for c in found if score[c] == best] if best else children
 
 
+def _lines_of(items: Iterable[tuple[int, int] | None]) -> set[int]:
+    """Every line of the given spans (None: no lines)."""
+    return {n for span in items if span is not None for n in range(span[0], span[1] + 1)}
+
+
 def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
     """Consecutive lines with the same value, as (value, lines)."""
     out: list[tuple[str, list[int]]] = []
@@ -538,16 +614,18 @@ def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
 
 def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
               conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = (),
-              deps: SeriesLines | None = None, *, breaks: bool = True) -> Attribution:
+              deps: SeriesLines | None = None, *, breaks: bool = True,
+              finder: Culprits | None = None) -> Attribution:
     """Breaks and culprits of ``stack[target]`` across ``rng``, region by region of
     ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch).
     Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's.
-    Without ``breaks`` only the regions' culprits (an apply's stop: no scan)."""
+    Without ``breaks`` only the regions' culprits (an apply's stop: no scan). ``finder``: the
+    culprit finder several patches' attributions share (``expect``)."""
     walk = Scan(rng, stack, target)
     first, permanent = walk.breaks() if breaks else (None, None)
     patch = stack[target][1]
     lines = deps or SeriesLines(stack[:target + 1])
-    regions = _regions(Culprits(rng), patch, conflicts,
+    regions = _regions(finder or Culprits(rng), patch, conflicts,
                        lambda path, span: _caused(lines, target, path, span, set(failed_ids)))
     paths: dict[str, str] = {}
     for rc in regions:
