@@ -32,6 +32,7 @@ from ..engine.attribution import (
     UpstreamRange,
     attribute,
     landing,
+    relevant_stack,
 )
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
@@ -306,10 +307,13 @@ class Planner:
         self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
-    def run(self, loaded: list[LoadedPatch],
-            only: int | None = None) -> tuple[list[PatchOutcome], Materialised]:
-        """Every patch classified; the failing ones attributed (only the one at position
-        ``only`` when given: blame asks about one patch)."""
+    def run(self, loaded: list[LoadedPatch], only: int | None = None,
+            numbers: list[int] | None = None) -> tuple[list[PatchOutcome], Materialised]:
+        """Every patch classified; the failing ones attributed and the checks after the merge
+        run. Blame asks about the one patch at position ``only``: only it is attributed and
+        looked for removed names, and the checks after the merge (bump's warnings, not its
+        question) are not run. ``numbers``: the patches' positions in the series (1-based),
+        when ``loaded`` is part of it."""
         stack = [(lp.entry.id, lp.patch) for lp in loaded]
         # the series on its old base first, unless the mirror has them: it puts every patch's
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
@@ -317,13 +321,16 @@ class Planner:
         if self.repo.missing_objects(pre):  # an imported series' blobs are there already
             self.notify(f"materialising {len(stack)} patches on the old base {self.old[:12]}")
             Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
-        self.notify(f"applying {len(stack)} patches on {self.new[:12]}")
-        labels = Labels(f"upstream {self.new[:12]}", "")
         asked = stack[only][0] if only is not None else None
+        total = max(numbers or [len(stack)])
+        part = f" (of the first {total}: those that share files with {asked})" \
+            if asked and total > len(stack) else ""
+        self.notify(f"applying {len(stack)} patches on {self.new[:12]}{part}")
+        labels = Labels(f"upstream {self.new[:12]}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay, self.memory,
                            explain=lambda pid: asked is None or pid == asked).run(
-            self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
+            self.new, stack, keep_going=True, on_step=self._announce(total), numbers=numbers)
         failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         deps = SeriesLines(stack)
         outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed),
@@ -339,18 +346,25 @@ class Planner:
             self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
         self._attribute(outcomes, stack, failed, deps, todo)
-        self.carried.prefetch(path for pos, lp in enumerate(loaded) if only in (None, pos)
-                              for path in lp.patch.paths())
+        self._check(loaded, outcomes, mat, only)
+        return outcomes, mat
+
+    def _check(self, loaded: list[LoadedPatch], outcomes: list[PatchOutcome],
+               mat: Materialised, only: int | None) -> None:
+        """Names a merged patch removes that its file still uses; for a bump (``only`` None),
+        the checks after the merge too (their histories read in one ``git log``)."""
+        if only is None:
+            self.carried.prefetch(path for lp in loaded for path in lp.patch.paths())
         for pos, (out, lp, step) in enumerate(zip(outcomes, loaded, mat.steps)):
+            if only not in (None, pos):
+                continue
             if step.commit and out.status is not BumpStatus.UPSTREAMED:
                 out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
                                                self.new)
-            if only in (None, pos) and out.status not in (BumpStatus.UPSTREAMED,
-                                                          BumpStatus.EMPTY):
+            if only is None and out.status not in (BumpStatus.UPSTREAMED, BumpStatus.EMPTY):
                 out.risks = risks(self.carried, lp.patch, merged=step.commit is not None)
                 if out.risks and not out.hunk_lines:
                     out.hunk_lines = hunk_lines(lp)
-        return outcomes, mat
 
     def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
                    deps: SeriesLines, todo: list[int]) -> None:
@@ -671,16 +685,19 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify)
-    outcomes, _ = planner.run(loaded[:pos + 1], only=pos)
+    stack = [(lp.entry.id, lp.patch) for lp in loaded[:pos + 1]]
+    keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
+    outcomes, _ = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
+                              numbers=[k + 1 for k in keep])
     out = outcomes[-1]
     att = out.attribution
     if att is None or out.status is BumpStatus.UPSTREAMED:
-        stack = [(lp.entry.id, lp.patch) for lp in loaded[:pos + 1]]
         touched = attribute(planner.rng, stack, pos, ())
         att = att or touched
         att.touching = touched.touching
     failing = out.status in FAILED
     data = out.to_json()
+    del data["risks"]  # bump's checks after the merge: not blame's question, not run
     data.update(schema="rebasectl.blame/1", **{"from": old, "to": new},
                 upstream_commits=planner.rng.count(),
                 culprits=[c.to_json() for c in att.culprits] if failing else [],

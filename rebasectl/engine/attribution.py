@@ -203,7 +203,7 @@ class UpstreamRange:
             self._removed[key] = {
                 c: {ln[1:].strip() for ln in d.split(b"\n")
                     if ln.startswith(b"-") and not ln.startswith(b"---")}
-                for c, d in self.repo.history.patches(f"{keeper}..{child}", [path])}
+                for c, d in self.repo.history.patches(f"{keeper}..{child}", [path], context=0)}
         return self._removed[key]
 
 

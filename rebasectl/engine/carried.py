@@ -226,7 +226,7 @@ class CarriedLines:
         if not wanted:
             return
         rows: dict[str, list[tuple[str, set[bytes], set[bytes]]]] = {p: [] for p in wanted}
-        for commit, diff in self.rng.repo.history.patches(self.rng.spec, wanted):
+        for commit, diff in self.rng.repo.history.patches(self.rng.spec, wanted, context=0):
             for path, plus, minus in _per_file(diff):
                 if path in rows:
                     rows[path].append((commit, plus, minus))
@@ -238,7 +238,8 @@ class CarriedLines:
         if path not in self._diffs:
             paths = sorted({path, self.at_new(path)})
             rows = []
-            for commit, diff in self.rng.repo.history.patches(self.rng.spec, paths):
+            for commit, diff in self.rng.repo.history.patches(self.rng.spec, paths,
+                                                              context=0):
                 plus, minus = set(), set()
                 for ln in diff.split(b"\n"):
                     if ln.startswith(b"+") and not ln.startswith(b"+++"):

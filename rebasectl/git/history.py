@@ -91,11 +91,13 @@ class History:
                 result.append(RawCommit(head.strip(), tuple(changes)))
         return result
 
-    def patches(self, spec: str, paths: Sequence[str], *,
-                no_merges: bool = True) -> list[tuple[str, bytes]]:
+    def patches(self, spec: str, paths: Sequence[str], *, no_merges: bool = True,
+                context: int = 3) -> list[tuple[str, bytes]]:
         """(commit, its diff limited to ``paths``), newest first, for the commits of ``spec``
-        touching them."""
-        args = ["log", "-p", *CANONICAL_DIFF, "--format=%x00%x01%H",
+        touching them. ``context`` 0 for a caller that reads only the added and removed lines
+        (the same lines: context changes how hunks are cut, not what changed)."""
+        diff = [f"--unified={context}" if a == "--unified=3" else a for a in CANONICAL_DIFF]
+        args = ["log", "-p", *diff, "--format=%x00%x01%H",
                 *(["--no-merges"] if no_merges else []), spec, "--", *paths]
         out = self.runner.run(args).stdout
         result: list[tuple[str, bytes]] = []
