@@ -41,6 +41,7 @@ class RawCommit:
 class History:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
+        self._renames: dict[tuple[str, str], dict[str, str]] = {}
 
     # -- revisions -----------------------------------------------------------------------------
     def rev_list(self, spec: Sequence[str], *, first_parent: bool = False, reverse: bool = True,
@@ -156,7 +157,16 @@ class History:
 
     def renames(self, old: str, new: str) -> dict[str, str]:
         """old path -> new path for every file rename detection (git's default 50% similarity)
-        finds between two trees."""
+        finds between two trees (asked of git once per pair of full shas: the conflict engine
+        and the carried-lines engine both follow renames of one bump)."""
+        if (old, new) in self._renames:
+            return dict(self._renames[(old, new)])
+        found = self._find_renames(old, new)
+        if is_full(old) and is_full(new):
+            self._renames[(old, new)] = found
+        return dict(found)
+
+    def _find_renames(self, old: str, new: str) -> dict[str, str]:
         out = self.runner.run(["diff", "--name-status", "-z", "--find-renames", "-l0", old, new,
                                "--"]).stdout.decode("utf-8", errors="surrogateescape")
         fields = out.strip("\0").split("\0")
