@@ -100,15 +100,15 @@ class UpstreamRange:
         self._parents: dict[str, tuple[str, ...]] | None = None
         self._children: dict[str, list[str]] | None = None
         self._subjects: dict[str, str] = {}
-        self._removed: dict[tuple[str, str, str], dict[str, set[bytes]]] = {}
         self._lock = threading.Lock()  # one object reader: callers may run on threads
         self._reader: Repo | None = None
-        self._between: dict[tuple[str, str, str], list[str]] = {}
         self._order: dict[str, int] | None = None
         self._count: int | None = None
         self._ancestors: dict[str, set[str]] = {}
         self.contents = Contents(repo)  # blobs, merges and file results every scan shares
         self._blames = _Blames()
+        self._sides = _Sides()
+        self._paths: set[str] = set()  # files reverse-blamed or expected to be: ``side`` reads
 
     @property
     def parents(self) -> dict[str, tuple[str, ...]]:
@@ -155,14 +155,6 @@ class UpstreamRange:
                     [f"{self.old}..{commit}"], reverse=False))
             return self._ancestors[commit]
 
-    def between(self, keeper: str, parent: str, path: str) -> list[str]:
-        """Commits of ``keeper..parent`` that touch ``path`` (one side of a merge)."""
-        key = (keeper, parent, path)
-        if key not in self._between:
-            self._between[key] = self.repo.history.rev_list([f"{keeper}..{parent}"],
-                                                            paths=[path])
-        return self._between[key]
-
     def blob(self, spec: str) -> bytes | None:
         """A blob through the range's own persistent reader (not the repository's, which the
         caller's thread may be using), safe to call from several threads."""
@@ -176,6 +168,8 @@ class UpstreamRange:
         the same file, another interdiff of it): the first ``blamed`` of the file asks git about
         them too, in the same process."""
         self._blames.expect((path, reverse), lines)
+        if reverse:
+            self._paths.add(path)
 
     def blamed(self, path: str, lines: Iterable[int], *, reverse: bool) -> dict[int, str]:
         """``git blame`` of ``old..new`` for ``lines`` of ``path`` (reversed: lines of the file
@@ -188,23 +182,26 @@ class UpstreamRange:
             return self.repo.history.blame(self.old, self.new, path, spans(asked),
                                            reverse=reverse)
 
+        if reverse:
+            self._paths.add(path)
         return self._blames.get((path, reverse), set(lines), run)
 
     def changes(self, before: str, after: str, path: str) -> bool:
         """Whether ``path`` differs between two commits."""
         return self.blob(f"{before}:{path}") != self.blob(f"{after}:{path}")
 
-    def removed_between(self, keeper: str, child: str, path: str) -> dict[str, set[bytes]]:
-        """The lines (stripped) each non-merge commit of ``keeper..child`` removed from
-        ``path``: the child itself, or the side branch a merge child brought in (a log of
-        those commits only, not of the whole range)."""
-        key = (keeper, child, path)
-        if key not in self._removed:
-            self._removed[key] = {
-                c: {ln[1:].strip() for ln in d.split(b"\n")
-                    if ln.startswith(b"-") and not ln.startswith(b"---")}
-                for c, d in self.repo.history.patches(f"{keeper}..{child}", [path], context=0)}
-        return self._removed[key]
+    def side(self, keeper: str, child: str, path: str) -> list[tuple[str, set[bytes]]]:
+        """The non-merge commits of ``keeper..child`` (``child`` a child of ``keeper``: itself,
+        or the side branch a merge child brought in) that change ``path``, oldest first, each
+        with the lines (stripped) it removed from it. One ``git log`` per (keeper, child) reads
+        every file the range's reverse blames are about, not one per file (and no separate
+        ``rev-list`` for the commits)."""
+        def run(paths: list[str]) -> list[tuple[str, dict[str, set[bytes]]]]:
+            found = self.repo.history.patches(f"{keeper}..{child}", paths, context=0,
+                                              full_history=True)
+            return [(c, _removed_per_file(d, paths)) for c, d in reversed(found)]
+
+        return self._sides.get((keeper, child), path, self._paths, run)
 
 
 class _Blames:
@@ -240,6 +237,53 @@ class _Blames:
                 found.update(got)
                 asked.update(batch)
             return {n: found[n] for n in want if n in found}
+
+
+class _Sides:
+    """``UpstreamRange.side`` answers per (keeper, child): files read so far, one git at a time
+    per pair (a thread asking about a file of the same pair waits for the first)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pairs: dict[tuple[str, str], threading.Lock] = {}
+        self._found: dict[tuple[str, str], dict[str, list[tuple[str, set[bytes]]]]] = {}
+
+    def get(self, pair: tuple[str, str], path: str, wanted: set[str],
+            run: Callable[[list[str]], list[tuple[str, dict[str, set[bytes]]]]]
+            ) -> list[tuple[str, set[bytes]]]:
+        with self._lock:
+            pair_lock = self._pairs.setdefault(pair, threading.Lock())
+            others = set(wanted)
+        with pair_lock:
+            known = self._found.setdefault(pair, {})
+            if path not in known:
+                # paths git would quote are read alone (the diff header is then unquoted)
+                batch = sorted({p for p in others | {path} if p not in known and _plain(p)}) \
+                    if _plain(path) else [path]
+                rows = run(batch)
+                for p in batch:
+                    known[p] = [(c, files[p]) for c, files in rows if p in files]
+            return known[path]
+
+
+def _plain(path: str) -> bool:
+    """A path git writes unquoted in a diff header."""
+    return path.isascii() and not any(c in path for c in ' "\\\t\n')
+
+
+def _removed_per_file(diff: bytes, paths: Sequence[str]) -> dict[str, set[bytes]]:
+    """path -> the lines (stripped) a commit's diff removed from it, for each file of the diff
+    (a file it changes without removing lines maps to an empty set). One path asked alone:
+    the whole diff is that file's."""
+    out: dict[str, set[bytes]] = {}
+    current: set[bytes] | None = out.setdefault(paths[0], set()) if len(paths) == 1 else None
+    for ln in diff.split(b"\n"):
+        if ln.startswith(b"diff --git a/") and len(paths) > 1:
+            name = ln[len(b"diff --git a/"):].decode("utf-8", errors="surrogateescape")
+            current = out.setdefault(name[:(len(name) - 3) // 2], set())
+        elif current is not None and ln.startswith(b"-") and not ln.startswith(b"---"):
+            current.add(ln[1:].strip())
+    return out
 
 
 # -- the patches a patch sits on -------------------------------------------------------------------
@@ -578,8 +622,7 @@ class Culprits:
                     found.append(child)
                     children.append(child)
                 continue
-            side = [c for p in parents if p != keeper for c in self.rng.between(keeper, p, path)
-                    if len(self.rng.parents.get(c, ())) <= 1]
+            side = [c for c, _ in self.rng.side(keeper, child, path)]
             found += side or [child]
             children.append(child)
         found = list(dict.fromkeys(found))
@@ -589,7 +632,7 @@ class Culprits:
             return children
         removed: dict[str, set[bytes]] = {}
         for child in children:
-            removed.update(self.rng.removed_between(keeper, child, path))
+            removed.update(self.rng.side(keeper, child, path))
         score = {c: sum(1 for t in texts if t in removed.get(c, set())) for c in found}
         best = max(score.values())
         # none of them removed the text: the merge that lost the lines is what changed them

@@ -93,13 +93,16 @@ class History:
         return result
 
     def patches(self, spec: str, paths: Sequence[str], *, no_merges: bool = True,
-                context: int = 3) -> list[tuple[str, bytes]]:
+                context: int = 3, full_history: bool = False) -> list[tuple[str, bytes]]:
         """(commit, its diff limited to ``paths``), newest first, for the commits of ``spec``
         touching them. ``context`` 0 for a caller that reads only the added and removed lines
-        (the same lines: context changes how hunks are cut, not what changed)."""
+        (the same lines: context changes how hunks are cut, not what changed).
+        ``full_history``: every commit that changes one of the files, none left out by history
+        simplification (which, for several files, would depend on which files are asked)."""
         diff = [f"--unified={context}" if a == "--unified=3" else a for a in CANONICAL_DIFF]
         args = ["log", "-p", *diff, "--format=%x00%x01%H",
-                *(["--no-merges"] if no_merges else []), spec, "--", *paths]
+                *(["--no-merges"] if no_merges else []),
+                *(["--full-history"] if full_history else []), spec, "--", *paths]
         out = self.runner.run(args).stdout
         result: list[tuple[str, bytes]] = []
         for record in out.split(b"\0\x01")[1:]:
