@@ -39,6 +39,7 @@ from pathlib import Path
 from ..git import Entry, Index, Repo
 from ..model.dependencies import SeriesLines
 from ..model.diffs import FileDiff, LineMap, spans, text_lines
+from ..model.ids import Oid
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
 from .conflicts import ConflictKind, FileConflict, Region, applies
@@ -46,35 +47,24 @@ from .conflicts import ConflictKind, FileConflict, Region, applies
 
 @dataclass(frozen=True)
 class CommitRef:
-    commit: str
+    commit: Oid
     subject: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"commit": self.commit, "subject": self.subject}
 
 
 @dataclass(frozen=True)
 class Culprit:
-    commit: str
+    commit: Oid
     subject: str
     path: str
     by_first_break: bool = True  # an ancestor of the first break (else: landed after it)
-
-    def to_json(self) -> dict[str, object]:
-        return {"commit": self.commit, "subject": self.subject, "path": self.path,
-                "by_first_break": self.by_first_break}
 
 
 @dataclass
 class RegionCulprits:
     path: str
     region: Region
-    commits: list[str]
+    commits: list[Oid]
     blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
-
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, **self.region.to_json(), "culprits": self.commits,
-                "blocked_by": self.blocked_by}
 
 
 @dataclass
@@ -86,40 +76,40 @@ class Attribution:
     culprits: list[Culprit] = field(default_factory=list)
     regions: list[RegionCulprits] = field(default_factory=list)
     blocked_by: list[str] = field(default_factory=list)  # ids of earlier patches it needs
-    touching: list[str] = field(default_factory=list)  # first-parent commits touching its files
+    touching: list[Oid] = field(default_factory=list)  # first-parent commits touching its files
     states: int = 0  # distinct states applied during the scan (for the benchmark)
 
 
 class UpstreamRange:
     """``old..new`` of an upstream and what every attribution in it shares."""
 
-    def __init__(self, repo: Repo, old: str, new: str) -> None:
+    def __init__(self, repo: Repo, old: Oid, new: Oid) -> None:
         self.repo = repo
         self.old, self.new = old, new
         self.spec = f"{old}..{new}"
-        self._parents: dict[str, tuple[str, ...]] | None = None
-        self._children: dict[str, list[str]] | None = None
+        self._parents: dict[Oid, tuple[Oid, ...]] | None = None
+        self._children: dict[Oid, list[Oid]] | None = None
         self._subjects: dict[str, str] = {}
         self._lock = threading.Lock()  # one object reader: callers may run on threads
         self._reader: Repo | None = None
         self._order: dict[str, int] | None = None
         self._count: int | None = None
-        self._ancestors: dict[str, set[str]] = {}
+        self._ancestors: dict[str, set[Oid]] = {}
         self.contents = Contents(repo)  # blobs, merges and file results every scan shares
         self._blames = _Blames()
         self._sides = _Sides()
         self._paths: set[str] = set()  # files reverse-blamed or expected to be: ``side`` reads
 
     @property
-    def parents(self) -> dict[str, tuple[str, ...]]:
+    def parents(self) -> dict[Oid, tuple[Oid, ...]]:
         if self._parents is None:
             self._parents = self.repo.history.parents(self.spec)
         return self._parents
 
     @property
-    def children(self) -> dict[str, list[str]]:
+    def children(self) -> dict[Oid, list[Oid]]:
         if self._children is None:
-            kids: dict[str, list[str]] = {}
+            kids: dict[Oid, list[Oid]] = {}
             for commit, parents in self.parents.items():
                 for parent in parents:
                     kids.setdefault(parent, []).append(commit)
@@ -136,17 +126,17 @@ class UpstreamRange:
             self._subjects[commit] = self.repo.commit(commit).subject
         return self._subjects[commit]
 
-    def ref(self, commit: str) -> CommitRef:
+    def ref(self, commit: Oid) -> CommitRef:
         return CommitRef(commit, self.subject(commit))
 
-    def order(self, commits: Iterable[str]) -> list[str]:
+    def order(self, commits: Iterable[Oid]) -> list[Oid]:
         """``commits`` oldest first (topological order of the range; others last)."""
         if self._order is None:
             self._order = {c: i for i, c in enumerate(self.repo.history.rev_list([self.spec]))}
         rank = self._order
         return sorted(set(commits), key=lambda c: (rank.get(c, len(rank)), c))
 
-    def ancestors(self, commit: str) -> set[str]:
+    def ancestors(self, commit: str) -> set[Oid]:
         """The commits of the range that ``commit`` contains (itself included): one
         ``rev-list`` per commit asked, however many culprits are checked against it."""
         with self._lock:
@@ -171,14 +161,14 @@ class UpstreamRange:
         if reverse:
             self._paths.add(path)
 
-    def blamed(self, path: str, lines: Iterable[int], *, reverse: bool) -> dict[int, str]:
+    def blamed(self, path: str, lines: Iterable[int], *, reverse: bool) -> dict[int, Oid]:
         """``git blame`` of ``old..new`` for ``lines`` of ``path`` (reversed: lines of the file
         at ``old``, each with the last commit that still had it; else lines at ``new``, each with
         the commit that wrote it), every line asked of git once per range, together with the
         lines expected of the file: one process per file and direction, however many patches or
         interdiffs ask (a line's answer does not depend on which other lines are asked). Safe to
         call from several threads."""
-        def run(asked: set[int]) -> dict[int, str]:
+        def run(asked: set[int]) -> dict[int, Oid]:
             return self.repo.history.blame(self.old, self.new, path, spans(asked),
                                            reverse=reverse)
 
@@ -190,13 +180,13 @@ class UpstreamRange:
         """Whether ``path`` differs between two commits."""
         return self.blob(f"{before}:{path}") != self.blob(f"{after}:{path}")
 
-    def side(self, keeper: str, child: str, path: str) -> list[tuple[str, set[bytes]]]:
+    def side(self, keeper: str, child: str, path: str) -> list[tuple[Oid, set[bytes]]]:
         """The non-merge commits of ``keeper..child`` (``child`` a child of ``keeper``: itself,
         or the side branch a merge child brought in) that change ``path``, oldest first, each
         with the lines (stripped) it removed from it. One ``git log`` per (keeper, child) reads
         every file the range's reverse blames are about, not one per file (and no separate
         ``rev-list`` for the commits)."""
-        def run(paths: list[str]) -> list[tuple[str, dict[str, set[bytes]]]]:
+        def run(paths: list[str]) -> list[tuple[Oid, dict[str, set[bytes]]]]:
             found = self.repo.history.patches(f"{keeper}..{child}", paths, context=0,
                                               full_history=True)
             return [(c, _removed_per_file(d, paths)) for c, d in reversed(found)]
@@ -213,14 +203,14 @@ class _Blames:
         self._files: dict[tuple[str, bool], threading.Lock] = {}
         self._expected: dict[tuple[str, bool], set[int]] = {}
         self._asked: dict[tuple[str, bool], set[int]] = {}
-        self._found: dict[tuple[str, bool], dict[int, str]] = {}
+        self._found: dict[tuple[str, bool], dict[int, Oid]] = {}
 
     def expect(self, key: tuple[str, bool], lines: Iterable[int]) -> None:
         with self._lock:
             self._expected.setdefault(key, set()).update(n for n in lines if n > 0)
 
     def get(self, key: tuple[str, bool], want: set[int],
-            run: Callable[[set[int]], dict[int, str]]) -> dict[int, str]:
+            run: Callable[[set[int]], dict[int, Oid]]) -> dict[int, Oid]:
         want = {n for n in want if n > 0}
         with self._lock:
             file_lock = self._files.setdefault(key, threading.Lock())
@@ -246,11 +236,11 @@ class _Sides:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pairs: dict[tuple[str, str], threading.Lock] = {}
-        self._found: dict[tuple[str, str], dict[str, list[tuple[str, set[bytes]]]]] = {}
+        self._found: dict[tuple[str, str], dict[str, list[tuple[Oid, set[bytes]]]]] = {}
 
     def get(self, pair: tuple[str, str], path: str, wanted: set[str],
-            run: Callable[[list[str]], list[tuple[str, dict[str, set[bytes]]]]]
-            ) -> list[tuple[str, set[bytes]]]:
+            run: Callable[[list[str]], list[tuple[Oid, dict[str, set[bytes]]]]]
+            ) -> list[tuple[Oid, set[bytes]]]:
         with self._lock:
             pair_lock = self._pairs.setdefault(pair, threading.Lock())
             others = set(wanted)
@@ -395,7 +385,7 @@ class Scan:
         self.repo = rng.repo
         self.patches = [stack[p][1] for p in relevant_stack(stack, target)]
         paths = sorted({path for p in self.patches for path in p.paths()})
-        self.states: list[tuple[str, State]] = []
+        self.states: list[tuple[Oid, State]] = []
         self.verdicts: dict[State, bool] = {}
         self.batch = max(1, os.cpu_count() or 2)
         self.contents = rng.contents
@@ -412,7 +402,7 @@ class Scan:
             self.states.append((raw.commit, frozenset(entries.items())))
 
     @property
-    def touching(self) -> list[str]:
+    def touching(self) -> list[Oid]:
         return [c for c, _ in self.states[1:]]
 
     def decide(self, positions: Iterable[int]) -> None:
@@ -425,14 +415,14 @@ class Scan:
         self.decide([i])
         return self.verdicts[self.states[i][1]]
 
-    def breaks(self) -> tuple[str | None, str | None]:
+    def breaks(self) -> tuple[Oid | None, Oid | None]:
         """(first_break, permanent_break): the first commit at which the patch stops applying,
         and the one after which it never applies again; None when it applies at the end (or
         never applied at all)."""
         n = len(self.states)
         if n < 2 or self.applies(n - 1):
             return None, None
-        first: str | None = None
+        first: Oid | None = None
         for i in range(1, n, self.batch):
             self.decide(range(i - 1, min(n, i + self.batch)))
             first = next((self.states[j][0] for j in range(i, min(n, i + self.batch))
@@ -514,7 +504,7 @@ class Culprits:
         self._maps: dict[tuple[str, str | None, str], tuple[list[bytes], list[bytes],
                                                              LineMap]] = {}
 
-    def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
+    def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[Oid]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
         all the regions together (a blame over a thousand commits costs the same for one line
         as for many)."""
@@ -528,12 +518,12 @@ class Culprits:
             found = [c for line in sorted(lines) for c in back.get(line, [])]
             if region.ours is not None:
                 a, b = region.ours
-                found += [c for n in range(a, b + 1) if (c := forward.get(n, "")) in
-                          self.rng.parents]
+                found += [c for n in range(a, b + 1) if (c := forward.get(n)) is not None
+                          and c in self.rng.parents]
             out.append(list(dict.fromkeys(found)))
         return out
 
-    def needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
+    def needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[Oid]]:
         """Per preimage line of ``f`` (a line the patch needed), the commits that changed or
         removed it (lines that survived to the new base are left out). The report asks this
         of each line of an interdiff hunk; safe to call from several threads."""
@@ -541,7 +531,7 @@ class Culprits:
         back = self._reverse(f.old_path or f.path, {k: v[1] for k, v in wanted.items()})
         return {wanted[k][0]: commits for k, commits in back.items()}
 
-    def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
+    def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[Oid]]:
         """Per preimage line of ``f`` (a patch on the new base, or on patches on it), the commit
         of the range that wrote it: mapped onto the new base and blamed forward."""
         at_base = self._written_at_base(f, lines)
@@ -591,14 +581,14 @@ class Culprits:
                 wanted[line] = (n, old[line - 1])
         return wanted
 
-    def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[str]]:
+    def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[Oid]]:
         """Old line -> the commits that changed it: right after the last commit that still had
         it (``blame --reverse``), taken run by run of lines that went at the same commit."""
         if not wanted:
             return {}
         last = self.rng.blamed(path, wanted, reverse=True)
         gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
-        out: dict[int, list[str]] = {}
+        out: dict[int, list[Oid]] = {}
         for keeper, group in _runs(gone):
             texts = [t for t in (wanted[n].strip() for n in group) if _meaningful(t)]
             commits = self._successors(keeper, path, texts)
@@ -606,15 +596,15 @@ class Culprits:
                 out[n] = commits
         return out
 
-    def _successors(self, keeper: str, path: str, texts: list[bytes]) -> list[str]:
+    def _successors(self, keeper: Oid, path: str, texts: list[bytes]) -> list[Oid]:
         """The commits right after ``keeper`` (the last that had the lines) that change
         ``path``: a non-merge child that changed the file; for a merge child, its other side's
         commits that touch the file. When there are several, those that removed the most of the
         lines' ``texts`` (a common line such as ``action='store_true',`` alone decides nothing
         when another commit removed the whole block); when none removed them, the child (the
         merge) itself."""
-        found: list[str] = []
-        children: list[str] = []
+        found: list[Oid] = []
+        children: list[Oid] = []
         for child in self.rng.children.get(keeper, []):
             parents = self.rng.parents.get(child, ())
             if len(parents) <= 1:
@@ -644,9 +634,9 @@ def _lines_of(items: Iterable[tuple[int, int] | None]) -> set[int]:
     return {n for span in items if span is not None for n in range(span[0], span[1] + 1)}
 
 
-def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
+def _runs(lines: dict[int, Oid]) -> list[tuple[Oid, list[int]]]:
     """Consecutive lines with the same value, as (value, lines)."""
-    out: list[tuple[str, list[int]]] = []
+    out: list[tuple[Oid, list[int]]] = []
     for n in sorted(lines):
         if out and out[-1][0] == lines[n] and out[-1][1][-1] == n - 1:
             out[-1][1].append(n)
@@ -670,7 +660,7 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
     lines = deps or SeriesLines(stack[:target + 1])
     regions = _regions(finder or Culprits(rng), patch, conflicts,
                        lambda path, span: _caused(lines, target, path, span, set(failed_ids)))
-    paths: dict[str, str] = {}
+    paths: dict[Oid, str] = {}
     for rc in regions:
         for commit in rc.commits:
             paths.setdefault(commit, rc.path)
@@ -726,7 +716,7 @@ def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
 
 
 # -- where a commit landed ------------------------------------------------------------------------
-def landing(rng: UpstreamRange, commit: str) -> str:
+def landing(rng: UpstreamRange, commit: Oid) -> Oid:
     """The first commit of the first-parent chain that contains ``commit`` (itself, or the merge
     that brought it in). Containment only grows along the chain, so a bisection is exact here."""
     chain = rng.repo.history.first_parent_chain(rng.spec)

@@ -10,23 +10,30 @@ would. It never changes directory (``-C`` carries the place) and never installs 
 that is ``_entry``'s job, which only a real process runs.
 
 ``spawn``/``popen`` start ``python -m rebasectl`` (``sys.executable``, never the PATH's python):
-for signals, SIGKILL or SIGSTOP at a fault point (``REBASECTL_FAULT``), a lock held by another
-process, rlimits. ``run`` hands over to ``spawn`` by itself when the environment names a fault
-point (a fault kills or stops the process that reaches it) or sets what only an interpreter's
-start reads (PYTHONIOENCODING, the locale).
+for SIGSTOP at a fault point and signals sent from outside, a lock held by another process,
+rlimits, and what only an interpreter's start reads (PYTHONIOENCODING, the locale), which ``run``
+hands over to ``spawn`` by itself. ``forked`` runs the console script's entry (``_entry.main``:
+its Ctrl-C handlers, the fault points) in a child forked from this process: a real process that a
+fault point kills or interrupts (``kill@``/``int@`` in ``REBASECTL_FAULT``), without an
+interpreter's start and the CLI's import, which were most of the CPU of a kill test (0.4 s each);
+``run`` hands over to it by itself when the environment names such a fault point.
 """
 
 from __future__ import annotations
 
+import gc
 import io
 import os
+import select
+import signal
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 Result = subprocess.CompletedProcess
 
@@ -68,7 +75,10 @@ def _text(stream: io.TextIOWrapper) -> str:
 def _exit_code(exc: SystemExit) -> int:
     if exc.code is None:
         return 0
-    return exc.code if isinstance(exc.code, int) else 1
+    if not isinstance(exc.code, int):
+        sys.stderr.write(f"{exc.code}\n")  # what the interpreter prints for sys.exit("text")
+        return 1
+    return exc.code
 
 
 def _main(argv: list[str]) -> tuple[int, str, str]:
@@ -92,22 +102,28 @@ def _main(argv: list[str]) -> tuple[int, str, str]:
 
 
 _INTERPRETER = ("PYTHON", "LC_", "LANG")  # read when an interpreter starts, not later
+FAULT = "REBASECTL_FAULT"
 
 
-def _needs_process(env: dict[str, str] | None) -> bool:
-    """A fault point kills or stops the process that reaches it; PYTHONIOENCODING, the locale
-    and the like take effect only when an interpreter starts: both need a real process."""
-    if os.environ.get("REBASECTL_FAULT"):
-        return True
-    return any(key == "REBASECTL_FAULT" or key.startswith(_INTERPRETER) for key in env or {})
+def _needs_process(env: dict[str, str] | None) -> str:
+    """"": this process will do. "fork": a fault point kills or interrupts the process that
+    reaches it. "exec": PYTHONIOENCODING, the locale and the like take effect only when an
+    interpreter starts, and a ``stop@`` fault leaves a process for someone to resume."""
+    fault = (env or {}).get(FAULT, os.environ.get(FAULT, ""))
+    if any(key.startswith(_INTERPRETER) for key in env or {}) or fault.startswith("stop@"):
+        return "exec"
+    return "fork" if fault else ""
 
 
 def run(workdir: Path | str | None, *args: str, env: dict[str, str] | None = None,
         want: int | None = None, timeout: float = 600) -> Result[str]:
     """rebasectl ``-C workdir ARGS`` in this process (or a real one where ``_needs_process``);
     with ``want`` the exit code must be that. ``timeout`` applies to a real process only."""
-    if _needs_process(env):
+    how = _needs_process(env)
+    if how == "exec":
         result = spawn(workdir, *args, env=env, timeout=timeout)
+    elif how == "fork":
+        result = forked(workdir, *args, env=env, timeout=timeout)
     else:
         argv = _argv(workdir, args)
         with _environment(env):
@@ -134,6 +150,75 @@ def fails(workdir: Path | str | None, code: int, *args: str,
 def command(workdir: Path | str | None, *args: str) -> list[str]:
     """The argv of a real rebasectl process."""
     return [sys.executable, "-m", "rebasectl", *_argv(workdir, args)]
+
+
+def forked(workdir: Path | str | None, *args: str, env: dict[str, str] | None = None,
+           timeout: float = 600) -> Result[str]:
+    """rebasectl as a child forked from this process, run to its end: the exit code is the
+    child's (``-9`` when a fault point SIGKILLed it), stdout and stderr are what it wrote to its
+    own file descriptors 1 and 2 (stdin is /dev/null)."""
+    argv = _argv(workdir, args)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:
+            _child(argv, env, out.fileno(), err.fileno())
+        code = _wait(pid, timeout, argv)
+        out.seek(0)
+        err.seek(0)
+        texts = [f.read().decode("utf-8", "surrogateescape") for f in (out, err)]
+    return Result(["rebasectl", *argv], code, texts[0], texts[1])
+
+
+def _child(argv: list[str], env: dict[str, str] | None, out: int, err: int) -> NoReturn:
+    """The forked child: its own stdio on the given files, the environment, then the console
+    script's entry; never returns into the test process's code (``os._exit``)."""
+    code = 1
+    try:
+        gc.freeze()  # the parent's garbage (a TemporaryDirectory's finaliser) is not ours to run
+        null = os.open(os.devnull, os.O_RDONLY)
+        for fd, target in ((null, 0), (out, 1), (err, 2)):
+            os.dup2(fd, target)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", errors="surrogateescape",  # noqa: SIM115
+                          closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                          closefd=False, buffering=1)
+        sys.argv = ["rebasectl", *argv]
+        for key, value in (env or {}).items():
+            os.environ[key] = value
+        from rebasectl._entry import main
+        from rebasectl.infra import faults
+
+        faults._seen.clear()
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException:  # what the interpreter prints on its way out
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: S110  (a closed stream: nothing left to write)
+                pass
+        os._exit(code)
+
+
+def _wait(pid: int, timeout: float, argv: list[str]) -> int:
+    """The exit code of child ``pid`` (negative: the signal that ended it); a child still
+    running after ``timeout`` seconds is killed and the call raises ``TimeoutExpired``."""
+    fd = os.pidfd_open(pid)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(int(timeout * 1000)):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise subprocess.TimeoutExpired(["rebasectl", *argv], timeout)
+    finally:
+        os.close(fd)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def spawn(workdir: Path | str | None, *args: str, env: dict[str, str] | None = None,

@@ -88,11 +88,10 @@ def test_abort_of_a_tree_with_a_person_s_commit(sc: Scenario, tmp_path: Path) ->
     assert git_out(clone, "rev-parse", "HEAD~1") == tip  # only the person's commit was kept
 
 
-# -- moved here from the hostile review rounds (test names say the behaviour) --
-# hostile review round 2, finding F14
+# -- what abort keeps --
 def test_abort_keeps_untracked_files(world: World, tmp_path: Path) -> None:
-    """F14: notes written in the work tree during a resolution (untracked): abort removes the
-    whole work tree with them, without a word (apply and skip refuse or keep such files)."""
+    """Notes written in the work tree during a resolution (untracked) are never deleted unseen by
+    abort: it keeps them (somewhere in the checkout) or refuses."""
     series = conflicted(world, tmp_path)
     (tree(series) / "NOTES.md").write_text("my notes on the resolution\n")
     r = run(series, "abort")
@@ -104,17 +103,13 @@ def test_abort_keeps_untracked_files(world: World, tmp_path: Path) -> None:
     assert kept or r.returncode != 0, "abort deleted the untracked NOTES.md"
 
 
-# hostile review round 3, finding F3
 def test_abort_keeps_ignored_files(
     two_conflicts: Two, tmp_path: Path
 ) -> None:
-    """F3: abort promises to keep the untracked files of the tree it removes under
-    .rebasectl/aborted/, but it lists them with `git status --ignored=no`, so files the upstream's
-    .gitignore covers are deleted unseen. Megatron-LM's .gitignore has `local/`, `logs`, `runs/`,
-    `*~`, `*.swp`: notes kept in local/ during a resolution, or an editor's backup of the file
-    being resolved, are lost. Repro: apply --base NEW (conflict), write local/notes.md and
-    a.txt~ in the tree, `rebasectl abort`: "aborted; removed .../.rebasectl/tree" and nothing
-    kept (on the real tree: "kept 1 untracked file(s)" = only the unignored NOTES.txt)."""
+    """abort keeps the untracked files of the tree it removes under .rebasectl/aborted/, those the
+    upstream's .gitignore covers included (Megatron-LM ignores `local/`, `logs`, `runs/`, `*~`,
+    `*.swp`: notes kept in local/ during a resolution, an editor's backup of the file being
+    resolved)."""
     series = copy_two(two_conflicts, tmp_path)
     run(series, "apply", "--base", two_conflicts.new_base, want=1)
     (tree(series) / "local").mkdir()

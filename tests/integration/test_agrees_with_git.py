@@ -23,13 +23,10 @@ JUNE = "3346fa8a2"
 A = lines(40, "a")
 
 
-# hostile review round 2, finding F20
 def test_applier_refuses_what_git_apply_refuses(tmp_path: Path) -> None:
-    """F20 (new in 3c7f669, the Python applier): a patch with two hunks whose contexts meet
-    once upstream deleted the code between them: `git apply` refuses it (a hunk may not match
-    lines an earlier hunk wrote: git's LINE_PATCHED rule; `git am` fails), but `check --apply`
-    says "applies exactly on the base" and `apply` calls it "clean". A fuzz of 5000 random
-    cases found 2 such false "applies" (and 7 false "does not apply" around `\\ No newline`)."""
+    """A patch with two hunks whose contexts meet once upstream deleted the code between them:
+    `git apply` refuses it (a hunk may not match lines an earlier hunk wrote: git's LINE_PATCHED
+    rule), and `apply` does not call it clean."""
     o = (
         "def a():\n    x = 1\n    return x\n\n\ndef b():\n    y = 2\n    return y\n\n\n"
         "def c():\n    z = 3\n    return z\n"
@@ -108,13 +105,12 @@ def _git_apply_3_regions(
     return out
 
 
-# hostile review round 2, finding G15
 def test_real_bump_regions_are_git_apply_3_regions(
     real_bump: dict[str, object], tmp_path: Path
 ) -> None:
-    """G15 (issue 18 acceptance): every content region bump reports for 3346fa8a2 is the region
-    `git apply -3` (diff3) marks for that patch on the same tree (failing patches left out,
-    clean ones stacked); stderr under 8 KB; tokenizer.py named with its deleting commit."""
+    """Every content region bump reports for 3346fa8a2 is the region `git apply -3` (diff3) marks
+    for that patch on the same tree (failing patches left out, clean ones stacked); stderr under
+    8 KB; tokenizer.py named with its deleting commit."""
     r = real_bump["run"]
     assert isinstance(r, subprocess.CompletedProcess)
     assert r.returncode == 1, r.stderr
@@ -148,11 +144,10 @@ def test_real_bump_regions_are_git_apply_3_regions(
         git(mirror, "worktree", "remove", "--force", str(work), check=False)
 
 
-# hostile review round 2, finding F18
 def test_real_bump_regions_each_name_a_patch_hunk(real_bump: dict[str, object]) -> None:
-    """F18: two regions of the real bump name no patch hunk (`"hunks": []`) and are annotated at
-    line 1 of the patch file: post-layernorm gpt_layer_specs.py (upstream 398-399) and mtp-rl
-    multi_token_prediction.py (upstream 1628-1632); d7c6fd9 says every region names its hunk."""
+    """Every region of the real bump names the patch hunk it comes from and is annotated at that
+    hunk's line of the patch file (post-layernorm gpt_layer_specs.py and mtp-rl
+    multi_token_prediction.py included), never `"hunks": []` at line 1."""
     r = real_bump["run"]
     assert isinstance(r, subprocess.CompletedProcess)
     data = json.loads(r.stdout)

@@ -21,11 +21,10 @@ JUNE = "3346fa8a2"
 A = lines(40, "a")
 
 
-# hostile review round 2, finding F1
 def test_forged_artifacts_mark_deletes_nothing_outside(world: World, tmp_path: Path) -> None:
-    """F1: a `.rebasectl-artifacts.json` (a folder downloaded from CI, a tampered default
-    `.rebasectl/bump`) that lists an absolute path or `../..` makes a bump delete those files,
-    and rmdir their emptied folder, outside the artifacts folder."""
+    """A `.rebasectl-artifacts.json` (a folder downloaded from CI, a tampered default
+    `.rebasectl/bump`) that lists an absolute path or `../..` makes a bump delete nothing, and
+    remove no folder, outside the artifacts folder."""
     series = copy(world.sc, tmp_path)
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
@@ -42,11 +41,10 @@ def test_forged_artifacts_mark_deletes_nothing_outside(world: World, tmp_path: P
     assert (vdir / "f.txt").read_text() == "precious\n"
 
 
-# hostile review round 2, finding F2
 def test_clean_bump_never_fails_after_moving_the_series(world: World, tmp_path: Path) -> None:
-    """F2: artifacts folder of an earlier (conflicting) bump, in which the user saved a
-    report.md: a clean bump exports (series.yaml moves to the new base), then refuses to
-    overwrite report.md and exits 2 — a failed command that changed the series."""
+    """An artifacts folder of an earlier (conflicting) bump in which the user saved a report.md:
+    a clean bump into it keeps the user's report.md, and if it fails, it has not moved the
+    series (a failed command leaves the series as it was)."""
     series = copy(world.sc, tmp_path)
     run(series, "bump", "--to", world.sc.new_base, "--artifacts", "art", want=1)
     (series / "art" / "report.md").write_text("my notes\n")
@@ -57,10 +55,9 @@ def test_clean_bump_never_fails_after_moving_the_series(world: World, tmp_path: 
         assert snapshot(series) == before, f"exit {r.returncode} but the series changed: {r.stderr}"
 
 
-# hostile review round 2, finding G1
 @pytest.mark.parametrize("where", ["art", "."])
 def test_artifacts_never_in_a_users_folder(world: World, tmp_path: Path, where: str) -> None:
-    """G1: --artifacts at a folder with the user's README.md and conflicts/keep.txt (or `.`):
+    """--artifacts at a folder with the user's README.md and conflicts/keep.txt (or `.`):
     refused, nothing touched."""
     series = copy(world.sc, tmp_path)
     folder = series / where
@@ -75,12 +72,10 @@ def test_artifacts_never_in_a_users_folder(world: World, tmp_path: Path, where: 
     assert snapshot(series) == before
 
 
-# hostile review round 2, finding G12
 def test_unusable_artifacts_refused_before_the_series_moves(
     world: World, tmp_path: Path
 ) -> None:
-    """G12: a clean bump whose --artifacts cannot be created fails before it changes the
-    series."""
+    """A clean bump whose --artifacts cannot be created fails before it changes the series."""
     series = copy(world.sc, tmp_path)
     before = snapshot(series)
     run(series, "bump", "--to", world.clean, "--artifacts", "series.yaml/out", want=2)

@@ -19,10 +19,9 @@ from tests.harness.scenes import (
 from tests.sfix import Scenario, copy
 
 
-# hostile review round 2, finding F8
 def test_unreadable_apply_state_is_cleared_by_abort(world: World, tmp_path: Path) -> None:
-    """F8: an unreadable apply-state.json: every command (status included) says "`rebasectl
-    abort` clears it", and abort fails with that same message (exit 2)."""
+    """An unreadable apply-state.json: status says `rebasectl abort` (exit 2), abort clears it and
+    apply works again."""
     series = conflicted(world, tmp_path)
     (series / ".rebasectl" / "apply-state.json").write_text("{garbage")
     r = run(series, "status", want=2)
@@ -31,11 +30,9 @@ def test_unreadable_apply_state_is_cleared_by_abort(world: World, tmp_path: Path
     run(series, "apply", want=0)
 
 
-# hostile review round 2, finding F9
 def test_unreadable_tree_map_is_cleared_by_abort(world: World, tmp_path: Path) -> None:
-    """F9: an unreadable tree.json (wrong types): apply, export and test say "`rebasectl abort`
-    clears it"; abort says "no apply in progress" (exit 2) and leaves it, so apply stays
-    refused."""
+    """An unreadable tree.json (wrong types): apply says "`rebasectl abort` clears it" (exit 2),
+    and abort does, after which apply works again."""
     series = applied(world, tmp_path)
     (series / ".rebasectl" / "tree.json").write_text("[1, 2]")
     r = run(series, "apply", want=2)
@@ -44,11 +41,9 @@ def test_unreadable_tree_map_is_cleared_by_abort(world: World, tmp_path: Path) -
     run(series, "apply", want=0)
 
 
-# hostile review round 2, finding F12
 def test_mirror_gone_mid_conflict_advice_gets_out(world: World, tmp_path: Path) -> None:
-    """F12: .rebasectl/upstream.git removed during a conflict: continue says "no upstream
-    mirror: run `rebasectl apply --upstream URL|PATH` first"; that apply fails "an apply is in
-    progress: `rebasectl continue`, `skip` or `abort` it" (exit 2)."""
+    """.rebasectl/upstream.git removed during a conflict: continue exits 2, and no rebasectl
+    command it advises is refused as bad input in turn."""
     series = conflicted(world, tmp_path)
     shutil.rmtree(series / ".rebasectl" / "upstream.git")
     r = run(series, "continue", want=2)
@@ -59,10 +54,9 @@ def test_mirror_gone_mid_conflict_advice_gets_out(world: World, tmp_path: Path) 
             assert r2.returncode != 2, (command, r2.stderr)
 
 
-# hostile review round 2, finding F13
 def test_abort_says_only_what_it_removed(world: World, tmp_path: Path) -> None:
-    """F13: apply-state.json naming another directory (/tmp/victim): abort rightly leaves it,
-    but prints "aborted; removed <victim>", and leaves the real .rebasectl/tree behind."""
+    """apply-state.json naming another directory (a victim folder): abort leaves it and its files,
+    and never says it removed it."""
     series = conflicted(world, tmp_path)
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -76,9 +70,8 @@ def test_abort_says_only_what_it_removed(world: World, tmp_path: Path) -> None:
     assert f"removed {victim}" not in r.stdout + r.stderr
 
 
-# hostile review round 2, finding G5
 def test_tampered_journal_and_lock_are_refused(world: World, tmp_path: Path) -> None:
-    """G5: an export journal naming a file outside the checkout, and `lock` as a symlink: both
+    """An export journal naming a file outside the checkout, and `lock` as a symlink: both
     refused, the outside files untouched."""
     series = applied(world, tmp_path)
     victim = tmp_path / "victim.txt"
@@ -100,16 +93,12 @@ def test_tampered_journal_and_lock_are_refused(world: World, tmp_path: Path) -> 
     assert victim.read_text() == "precious\n"
 
 
-# hostile review round 3, finding F7
 def test_non_hex_base_in_apply_state_is_refused(
     sc: Scenario, tmp_path: Path
 ) -> None:
-    """F7: apply-state.json is checked on load ("sha": 40 characters, isalnum), so a tampered
-    `"base": "gggg…"` (40 non-hex letters) loads. `continue` then claims "HEAD moved to
-    2d6018d10f8b while patch change-a-line-3 waits on gggggggggggg ... `rebasectl abort`, then
-    `rebasectl apply --base gggggggggggg` stops at the patch again": HEAD did not move, and the
-    advised apply fails. A state that is not what rebasectl wrote must be "unreadable
-    rebasectl state ...; `rebasectl abort` clears it" (as for every other bad field)."""
+    """apply-state.json with a tampered `"base": "gggg…"` (40 non-hex letters) is "unreadable
+    rebasectl state ...; `rebasectl abort` clears it", as for every other bad field: a state is
+    read only if it is what rebasectl wrote (never advice built on a sha that is not one)."""
     series = copy(sc, tmp_path)
     run(series, "apply", "--base", sc.new_base, want=1)
     state = series / ".rebasectl" / "apply-state.json"

@@ -23,14 +23,12 @@ from tests.sfix import Scenario, copy, snapshot
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# hostile review round 2, finding F5
 def test_export_keeps_a_dropped_patch_named_in_another_message(
     world: World, tmp_path: Path
 ) -> None:
-    """F5: patch add-e dropped in the work tree (git rebase -i `drop`) while a later patch's
-    message mentions its subject: export calls it "folded into change-a-line-30 (absorbs:
-    add-e)", deletes patches/0002-add-e.patch and its entry without --drop, exit 0; the survivor
-    holds none of its change (e.txt)."""
+    """Patch add-e dropped in the work tree (git rebase -i `drop`) while a later patch's message
+    mentions its subject: export does not take it for folded into that patch; without --drop
+    its file and entry stay (exit 1)."""
     series = applied(world, tmp_path)
     wt = tree(series)
     git(
@@ -48,11 +46,9 @@ def test_export_keeps_a_dropped_patch_named_in_another_message(
     assert r.returncode == 1, (r.stdout, r.stderr)
 
 
-# hostile review round 2, finding F17
 def test_readme_git_am_command_applies_exported_crlf_patches(tmp_path: Path) -> None:
-    """F17: README said "`git am -k` applies them too" — not a patch whose content has CRLF
-    lines (carried byte for byte, rightly): `git am -k` fails "patch does not apply" (it needs
-    --keep-cr). The README now gives the command that works; this runs that command."""
+    """The README's command for applying the exported patches with git am works on a patch whose
+    content has CRLF lines (carried byte for byte): this runs that command."""
     readme = (ROOT / "README.md").read_text()
     command = re.search(r"`(git am [^`]+)` applies them too", readme)
     assert command, "README no longer says how to git am the patches"
@@ -72,10 +68,9 @@ def test_readme_git_am_command_applies_exported_crlf_patches(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
 
 
-# hostile review round 2, finding G4
 def test_plain_diff_patch_refused_or_kept(world: World, tmp_path: Path) -> None:
-    """G4: a `diff -u` patch with no mail header is refused (exit 2); with a mail header its
-    content survives apply + export."""
+    """A `diff -u` patch with no mail header is refused (exit 2); with a mail header its content
+    survives apply + export."""
     series = copy(world.sc, tmp_path)
     plain = (
         "--- a/b.txt\t2026-01-01 00:00:00\n+++ b/b.txt\t2026-01-01 00:00:00\n"
@@ -100,9 +95,8 @@ def test_plain_diff_patch_refused_or_kept(world: World, tmp_path: Path) -> None:
     run(series, "check", "--apply", want=0)
 
 
-# hostile review round 2, finding G7
 def test_export_after_skip_keeps_the_entry(world: World, tmp_path: Path) -> None:
-    """G7: skip, then export: the skipped entry (file bytes, metadata) stays; `--drop` drops."""
+    """skip, then export: the skipped entry (file bytes, metadata) stays; `--drop` drops."""
     series = conflicted(world, tmp_path)
     before = snapshot(series)
     run(series, "skip", want=0)
@@ -116,10 +110,9 @@ def test_export_after_skip_keeps_the_entry(world: World, tmp_path: Path) -> None
     assert not (series / "patches" / "0001-change-a-line-3.patch").exists()
 
 
-# hostile review round 2, finding G8
 def test_fold_becomes_absorbs_with_tests(world: World, tmp_path: Path) -> None:
-    """G8: `git rebase -i` fixup of touch-b into add-e: export writes `absorbs: [touch-b]` on
-    add-e, carries touch-b's tests, removes touch-b's file."""
+    """`git rebase -i` fixup of touch-b into add-e: export writes `absorbs: [touch-b]` on add-e,
+    carries touch-b's tests, removes touch-b's file."""
     series = copy(world.sc, tmp_path)
     text = (
         (series / "series.yaml")
@@ -150,10 +143,9 @@ def test_fold_becomes_absorbs_with_tests(world: World, tmp_path: Path) -> None:
     assert "- touch-b" in add_e and "tests/regression/test_b.py" in add_e
 
 
-# hostile review round 2, finding G10
 def test_messages_round_trip(tmp_path: Path) -> None:
-    """G10: a literal `=?utf-8?b?…?=` subject and author, a message quoting a diff: import,
-    apply, export: messages, authors and patch bytes unchanged."""
+    """A literal `=?utf-8?b?…?=` subject and author, a message quoting a diff: import, apply,
+    export: messages, authors and patch bytes unchanged."""
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"f.txt": lines(20)})
     up.branch("feature")
@@ -182,10 +174,9 @@ def test_messages_round_trip(tmp_path: Path) -> None:
     assert snapshot(series) == before
 
 
-# hostile review round 2, finding G16
 def test_crlf_file_of_upstream_carried(tmp_path: Path) -> None:
-    """G16: a patch to megatron/legacy/fp16_deprecated/loss_scaler.py (CRLF at 1dcf0da):
-    exported, `check --apply` ok, re-applied byte for byte."""
+    """A patch to megatron/legacy/fp16_deprecated/loss_scaler.py (CRLF at 1dcf0da): exported,
+    `check --apply` ok, re-applied byte for byte."""
     mirror = real_mirror()
     series = tmp_path / "series"
     series.mkdir()
@@ -206,13 +197,10 @@ def test_crlf_file_of_upstream_carried(tmp_path: Path) -> None:
     assert path.read_bytes() == want
 
 
-# hostile review round 3, finding F1a
 def test_export_keeps_comments_of_series_yaml(sc: Scenario, tmp_path: Path) -> None:
-    """F1a: series.yaml is edited by hand (docs/design.md: "a maintainer edits this file by
-    hand"); `rebasectl apply` then `rebasectl export` with nothing changed in the work tree
-    rewrites series.yaml from the model (yaml.safe_dump) and every comment in it is gone:
-    "exported 5 patches on 4bbb2cfa320d; 1 files changed / series.yaml". An export that changes
-    no patch must leave series.yaml as it was (or at least keep what the user wrote)."""
+    """series.yaml is edited by hand (docs/design.md: "a maintainer edits this file by hand"):
+    `apply` then `export` with nothing changed in the work tree leaves it as it was, comments
+    included."""
     series = copy(sc, tmp_path)
     text = (series / "series.yaml").read_text()
     text = "# miles carries these on Megatron; ask #infra before dropping one\n" + text.replace(
@@ -227,14 +215,10 @@ def test_export_keeps_comments_of_series_yaml(sc: Scenario, tmp_path: Path) -> N
     assert "keep change-a-line-3 first" in after
 
 
-# hostile review round 3, finding F1b
 def test_noop_export_leaves_the_projects_series_yaml(tmp_path: Path) -> None:
-    """F1b: this repository's own series.yaml: `rebasectl apply --upstream MIRROR` on the pinned
-    1dcf0da, then `rebasectl export` with no change at all prints "exported 9 patches on
-    1dcf0dafa884; 1 files changed / series.yaml": routing-replay's `why:` is re-wrapped (lines
-    80-82 differ), so every maintainer's no-op export leaves a diff to commit or revert. Nothing
-    changed, so no byte may change (docs/design.md: "Re-exporting an unchanged series changes
-    no byte")."""
+    """This repository's own series.yaml: `apply --upstream MIRROR` on the pinned 1dcf0da, then
+    `export` with no change at all changes no byte (routing-replay's long `why:` is not
+    re-wrapped; docs/design.md: "Re-exporting an unchanged series changes no byte")."""
     mirror = real_mirror()
     series = tmp_path / "series"
     shutil.copytree(ROOT / "patches", series / "patches")

@@ -355,13 +355,11 @@ def test_reapply_killed_before_the_old_tree_is_cleared(ref: Reference, tmp_path:
     assert snapshot(series)["series.yaml"] == edited["series.yaml"]
 
 
-# -- moved here from the hostile review rounds (test names say the behaviour) --
-# hostile review round 2, finding F6
+# -- interrupted at the boundaries the random kill trials found --
 def test_skip_killed_after_its_state_save_continues(world: World, tmp_path: Path) -> None:
-    """F6: skip SIGKILLed right after it saved "patch 1 skipped" and before it reset the work
-    tree (REBASECTL_FAULT=kill@state:1; the random kill trials hit it 4 times in 20): every
-    `continue` fails "git read-tree failed: fatal: You need to resolve your current index
-    first" (exit 2)."""
+    """skip SIGKILLed right after it saved "patch 1 skipped" and before it reset the work tree
+    (REBASECTL_FAULT=kill@state:1; random kill trials hit this point often): `continue`
+    finishes the apply."""
     series = conflicted(world, tmp_path)
     r = run(series, "skip", env={"REBASECTL_FAULT": "kill@state:1"})
     assert r.returncode == -9, r.stderr
@@ -377,12 +375,10 @@ exec {git} "$@"
 """
 
 
-# hostile review round 2, finding F7
 def test_apply_killed_while_removing_the_old_tree_recovers(world: World, tmp_path: Path) -> None:
-    """F7: apply --base SIGKILLed (or Ctrl-C) while `git worktree remove` deletes the previous
-    work tree (the kill trials hit it 5 times in 20): the rerun and continue fail "git worktree
-    failed: fatal: '…/.rebasectl/tree' already exists"; abort prints "aborted; removed …/tree"
-    but leaves it; then every apply fails "…/tree exists and is not a rebasectl work tree"."""
+    """apply --base SIGKILLed (or Ctrl-C) while `git worktree remove` deletes the previous work
+    tree: the rerun and continue recover, abort removes what it says it removed, and apply works
+    afterwards."""
     series = applied(world, tmp_path)
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -413,12 +409,9 @@ exec {git} "$@"
 """
 
 
-# hostile review round 2, finding F21
 def test_ctrl_c_during_fast_import_is_exit_130(tmp_path: Path) -> None:
-    """F21 (new with git fast-import, 3c7f669): Ctrl-C while fast-import takes the commits (the
-    kill trials: 5 of 31 SIGINTs, in apply --base, continue and bump): exit 2 "git fast-import
-    failed: exit -2" instead of 130 "interrupted" (stream.close() in a `finally` raises over the
-    Interrupted)."""
+    """Ctrl-C while git fast-import takes the commits (apply --base, continue and bump): exit 130
+    "interrupted", never exit 2 "git fast-import failed"."""
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"a.txt": "a\n"})
     up.branch("feature")
@@ -445,14 +438,13 @@ def test_ctrl_c_during_fast_import_is_exit_130(tmp_path: Path) -> None:
     assert "interrupted" in r.stderr
 
 
-# hostile review round 2, finding G17
 @pytest.mark.parametrize("point", ["start", "ready"])
 def test_ctrl_c_while_the_console_script_starts_is_one_line(
     world: World, tmp_path: Path, point: str
 ) -> None:
-    """G17: Ctrl-C (SIGINT to the process group) while the console script starts: while the CLI
-    is still being imported (``start``: only the early handler is on) and once its own handler
-    is on but the command has not begun (``ready``): exit 130 and one line, no traceback. The
+    """Ctrl-C (SIGINT to the process group) while the console script starts: while the CLI is
+    still being imported (``start``: only the early handler is on) and once its own handler is
+    on but the command has not begun (``ready``): exit 130 and one line, no traceback. The
     process is held at the fault point, signalled there, then let go: no timing involved.
     (Earlier still, Python itself is starting: site's .pth files; a traceback there comes before
     any rebasectl code.)"""

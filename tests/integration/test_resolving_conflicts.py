@@ -26,15 +26,13 @@ from tests.harness.scenes import (
 from tests.sfix import Scenario, copy
 
 
-# hostile review round 2, finding F4
 def test_reset_hard_mid_conflict_advice_never_commits_a_revert(
     world: World, tmp_path: Path
 ) -> None:
-    """F4: `git reset --hard HEAD~1` in the work tree mid-conflict; continue advised `git -C …
-    reset --soft <tip>` ("keeps your resolution staged"); doing so and continuing committed
-    patch 1 as a revert of the upstream commit (UP 33 -> a 33) without its own change, exit 0.
-    Now: no `reset --soft` for a HEAD that is not built on the tip; the advised commands
-    (abort, apply --base) stop at patch 1's conflict again."""
+    """`git reset --hard HEAD~1` in the work tree mid-conflict: continue advises no `reset --soft`
+    for a HEAD that is not built on the tip (doing so would commit patch 1 as a revert of the
+    upstream commit); the advised commands (abort, apply --base) stop at patch 1's conflict
+    again."""
     series = conflicted(world, tmp_path)
     git(tree(series), "reset", "-q", "--hard", "HEAD~1")
     r = run(series, "continue", want=2)
@@ -47,13 +45,10 @@ def test_reset_hard_mid_conflict_advice_never_commits_a_revert(
     assert "<<<<<<<" in (tree(series) / "a.txt").read_text()
 
 
-# hostile review round 2, finding F19
 def test_bump_replays_recorded_resolutions(world: World, tmp_path: Path) -> None:
-    """F19: a conflict resolved once (apply --base, resolve, continue: rerere records it, and
-    a second `apply --base` replays it) is reported again by `bump --to` the same revision as
-    a conflict: the bump's rerere runs `git --work-tree TMP rerere` from the bare mirror and git
-    says "error: could not open 'a.txt'", so it never resolves anything (issue 18: "after abort,
-    the same bump replays the recorded resolutions")."""
+    """A conflict resolved once (apply --base, resolve, continue: rerere records it) is resolved
+    by a later `bump --to` the same revision from the recording, not reported again (the bump's
+    rerere runs in a work tree of its own, from the bare mirror)."""
     series = conflicted(world, tmp_path)
     resolve_a(series)
     run(series, "continue", want=0)
@@ -62,12 +57,10 @@ def test_bump_replays_recorded_resolutions(world: World, tmp_path: Path) -> None
     assert patch1["status"] == "resolved", (patch1["status"], r.stderr[-500:])
 
 
-# hostile review round 2, finding F22
 def test_forget_takes_back_a_wrong_resolution(world: World, tmp_path: Path) -> None:
-    """F22 (new in 380f5d6, resolutions remembered whole): a resolution committed once (here a
-    wrong one) is replayed by every later `apply --base`/bump ("resolved as recorded at an
-    earlier apply"), and no command or option forgets it (git has `rerere forget`): to redo the
-    resolution the user must delete .rebasectl/resolutions/ (and rr-cache) by hand."""
+    """A resolution committed once (here a wrong one) is replayed by every later `apply --base`
+    and bump until `rebasectl forget` takes it back; after it, the conflict stops again for a
+    new resolution (no hand deletion of .rebasectl/resolutions/ or rr-cache)."""
     series = conflicted(world, tmp_path)
     (tree(series) / "a.txt").write_text(RESOLVED_A.replace("PATCH 3 + UPSTREAM 3", "WRONG"))
     git(tree(series), "add", "a.txt")
@@ -91,10 +84,9 @@ def test_forget_takes_back_a_wrong_resolution(world: World, tmp_path: Path) -> N
     assert "PATCH 3 + UPSTREAM 3" in (tree(series) / "a.txt").read_text()
 
 
-# hostile review round 2, finding G3
 def test_skip_and_continue_keep_scratch_files_out(world: World, tmp_path: Path) -> None:
-    """G3: scratch files (notes.txt, a.txt.orig) during a resolution: continue commits neither,
-    skip keeps them on disk."""
+    """Scratch files (notes.txt, a.txt.orig) during a resolution: continue commits neither, skip
+    keeps them on disk."""
     series = conflicted(world, tmp_path)
     (tree(series) / "notes.txt").write_text("notes\n")
     (tree(series) / "a.txt.orig").write_text("orig\n")
@@ -109,12 +101,11 @@ def test_skip_and_continue_keep_scratch_files_out(world: World, tmp_path: Path) 
     assert (tree(s2) / "notes.txt").read_text() == "notes\n"
 
 
-# hostile review round 2, finding G6
 def test_continue_refuses_an_untouched_conflict_and_a_users_commit(
     world: World, tmp_path: Path
 ) -> None:
-    """G6: continue refuses an untouched conflict (exit 1) and a `git commit` made instead of
-    `git add` (HEAD moved, exit 2; the user's commit is not adopted as the patch)."""
+    """continue refuses an untouched conflict (exit 1) and a `git commit` made instead of `git add`
+    (HEAD moved, exit 2; the user's commit is not adopted as the patch)."""
     series = conflicted(world, tmp_path)
     r = run(series, "continue", want=1)
     assert "a.txt" in r.stderr
@@ -129,10 +120,9 @@ def test_continue_refuses_an_untouched_conflict_and_a_users_commit(
     assert "resolved" not in subjects and "[1/5] fix: change a line 3" in subjects
 
 
-# hostile review round 2, finding G18
 def test_continue_refuses_an_empty_resolution(world: World, tmp_path: Path) -> None:
-    """G18: a resolution that keeps upstream's file (nothing of the patch left): continue
-    refuses (exit 2) and names skip and --allow-empty; `continue --allow-empty` then works."""
+    """A resolution that keeps upstream's file (nothing of the patch left): continue refuses
+    (exit 2) and names skip and --allow-empty; `continue --allow-empty` then works."""
     series = conflicted(world, tmp_path)
     upstream_a = git(world.sc.up.path, "show", f"{world.sc.new_base}:a.txt").stdout
     (tree(series) / "a.txt").write_text(upstream_a)
@@ -142,21 +132,13 @@ def test_continue_refuses_an_empty_resolution(world: World, tmp_path: Path) -> N
     run(series, "continue", "--allow-empty", want=0)
 
 
-# hostile review round 3, finding F2
 def test_forget_drops_every_rerere_variant(
     two_conflicts: Two, tmp_path: Path
 ) -> None:
-    """F2: a conflict reached through `continue` (every stop after the first, e.g. patches 2-5 of
-    the real June bump) is recorded by rerere twice, as variant 0 (preimage only) and variant 1
-    (rr-cache/<id>/preimage.1, postimage.1); the whole-resolution record then names the
-    conflict `<id>.1`, and `forget_rerere` looks for a folder `rr-cache/<id>.1`, which does not
-    exist. Repro: apply --base NEW (stops at `one`), resolve, continue (stops at `two`), resolve
-    `two` wrongly (WRONG 20), continue; `rebasectl forget two` prints "forgot 1 recorded
-    resolution(s) and 0 rerere record(s)"; the next `apply --base NEW` "stopped at 2/2 two ...
-    a.txt: content conflict ... edit the files (markers ...)" but a.txt has no markers: rerere
-    put the forgotten WRONG 20 back (unmerged, so a `git add` + continue commits it again). On
-    the real tree the same happens to mtp-rl, post-layernorm, mla-rope-triton and
-    partial-ckpt-load. forget must take the resolution back whole: markers again."""
+    """A conflict reached through `continue` (every stop after the first, as patches 2-5 of the
+    real June bump) is recorded by rerere as two variants (preimage; preimage.1, postimage.1):
+    `rebasectl forget` drops both, so the next `apply --base` stops at that conflict with its
+    markers instead of rerere putting the forgotten resolution back."""
     series = copy_two(two_conflicts, tmp_path)
     nb = two_conflicts.new_base
     run(series, "apply", "--base", nb, want=1)
@@ -174,9 +156,8 @@ def test_forget_drops_every_rerere_variant(
     assert "<<<<<<< " in text
 
 
-# hostile review round 3, finding G2
 def test_conflict_lines_point_at_markers(two_conflicts: Two, tmp_path: Path) -> None:
-    """G2: every `path:line` apply and continue print is the line of a `<<<<<<<` marker."""
+    """Every `path:line` apply and continue print is the line of a `<<<<<<<` marker."""
     series = copy_two(two_conflicts, tmp_path)
     for step in ("apply", "continue"):
         if step == "apply":
@@ -192,18 +173,10 @@ def test_conflict_lines_point_at_markers(two_conflicts: Two, tmp_path: Path) -> 
             assert marked[int(n) - 1].startswith("<<<<<<< "), (step, n)
 
 
-# hostile review round 3, finding F6
 def test_conflict_resolved_by_rerere_is_committed_and_said(sc: Scenario, tmp_path: Path) -> None:
-    """F6: docs/design.md and session.py promise that when rerere resolves every file of the
-    stopped patch, "the patch is committed and the apply goes on, saying so". It never does:
-    apply --base NEW, resolve a.txt, continue (rerere records it), then the whole-resolution
-    record does not match (here removed: .rebasectl/resolutions/*.json; in real use any other
-    state of the file, e.g. an earlier patch resolved differently), `apply --base NEW` again:
-    rerere writes the old resolution into a.txt (no markers, still `UU a.txt`) and apply exits 1
-    with "stopped at 1/5 change-a-line-3 ... a.txt: content conflict" (no line) and "edit the
-    files (markers `upstream` vs `patch change-a-line-3`)" — there are no markers to edit. The
-    same stop is what F2 leaves. It should commit and go on (exit 0), or at least say that
-    rerere resolved a.txt and that `git add` + `continue` takes it."""
+    """When rerere resolves every file of the stopped patch (its whole-resolution record not
+    matching), the patch is committed and the apply goes on, saying so (docs/design.md), never a
+    stop that asks to edit markers that are not there."""
     series = copy(sc, tmp_path)
     run(series, "apply", "--base", sc.new_base, want=1)
     resolve_all(tree(series) / "a.txt", "PATCH 3 + UPSTREAM 3\n")

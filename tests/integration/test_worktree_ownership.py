@@ -25,11 +25,10 @@ from tests.harness.scenes import (
 from tests.sfix import Scenario, copy, snapshot
 
 
-# hostile review round 2, finding F3a
 def test_abort_in_a_moved_checkout_spares_the_new_checkout(world: World, tmp_path: Path) -> None:
-    """F3a: `mv series series.old` mid-conflict, a fresh checkout at the old path with an
-    unexported commit in its work tree; `rebasectl -C series.old abort` deletes the NEW
-    checkout's work tree (and the commit with it), printing "aborted; removed <new path>"."""
+    """`mv series series.old` mid-conflict, a fresh checkout at the old path with an unexported
+    commit in its work tree: `rebasectl -C series.old abort` leaves the new checkout's work tree
+    (and that commit) alone."""
     old = conflicted(world, tmp_path)
     moved = tmp_path / "series.old"
     old.rename(moved)
@@ -40,13 +39,11 @@ def test_abort_in_a_moved_checkout_spares_the_new_checkout(world: World, tmp_pat
     assert git(tree(fresh), "rev-parse", "HEAD").stdout.strip() == work
 
 
-# hostile review round 2, finding F3b
 def test_continue_in_a_moved_checkout_spares_the_new_checkout(
     world: World, tmp_path: Path
 ) -> None:
-    """F3b: as F3a, but `continue` in the moved checkout: it checks out its base in the NEW
-    checkout's work tree (HEAD moved off the user's commit, work.txt gone from disk) and writes
-    its conflict there."""
+    """As above, but `continue` in the moved checkout: the new checkout's work tree keeps its HEAD
+    and files; no conflict is written there."""
     old = conflicted(world, tmp_path)
     moved = tmp_path / "series.old"
     old.rename(moved)
@@ -58,11 +55,9 @@ def test_continue_in_a_moved_checkout_spares_the_new_checkout(
     assert git(tree(fresh), "status", "--porcelain").stdout == ""
 
 
-# hostile review round 2, finding F3c
 def test_continue_in_a_moved_checkout_keeps_the_resolution(world: World, tmp_path: Path) -> None:
-    """F3c: `mv` of the checkout mid-conflict, then the resolution edited in the moved work
-    tree: `continue` re-creates a work tree at the OLD path (outside the checkout), reports a
-    fresh conflict there and ignores the resolution."""
+    """`mv` of the checkout mid-conflict, then the resolution edited in the moved work tree:
+    `continue` takes that resolution, in the moved work tree (no new work tree at the old path)."""
     old = conflicted(world, tmp_path)
     moved = tmp_path / "moved"
     old.rename(moved)
@@ -74,13 +69,10 @@ def test_continue_in_a_moved_checkout_keeps_the_resolution(world: World, tmp_pat
     assert RESOLVED_A in (head, on_disk), "the resolution in the moved work tree is gone"
 
 
-# hostile review round 2, finding F3d
 def test_abort_then_apply_in_a_moved_checkout_needs_no_hand_work(
     world: World, tmp_path: Path
 ) -> None:
-    """F3d: after `mv` mid-conflict, `abort` then `apply` must work with no hand work; apply
-    fails "…/.rebasectl/tree is a git repository that rebasectl did not make; pick another
-    --worktree"."""
+    """After `mv` mid-conflict, `abort` then `apply` work with no hand work."""
     old = conflicted(world, tmp_path)
     moved = tmp_path / "moved"
     old.rename(moved)
@@ -89,12 +81,9 @@ def test_abort_then_apply_in_a_moved_checkout_needs_no_hand_work(
     assert not old.exists(), f"abort/apply created {old}"
 
 
-# hostile review round 2, finding F10
 def test_a_second_worktree_leaves_the_default_one_usable(world: World, tmp_path: Path) -> None:
-    """F10: apply, then `apply --base CLEAN --worktree ../wt2`, export: from then on `apply`
-    (and bump) refuse ".rebasectl/tree has changes or commits that were not exported:
-    `rebasectl export` them, or remove the work tree" — export succeeds and changes nothing,
-    abort says "no apply in progress": only a hand `rm` gets out."""
+    """apply, then `apply --base CLEAN --worktree ../wt2`, export: `apply` works again, at worst
+    after the rebasectl commands its refusal advises (never only a hand `rm`)."""
     series = applied(world, tmp_path)
     run(series, "apply", "--base", world.clean, "--worktree", str(tmp_path / "wt2"), want=0)
     run(series, "export", want=0)
@@ -107,13 +96,12 @@ def test_a_second_worktree_leaves_the_default_one_usable(world: World, tmp_path:
     assert r.returncode == 0, r.stderr
 
 
-# hostile review round 2, finding G2
 @pytest.mark.parametrize("how", ["apply", "apply-base", "bump-clean"])
 def test_untracked_files_stop_apply_and_bump_and_survive(
     world: World, tmp_path: Path, how: str
 ) -> None:
-    """G2: an untracked file in the finished work tree stops a rerun of apply, apply --base and
-    a clean bump (listed, exit 2) and survives."""
+    """An untracked file in the finished work tree stops a rerun of apply, apply --base and a
+    clean bump (listed, exit 2) and survives."""
     series = applied(world, tmp_path)
     (tree(series) / "untracked.txt").write_text("mine\n")
     args = {
@@ -128,15 +116,12 @@ def test_untracked_files_stop_apply_and_bump_and_survive(
     assert snapshot(series) == before
 
 
-# hostile review round 3, finding F4
 def test_a_worktree_turned_into_a_plain_folder_is_kept(
     sc: Scenario, tmp_path: Path
 ) -> None:
-    """F4: `apply --worktree ../wt`, then the user turns ../wt into a plain folder (`rm
-    ../wt/.git`) and keeps working there (wt/mynotes.txt). The next command of the checkout
-    (here `apply`) deletes the whole folder: "removed the rest of .../wt, left by an interrupted
-    `git worktree remove`" — no `git worktree remove` ran; mynotes.txt is gone. A folder outside
-    .rebasectl/ with files rebasectl did not write must never be deleted."""
+    """`apply --worktree ../wt`, then the user turns ../wt into a plain folder (`rm ../wt/.git`) and
+    keeps working there: the next command of the checkout leaves the folder and its files; a
+    folder outside .rebasectl/ with files rebasectl did not write is never deleted."""
     series = copy(sc, tmp_path)
     wt = tmp_path / "wt"
     run(series, "apply", "--worktree", str(wt), want=0)
@@ -146,16 +131,12 @@ def test_a_worktree_turned_into_a_plain_folder_is_kept(
     assert (wt / "mynotes.txt").is_file(), "the user's folder was deleted"
 
 
-# hostile review round 3, finding F5
 def test_a_copy_of_the_checkout_leaves_the_outside_worktree_alone(
     sc: Scenario, tmp_path: Path
 ) -> None:
-    """F5: `apply --base NEW --worktree ../wt` (stopped at a conflict), then `cp -r series copy`
-    (two checkouts of one series, e.g. to try something): any locking command in the copy
-    (`rebasectl -C copy continue`) "relinks" ../wt to the copy's mirror, taking it from the
-    original, which was never moved (relink_moved does not check that the old mirror is gone).
-    After `rm -rf copy`, git no longer works in the original's work tree ("fatal: not a git
-    repository: .../copy/.rebasectl/upstream.git/worktrees/wt")."""
+    """`apply --base NEW --worktree ../wt` (stopped at a conflict), then `cp -r series copy`: a
+    locking command in the copy does not relink ../wt to the copy's mirror (the original was
+    never moved), so git keeps working in the original's work tree after `rm -rf copy`."""
     series = copy(sc, tmp_path)
     wt = tmp_path / "wt"
     run(series, "apply", "--base", sc.new_base, "--worktree", str(wt), want=1)
@@ -168,10 +149,9 @@ def test_a_copy_of_the_checkout_leaves_the_outside_worktree_alone(
     assert git(wt, "status", "--porcelain", check=False).returncode == 0
 
 
-# hostile review round 3, finding G1
 def test_moved_checkout_skip_and_export_need_no_hand_work(sc: Scenario, tmp_path: Path) -> None:
-    """G1: mv of the checkout after apply, export in the moved one (nothing changed), apply
-    --base NEW, mv again mid-conflict, skip, export: each works with no hand work."""
+    """mv of the checkout after apply, export in the moved one (nothing changed), apply --base NEW,
+    mv again mid-conflict, skip, export: each works with no hand work."""
     series = copy(sc, tmp_path)
     run(series, "apply", want=0)
     moved = tmp_path / "s2"

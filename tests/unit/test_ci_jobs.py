@@ -1,15 +1,19 @@
-"""The bump job as GitHub runs it: ci/bump.sh then ci/publish.sh, with a fake ``gh``
+"""The CI jobs as GitHub runs them. The bump job: ci/bump.sh then ci/publish.sh, with a fake ``gh``
 (tests/fake_gh.py) that records each call and refuses what the real gh 2.23 does not have, and a
 bare git repository as ``origin``. Cases: conflicting (one tracking issue, updated in place the
 next day), clean (a PR with the report, the older bump PR closed as superseded, the tracking
 issue closed, the checks dispatched when only the GITHUB_TOKEN is at hand), landed (the series
-is already on the tip: the issue and stale bump PRs closed). The workflows pass actionlint and
-GitHub's workflow schema, and call these scripts."""
+is already on the tip: the issue and stale bump PRs closed); on each, what bump.sh itself gives
+(exit code, GITHUB_OUTPUT, the PR body, and conflict lines that the problem matcher turns into
+file:line annotations pointing at the failing hunk). The pull-request check: ci/pr-check.sh on a
+canonical and on a hand-edited series. The workflows pass actionlint and GitHub's workflow
+schema, and call these scripts."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +39,8 @@ class Job:
         self.tmp, self.series = tmp, series
         self.origin = tmp / "origin.git"
         self.state, self.log = tmp / "gh-state.json", tmp / "gh-calls.jsonl"
+        self.output = tmp / "gh-output"  # GITHUB_OUTPUT: the steps' outputs, appended
+        self.bumped: subprocess.CompletedProcess[str] | None = None  # the last bump.sh run
         bindir = tmp / "bin"
         bindir.mkdir()
         gh = bindir / "gh"
@@ -50,6 +56,7 @@ class Job:
         self.env = {"PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_GH_STATE": str(self.state),
                     "FAKE_GH_LOG": str(self.log), "REBASECTL_DIR": str(series),
                     "REBASECTL_UPSTREAM": str(upstream), "ARTIFACTS": str(tmp / "art"),
+                    "GITHUB_OUTPUT": str(self.output),
                     "REBASECTL": f"{sys.executable} -m rebasectl",
                     "GIT_AUTHOR_NAME": "bot", "GIT_AUTHOR_EMAIL": "bot@e",
                     "GIT_COMMITTER_NAME": "bot", "GIT_COMMITTER_EMAIL": "bot@e"}
@@ -72,7 +79,7 @@ class Job:
 
     def day(self, **extra: str) -> tuple[int, int]:
         """One run of the workflow's two steps: (bump.sh's exit, publish.sh's exit)."""
-        bump = self.run("bump.sh", "main", **extra)
+        bump = self.bumped = self.run("bump.sh", "main", **extra)
         publish = self.run("publish.sh", **extra)
         assert publish.returncode == 0, publish.stderr
         return bump.returncode, publish.returncode
@@ -82,6 +89,7 @@ def test_conflicts_open_one_tracking_issue_kept_current(tmp_path: Path) -> None:
     fork, series, commits = conflicted_history(tmp_path)
     job = Job(tmp_path, series, fork.up.path)
     assert job.day() == (1, 0)
+    _conflict_lines_annotate_the_failing_hunks(job, series, commits)
     gh = job.gh()
     assert [c[:2] for c in job.calls()] == [["issue", "list"], ["label", "create"],
                                             ["issue", "create"]]
@@ -102,6 +110,34 @@ def test_conflicts_open_one_tracking_issue_kept_current(tmp_path: Path) -> None:
     assert len(gh["issues"]) == 1 and gh["issues"][0]["state"] == "open"
     assert gh["issues"][0]["title"] == f"Upstream bump conflicts at {fork.up.head()[:12]}"
     assert ["issue", "edit", "1"] == job.calls()[-1][:3]
+
+
+def matcher() -> re.Pattern[str]:
+    data = json.loads((CI / "problem-matchers" / "rebasectl.json").read_text())
+    pattern = data["problemMatcher"][0]["pattern"][0]
+    assert (pattern["file"], pattern["line"], pattern["message"]) == (1, 2, 3)
+    return re.compile(pattern["regexp"])
+
+
+def _conflict_lines_annotate_the_failing_hunks(job: Job, series: Path,
+                                               commits: dict[str, str]) -> None:
+    """bump.sh on a conflict: exit 1, its outputs, the README in the log, and one line per
+    conflict region that the problem matcher reads as an annotation on the failing hunk."""
+    r = job.bumped
+    assert r is not None and r.returncode == 1, r
+    assert "result=conflicts" in job.output.read_text() and "exit=1" in job.output.read_text()
+    hits = [m for m in map(matcher().match, r.stderr.splitlines()) if m]
+    assert {m.group(1) for m in hits} == {"patches/0001-one.patch",
+                                          "patches/0003-two-on-top-of-one.patch"}
+    for m in hits:
+        text = (series / m.group(1)).read_text().split("\n")
+        assert text[int(m.group(2)) - 1].startswith("@@ "), m.group(0)
+        # patch one is broken by upstream's culprit; two is blocked by one (not by upstream)
+        why = commits["culprit"][:12] if "0001" in m.group(1) else "earlier patch one"
+        assert why in m.group(3), m.group(0)
+    assert "Reproduce locally" in r.stdout  # README.md printed to the log
+    assert json.loads((job.tmp / "art" / "rebasectl" / "bump.json").read_text())["result"] \
+        == "conflicts"
 
 
 def _clean(tmp: Path) -> tuple[Fork, Path]:
@@ -127,6 +163,9 @@ def test_clean_bump_opens_the_pr_and_closes_what_it_supersedes(tmp_path: Path) -
     assert job.day(CHECKS_DISPATCH="1") == (0, 0)
     gh, tip = job.gh(), fork.up.head()
     branch = f"rebasectl/bump-{tip[:12]}"
+    assert job.output.read_text() == f"result=clean\nto={tip}\nexit=0\n"
+    report = (tmp_path / "art" / "rebasectl" / "report.md").read_text()
+    assert (tmp_path / "art" / "pr-body.md").read_text() == report and report.strip()
     old, new = gh["prs"]
     assert new["headRefName"] == branch and new["state"] == "open" and new["number"] == 3
     assert new["body"] == (tmp_path / "art" / "rebasectl" / "report.md").read_text()
@@ -145,7 +184,8 @@ def test_clean_bump_opens_the_pr_and_closes_what_it_supersedes(tmp_path: Path) -
                           capture_output=True, text=True, check=True).stdout
     assert f"base: {tip}" in show
 
-    # a rerun the same day (a retried job): the PR is updated, not opened twice
+    # a rerun the same day (a retried job), in the same artifacts folder (rebasectl's folder is
+    # its own, the script's files beside it): the PR is updated, not opened twice
     subprocess.run(["git", "-C", str(series), "switch", "-q", "main"], check=True)
     before = len(job.calls())
     assert job.day() == (0, 0)
@@ -182,6 +222,25 @@ def test_fake_gh_refuses_what_gh_lacks(tmp_path: Path) -> None:
     assert gh("pr", "list", "--json", "number", "-L", "5", "-s", "all").stdout == "[]\n"
     usage = (ROOT / "tests" / "data" / "gh-usage" / "pr-create.txt").read_text()
     assert "USAGE\n  gh pr create [flags]" in usage and "--body-file" in usage
+
+
+def test_pr_check_passes_a_canonical_series_and_fails_a_hand_edited_one(tmp_path: Path) -> None:
+    fork = Fork(tmp_path, {"a.txt": lines(30)})
+    shas = fork.series([("fix: one", {"a.txt": ("line 10\n", "ONE 10\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    env = {**os.environ, "REBASECTL": f"{sys.executable} -m rebasectl",
+           "REBASECTL_DIR": str(series), "REBASECTL_UPSTREAM": str(fork.up.path)}
+
+    def pr_check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(CI / "pr-check.sh")], capture_output=True, text=True,
+                              env=env, timeout=300, check=False)
+
+    r = pr_check()
+    assert r.returncode == 0, r.stderr
+    assert "re-exports byte-identically" in r.stdout
+    patch = series / "patches" / "0001-one.patch"
+    patch.write_text(patch.read_text().replace("Subject: fix: one", "Subject:  fix: one"))
+    assert pr_check().returncode == 1
 
 
 def _flows() -> dict[str, Any]:
