@@ -7,7 +7,8 @@ Asked by ``bump`` (a patch is ``upstreamed`` only with the commit named), by the
 The question is asked of *lines*: what a change adds and what it removes, in one file (or every
 file of a patch). The evidence is the change's *telling* lines only (stripped; at least
 ``TELLING_CHARS`` characters that are not blanks or punctuation: a ``)`` or ``else:`` tells
-nothing):
+nothing; nor does a comment line, ``# ...``: upstream lands a fix in its own words, without the
+fork's comments; a ``#include`` or ``#define`` is code and counts):
 
 * an added line the old file did not have must be in the target's file (a change that adds
   only short lines is judged by those lines: its removals alone prove nothing);
