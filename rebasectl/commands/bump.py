@@ -189,10 +189,19 @@ class BumpResult:
             first = p.attribution.culprits[0] if p.attribution and p.attribution.culprits \
                 else None
             gone = next((c.deleted_by for c in p.conflicts if c.deleted_by), None)
-            why = f"; first culprit {first.commit.short()} {first.subject[:60]}" if first else \
+            why = f"; first culprit {first.commit.short()} {_clip(first.subject)}" if first else \
                 f"; deleted upstream by {gone.short()}" if gone else ""
             out.append(f"{head}; {n} region{'' if n == 1 else 's'}{why}")
         return out
+
+
+def _clip(text: str, width: int = 60) -> str:
+    """``text`` cut at a word to fit ``width``, marked with ``...`` (no half word, no dangling
+    ``(`` or backquote)."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 3].rsplit(" ", 1)[0].rstrip(" ([{`'\",;:-")
+    return f"{cut}..."
 
 
 def _where(c: FileConflict, r: Region | None) -> str:
