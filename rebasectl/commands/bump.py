@@ -60,6 +60,7 @@ from ..infra.errors import ExitCode, RebasectlError
 from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid, short
+from ..model.patches import Patch
 from ..model.series import PATCH_DIR, Series, load
 from ..model.series_patch import SeriesPatch
 from ..model.status import Applied, BumpStatus
@@ -479,10 +480,15 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
             earlier = [_earlier(needs, c.path, by_id, outcomes) if needs else None
                        for needs in out.region_blocked(c)]
             found += propose_file(out.id, c, out.region_culprits(c), oracle, earlier)
-        consistent(found)
+        consistent(found, out.conflicts, added_lines(by_id[out.id].patch))
         if len(out.conflicts) == files.get(out.id):
             superseded(found)
         out.proposals = {p.id: p for p in found if p is not None}
+
+
+def added_lines(patch: Patch) -> list[bytes]:
+    """Every line the patch adds, in every file."""
+    return [ln for f in patch.model.files for h in f.hunks for ln in h.added]
 
 
 def _earlier(needs: list[str], path: str, by_id: dict[str, SeriesPatch],

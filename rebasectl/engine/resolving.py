@@ -118,7 +118,8 @@ def compute(ws: Workspace, repo: Repo, session: Session, state: ApplyState) -> B
             found += recorded(lp.entry.id, c, replayed[c.path])
         else:
             found += propose_file(lp.entry.id, c, [], oracle)
-    consistent(found)
+    consistent(found, merge.conflicts, [ln for f in lp.patch.model.files for h in f.hunks
+                                        for ln in h.added])
     if len(merge.conflicts) == len(lp.patch.files):
         superseded(found)
     return Board(lp.entry.id, state.tip, [p for p in found if p is not None], len(found))
