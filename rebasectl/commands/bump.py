@@ -28,10 +28,12 @@ from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
     Attribution,
     Culprit,
+    Culprits,
     RegionCulprits,
     UpstreamRange,
     attribute,
     landing,
+    relevant_stack,
 )
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
@@ -188,10 +190,19 @@ class BumpResult:
             first = p.attribution.culprits[0] if p.attribution and p.attribution.culprits \
                 else None
             gone = next((c.deleted_by for c in p.conflicts if c.deleted_by), None)
-            why = f"; first culprit {first.commit.short()} {first.subject[:60]}" if first else \
+            why = f"; first culprit {first.commit.short()} {_clip(first.subject)}" if first else \
                 f"; deleted upstream by {gone.short()}" if gone else ""
             out.append(f"{head}; {n} region{'' if n == 1 else 's'}{why}")
         return out
+
+
+def _clip(text: str, width: int = 60) -> str:
+    """``text`` cut at a word to fit ``width``, marked with ``...`` (no half word, no dangling
+    ``(`` or backquote)."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 3].rsplit(" ", 1)[0].rstrip(" ([{`'\",;:-")
+    return f"{cut}..."
 
 
 def _where(c: FileConflict, r: Region | None) -> str:
@@ -297,10 +308,13 @@ class Planner:
         self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
-    def run(self, loaded: list[SeriesPatch],
-            only: int | None = None) -> tuple[list[PatchOutcome], Materialised]:
-        """Every patch classified; the failing ones attributed (only the one at position
-        ``only`` when given: blame asks about one patch)."""
+    def run(self, loaded: list[SeriesPatch], only: int | None = None,
+            numbers: list[int] | None = None) -> tuple[list[PatchOutcome], Materialised]:
+        """Every patch classified; the failing ones attributed and the checks after the merge
+        run. Blame asks about the one patch at position ``only``: only it is attributed and
+        looked for removed names, and the checks after the merge (bump's warnings, not its
+        question) are not run. ``numbers``: the patches' positions in the series (1-based),
+        when ``loaded`` is part of it."""
         stack = [lp.pair() for lp in loaded]
         # the series on its old base first, unless the mirror has them: it puts every patch's
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
@@ -308,13 +322,16 @@ class Planner:
         if self.repo.missing_objects(pre):  # an imported series' blobs are there already
             self.notify(f"materialising {len(stack)} patches on the old base {self.old.short()}")
             Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
-        self.notify(f"applying {len(stack)} patches on {self.new.short()}")
-        labels = Labels(f"upstream {self.new.short()}", "")
         asked = stack[only][0] if only is not None else None
+        total = max(numbers or [len(stack)])
+        part = f" (of the first {total}: those that share files with {asked})" \
+            if asked and total > len(stack) else ""
+        self.notify(f"applying {len(stack)} patches on {self.new.short()}{part}")
+        labels = Labels(f"upstream {self.new.short()}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay, self.memory,
                            explain=lambda pid: asked is None or pid == asked).run(
-            self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
+            self.new, stack, keep_going=True, on_step=self._announce(total), numbers=numbers)
         failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         deps = SeriesLines(stack)
         outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed),
@@ -330,26 +347,42 @@ class Planner:
             self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
         self._attribute(outcomes, stack, failed, deps, todo)
-        self.carried.prefetch(path for pos, lp in enumerate(loaded) if only in (None, pos)
-                              for path in lp.patch.paths())
+        self._check(loaded, outcomes, mat, only)
+        return outcomes, mat
+
+    def _check(self, loaded: list[SeriesPatch], outcomes: list[PatchOutcome],
+               mat: Materialised, only: int | None) -> None:
+        """Names a merged patch removes that its file still uses; for a bump (``only`` None),
+        the checks after the merge too (their histories read in one ``git log``)."""
+        if only is None:
+            self.carried.prefetch(path for lp in loaded for path in lp.patch.paths())
         for pos, (out, lp, step) in enumerate(zip(outcomes, loaded, mat.steps)):
+            if only not in (None, pos):
+                continue
             if step.commit and out.status is not BumpStatus.UPSTREAMED:
                 out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
                                                self.new)
-            if only in (None, pos) and out.status not in (BumpStatus.UPSTREAMED,
-                                                          BumpStatus.EMPTY):
+            if only is None and out.status not in (BumpStatus.UPSTREAMED, BumpStatus.EMPTY):
                 out.risks = risks(self.carried, lp.patch, merged=step.commit is not None)
                 if out.risks and not out.hunk_lines:
                     out.hunk_lines = hunk_lines(lp)
-        return outcomes, mat
 
     def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
                    deps: SeriesLines, todo: list[int]) -> None:
         """The failing patches' attributions, side by side (each is git processes, mostly
         waiting). A region an earlier failed patch caused is that patch's: the patch is
         ``blocked``."""
+        finder = Culprits(self.rng)
+        for pos in todo:  # every failing patch's regions of a file blamed in one git each way
+            for c in outcomes[pos].conflicts:
+                f = stack[pos][1].model.file(c.path)
+                if f is not None and c.kind not in (ConflictKind.MODIFY_DELETE,
+                                                    ConflictKind.MISSING):
+                    finder.expect(f, c.regions)
+
         def one(pos: int) -> Attribution:
-            return attribute(self.rng, stack, pos, outcomes[pos].conflicts, failed, deps)
+            return attribute(self.rng, stack, pos, outcomes[pos].conflicts, failed, deps,
+                             finder=finder)
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 2))) as pool:
             for pos, att in zip(todo, pool.map(one, todo)):
@@ -682,17 +715,21 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify)
-    outcomes, _ = planner.run(loaded[:pos + 1], only=pos)
+    stack = [lp.pair() for lp in loaded[:pos + 1]]
+    keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
+    outcomes, _ = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
+                              numbers=[k + 1 for k in keep])
     out = outcomes[-1]
     att = out.attribution
     if att is None or out.status is BumpStatus.UPSTREAMED:
-        stack = [lp.pair() for lp in loaded[:pos + 1]]
         touched = attribute(planner.rng, stack, pos, ())
         att = att or touched
         att.touching = touched.touching
     failing = out.status in FAILED
-    return serialize.blame(out, att, failing, old, new, planner.rng.count(),
+    data = serialize.blame(out, att, failing, old, new, planner.rng.count(),
                            [(c, planner.rng.subject(c)) for c in att.touching])
+    del data["risks"]  # bump's checks after the merge: not blame's question, not run
+    return data
 
 
 def find_patch(loaded: list[SeriesPatch], ref: str) -> int:

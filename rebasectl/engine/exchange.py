@@ -167,13 +167,20 @@ def _unique(slug: str, used: set[str]) -> str:
     return f"{slug}-{n}"
 
 
+_KIND_WORDS = (("fix", "fix"), ("revert", "fix"), ("backport", "backport"), ("compat", "compat"),
+               ("tmp", "temporary"), ("temp", "temporary"), ("feat", "feature"))
+
+
 def guess_kind(subject: str) -> str:
-    low = subject.lower().split("]")[-1].strip()
-    for prefix, kind in (("fix", "fix"), ("revert", "fix"), ("backport", "backport"),
-                         ("compat", "compat"), ("tmp", "temporary"), ("temp", "temporary")):
-        if low.startswith(prefix):
-            return kind
-    return "feature"
+    """A series entry's kind from its subject: a bracketed tag that names one (``[fix] ...``;
+    ``[1/8]`` or ``[AMD]`` do not), else the words after the tags (``fix: ...``, ``Fix ...``)."""
+    low = subject.lower()
+    for tag in re.findall(r"\[([^\]]*)\]", low):
+        for word, kind in _KIND_WORDS:
+            if tag.strip() == word:
+                return kind
+    rest = low.split("]")[-1].strip()
+    return next((kind for word, kind in _KIND_WORDS if rest.startswith(word)), "feature")
 
 
 def _next_number(names: Sequence[str]) -> int:
