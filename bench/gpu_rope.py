@@ -260,8 +260,20 @@ def _q_fn(mod: ModuleType | None, H: int, qk: int) -> Callable[[], Any]:
     return run
 
 
-def _kern(mod: ModuleType | None, name: str) -> Any:
-    return None if mod is None else getattr(mod, name)
+ROLES = ("q_fwd", "q_bwd", "kv_fwd", "kv_bwd")
+
+
+def kernel(mod: ModuleType, role: str) -> Any:
+    """The autotuned kernel of ``role`` (``ROLES``) under whichever upstream's names ``mod``
+    has (tests/regression/compat.py knows both: 1dcf0da's and 3346fa8a2's)."""
+    sys.path.insert(0, str(REPO / "tests" / "regression"))
+    from compat import mla_rope_kernels
+
+    return dict(zip(ROLES, mla_rope_kernels(mod), strict=True))[role]
+
+
+def _kern(mod: ModuleType | None, role: str) -> Any:
+    return None if mod is None else kernel(mod, role)
 
 
 def _row(name: str, nbytes: int, ms: float, copy_gbps: float, kern: Any = None) -> dict[str, Any]:
@@ -298,7 +310,7 @@ def bench(copy_gbps: float) -> list[dict[str, Any]]:
                 names += [f"kv_fwd {impl} H={H} k={k}", f"kv_fwd_bwd {impl} H={H} k={k}"]
                 fns += [fwd, fwd_bwd]
                 nbytes += [fb, fb + bb]
-                kerns += [_kern(mod, "rotary_fwd_kv_kernel"), _kern(mod, "rotary_bwd_kv_kernel")]
+                kerns += [_kern(mod, "kv_fwd"), _kern(mod, "kv_bwd")]
             for name, nb, ms, kern in zip(names, nbytes, _interleaved(fns), kerns):
                 rows.append(_row(name, nb, ms, copy_gbps, kern))
             del fns
@@ -312,7 +324,7 @@ def bench(copy_gbps: float) -> list[dict[str, Any]]:
             q_impls.append(("eager", None))
             names = [f"q_fwd {impl} H={H} qk={k}" for impl, _ in q_impls]
             fns = [_q_fn(mod, H, k) for _, mod in q_impls]
-            kerns = [_kern(mod, "rotary_fwd_q_kernel") for _, mod in q_impls]
+            kerns = [_kern(mod, "q_fwd") for _, mod in q_impls]
             names.append(f"copy_same q H={H} qk={k}")
             fns.append(_copy_fn(q_bytes(H) // 2))
             kerns.append(None)
@@ -351,7 +363,7 @@ def _warm_one(job: tuple[str, int, int, tuple[int, int, int] | None]) -> None:
     mod = load_patched()
     cos, sin = _tables()
     if kind == "q":
-        kern = mod.rotary_fwd_q_kernel
+        kern = kernel(mod, "q_fwd")
         if c is not None:
             kern.configs, kern.cache = [_q_config(c)], {}
         q = torch.randn(16, B, H, k + EMB, device=DEV, dtype=DT)
@@ -378,7 +390,7 @@ def precompile(jobs: list[tuple[str, int, int, Any]], workers: int = 12) -> None
 def q_sweep(copy_gbps: float) -> list[dict[str, Any]]:
     """The patched q kernel with each tiling forced, beside prev and the autotuned default."""
     patched, prev = load_patched(), load_prev()
-    kern = patched.rotary_fwd_q_kernel
+    kern = kernel(patched, "q_fwd")
     saved = (kern.configs, kern.cache)
     rows = []
     only = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--q-sweep-h=")]
@@ -422,9 +434,9 @@ def sweep(copy_gbps: float) -> list[dict[str, Any]]:
     mod = load_patched()
     rows = []
     kernels = {
-        "kv_fwd": mod.rotary_fwd_kv_kernel,
-        "kv_bwd": mod.rotary_bwd_kv_kernel,
-        "q_fwd": mod.rotary_fwd_q_kernel,
+        "kv_fwd": kernel(mod, "kv_fwd"),
+        "kv_bwd": kernel(mod, "kv_bwd"),
+        "q_fwd": kernel(mod, "q_fwd"),
     }
     saved = {n: (kern.configs, kern.cache) for n, kern in kernels.items()}
     for H, k in ((128, 128), (128, 192)):

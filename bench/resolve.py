@@ -67,7 +67,9 @@ def proposals(bump: dict[str, object]) -> tuple[list[dict[str, object]], int]:
     """The scorer's PROPOSALS rows (recorded ones left out, counted)."""
     rows, recorded = [], 0
     for p in bump["patches"]:  # type: ignore[attr-defined]
-        for c in p["conflicts"]:
+        # a patch the bump drops as upstreamed still had git's regions (the key counts them):
+        # bump --propose lists them under dropped_regions, each with its proposed drop
+        for c in p["conflicts"] + p.get("dropped_regions", []):
             for ri, r in enumerate(c["regions"]):
                 prop = r.get("proposal")
                 if not prop:

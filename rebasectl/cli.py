@@ -1,10 +1,11 @@
 """The click commands: parse arguments, call one function, render its result.
 
-Results decide their own exit code (``exit_code``) and JSON (``to_json``); this module only
-chooses how they look. Every failure below arrives as ``RebasectlError`` and leaves as one line on
-stderr with its exit code (2 bad input, 1 conflicts, 3 failed tests, 130 Ctrl-C); with ``--json``
-the same error is also one JSON document on stdout, so a script reads JSON on every exit. Heavy
-modules are imported inside the commands: ``--help`` and ``status`` start at once.
+Results decide their own exit code (``exit_code``); their JSON is the serialisers' (engine/,
+commands/ and report/serialize.py), and this module only chooses how they look. Every failure
+below arrives as ``RebasectlError`` and leaves as one line on stderr with its exit code (2 bad
+input, 1 conflicts, 3 failed tests, 130 Ctrl-C); with ``--json`` the same error is also one JSON
+document on stdout, so a script reads JSON on every exit. Heavy modules are imported inside the
+commands: ``--help`` and ``status`` start at once.
 """
 
 from __future__ import annotations
@@ -232,13 +233,14 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
     """Run tests/regression against the patched tree (or the base), per patch."""
     from . import render, ui
     from .commands import test as testing
+    from .engine import serialize as engine_json
 
     path = testing.prepare(ws, against, upstream, tree, jobs)
     base = testing.default_path_base(ws, upstream) if against == "patched" and not tree else None
     with ui.progress(f"test ({path})", quiet=as_json) as news:
         run = testing.run(ws, path, against=against, device=device, patch_id=patch_id,
                           jobs=jobs, multi_gpu=multi_gpu, base_tree=base, notify=news)
-    render.json(run.to_json()) if as_json else render.test_run(run, path)
+    render.json(engine_json.test_run(run)) if as_json else render.test_run(run, path)
     if run.exit_code:
         ui.error(run.verdict())
     finish(run.exit_code)

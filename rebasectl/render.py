@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from . import ui
+from .commands import serialize
+from .engine import serialize as engine_json
 from .engine.conflicts import ConflictKind, FileConflict
+from .model.ids import short
 from .model.words import commits
 
 
@@ -21,7 +24,7 @@ def json(data: Any) -> None:
 
 def status(data: dict[str, Any]) -> None:
     up = data["upstream"]
-    ui.line(f"upstream {up['name']} {up['url']} ({up['branch']}) base {up['base'][:12]}")
+    ui.line(f"upstream {up['name']} {up['url']} ({up['branch']}) base {short(up['base'])}")
     ui.table(None, ["#", "id", "kind", "files", "+", "-", "title"],
              [[p["index"], p["id"], p["kind"], p["files"], p["added"], p["removed"], p["title"]]
               for p in data["patches"]])
@@ -30,7 +33,7 @@ def status(data: dict[str, Any]) -> None:
         return
     stopped = progress["stopped_at"] if progress.get("conflict_written") else None
     where = f"stopped at {stopped}" if stopped else "interrupted"
-    ui.line(f"apply in progress on {progress['base'][:12]}: {progress['applied']}/"
+    ui.line(f"apply in progress on {short(progress['base'])}: {progress['applied']}/"
             f"{progress['total']} applied, {where} in {progress['worktree']}")
     for item in progress["unmerged"]:
         ui.line(f"  unmerged: {item['path']} ({item['kind']})")
@@ -53,7 +56,7 @@ def check(data: dict[str, Any]) -> None:
     for problem in data["problems"]:
         ui.line(f"problem: {problem}")
     verdict = "ok" if data["valid"] else "needs attention"
-    extra = f", applies exactly on the base (tip {data['tip'][:12]})" if data.get("tip") else ""
+    extra = f", applies exactly on the base (tip {short(data['tip'])})" if data.get("tip") else ""
     ui.line(f"{data['patches']} patches: {verdict}{extra}")
 
 
@@ -66,7 +69,7 @@ def conflict_lines(conflicts: list[FileConflict], why: Any = None) -> list[str]:
     out = []
     for c in conflicts:
         if c.kind is ConflictKind.MODIFY_DELETE:
-            by = f" by upstream {c.deleted_by[:12]}" if c.deleted_by else " upstream"
+            by = f" by upstream {c.deleted_by.short()}" if c.deleted_by else " upstream"
             moved = f"; rename detection finds it at {c.moved_to}" if c.moved_to else ""
             near = f"; the lines it needs are now in {', '.join(c.code_in)}" \
                 if c.code_in else ""
@@ -106,20 +109,20 @@ def _stop_why(rc: Any) -> str:
     if rc.blocked_by:
         return f"; needs lines of earlier patch {', '.join(rc.blocked_by)}, not applied"
     if rc.commits:
-        return "; changed upstream by " + ", ".join(c[:12] for c in rc.commits[:3]) + \
+        return "; changed upstream by " + ", ".join(c.short() for c in rc.commits[:3]) + \
             (f" and {len(rc.commits) - 3} more" if len(rc.commits) > 3 else "")
     return "; no upstream commit found"
 
 
 def apply_outcome(outcome: Any, as_json: bool) -> None:
     if as_json:
-        ui.emit_json(outcome.to_json())
+        ui.emit_json(engine_json.apply_outcome(outcome))
         return
     done = len(outcome.applied)
     skipped = f"; skipped: {', '.join(outcome.skipped)}" if outcome.skipped else ""
     if outcome.stop is None:
-        ui.line(f"applied {done}/{outcome.total} on {outcome.base[:12]}{skipped}: work tree "
-                f"{outcome.worktree} at {outcome.tip[:12]}")
+        ui.line(f"applied {done}/{outcome.total} on {outcome.base.short()}{skipped}: work tree "
+                f"{outcome.worktree} at {outcome.tip.short()}")
         if outcome.skipped:
             ui.line("skipped patches stay in series.yaml; `rebasectl export` keeps them as "
                     "they are")
@@ -187,7 +190,7 @@ def imported(ws: Any, series: Any, changed: list[str]) -> None:
         touched.update(patch.paths())
         if patch.is_empty:
             empty.append(entry)
-    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base[:12]} "
+    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base.short()} "
             f"({series.upstream.name}), touching {len(touched)} upstream files; wrote "
             f"{len(changed)} files (patches/ and series.yaml)")
     for entry in empty:
@@ -196,7 +199,7 @@ def imported(ws: Any, series: Any, changed: list[str]) -> None:
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
-    ui.line(f"exported {len(series.patches)} patches on {series.upstream.base[:12]}; "
+    ui.line(f"exported {len(series.patches)} patches on {series.upstream.base.short()}; "
             f"{len(changed)} files changed")
     for path in changed:
         ui.line(f"  {path}")
@@ -250,11 +253,11 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
         for text in result.warning_lines():
             ui.note(f"warning: {text}")
     if as_json:
-        ui.emit_json(result.to_json())
+        ui.emit_json(serialize.bump_result(result))
         return
     verdict = "clean" if result.clean else "conflicts"
-    ui.line(f"bump {result.old[:12]} -> {result.new[:12]} ({commits(result.upstream_commits)}): "
-            f"{verdict}")
+    ui.line(f"bump {result.old.short()} -> {result.new.short()} "
+            f"({commits(result.upstream_commits)}): {verdict}")
     ui.table(None, ["#", "id", "status", "first break", "regions", "culprits"],
              [[p.index, p.id, p.status.value, _first(p), sum(len(c.regions) for c in
                                                               p.conflicts),
@@ -273,7 +276,7 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
     if result.worktree is None:
         ui.line("proposals only (--propose): nothing carried, nothing exported")
         return
-    ui.line(f"series carried to {result.new[:12]}; exported ({len(result.changed)} files "
+    ui.line(f"series carried to {result.new.short()}; exported ({len(result.changed)} files "
             f"changed); work tree {result.worktree}")
 
 
@@ -281,7 +284,7 @@ def _bump_summary(result: Any, verbose: bool) -> None:
     failing = result.failing()
     blocked = sum(1 for p in failing if p.status.value == "blocked")
     regions = result.region_lines()
-    ui.note(f"bump {result.old[:12]} -> {result.new[:12]}: {len(failing)} of "
+    ui.note(f"bump {result.old.short()} -> {result.new.short()}: {len(failing)} of "
             f"{len(result.patches)} patches fail ({len(failing) - blocked} conflict, "
             f"{blocked} blocked), {len(regions)} regions")
     for text in result.patch_lines():
@@ -300,24 +303,24 @@ def _bump_summary(result: Any, verbose: bool) -> None:
 
 def _first(p: Any) -> str:
     att = p.attribution
-    return att.first_break.commit[:12] if att and att.first_break else ""
+    return att.first_break.commit.short() if att and att.first_break else ""
 
 
 def blame(data: dict[str, Any]) -> None:
-    ui.line(f"{data['id']}: {data['status']} on {data['to'][:12]} "
-            f"({commits(data['upstream_commits'])} since {data['from'][:12]})")
+    ui.line(f"{data['id']}: {data['status']} on {short(data['to'])} "
+            f"({commits(data['upstream_commits'])} since {short(data['from'])})")
     for key in ("first_break", "permanent_break"):
         if data[key]:
-            ui.line(f"{key.replace('_', ' ')}: {data[key]['commit'][:12]} "
+            ui.line(f"{key.replace('_', ' ')}: {short(data[key]['commit'])} "
                     f"{data[key]['subject']}")
     if data["blocked_by"]:
         ui.line(f"blocked: needs lines or files of earlier failing patch(es) "
                 f"{', '.join(data['blocked_by'])}")
     for c in data["culprits"]:
         when = "" if c.get("by_first_break", True) else " (after the first break)"
-        ui.line(f"culprit {c['commit'][:12]} {c['path']}{when}: {c['subject']}")
+        ui.line(f"culprit {short(c['commit'])} {c['path']}{when}: {c['subject']}")
     for c in data.get("touched_by", []):
-        ui.line(f"changed its lines (it still applies) {c['commit'][:12]} {c['path']}: "
+        ui.line(f"changed its lines (it still applies) {short(c['commit'])} {c['path']}: "
                 f"{c['subject']}")
     for c in data["conflicts"]:
         for r in c["regions"]:
@@ -326,7 +329,7 @@ def blame(data: dict[str, Any]) -> None:
             marked = f", work tree lines {r['start']}-{r['end']} with markers" \
                 if r.get("start") else ""
             why = f"needs lines of {', '.join(r['blocked_by'])}" if r.get("blocked_by") else \
-                f"changed upstream by {', '.join(x[:12] for x in r['culprits'])}" \
+                f"changed upstream by {', '.join(short(x) for x in r['culprits'])}" \
                 if r.get("culprits") else "no upstream commit found"
             ui.line(f"  {c['path']}: {c['kind']}, {where}{marked}; {why}")
     ui.line(f"{len(data['touching'])} first-parent commits touch its files")

@@ -14,6 +14,7 @@ from ..engine.materialize import Materializer
 from ..engine.session import ApplyOutcome, Session
 from ..engine.upstream import resolve
 from ..git import Repo
+from ..model.ids import Oid
 from ..model.series import load
 from ..model.workspace import Workspace
 from .common import (
@@ -54,7 +55,7 @@ def _apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path
     return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
 
 
-def _seed_blobs(repo: Repo, base: str, loaded: list[Any]) -> None:
+def _seed_blobs(repo: Repo, base: Oid, loaded: list[Any]) -> None:
     """The series on its own base, in memory: it writes every patch's preimage and result blob
     into the mirror, which git's 3-way merge on another base needs."""
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine import serialize as engine_json
 from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
     Attribution,
@@ -34,9 +35,19 @@ from ..engine.attribution import (
 )
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
-from ..engine.exchange import LoadedPatch, check_links_on, export_tree, load_patches
+from ..engine.exchange import check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
-from ..engine.proposals import GitOracle, Proposal, consistent, propose_file, superseded
+from ..engine.proposals import (
+    Earlier,
+    GitOracle,
+    Proposal,
+    consistent,
+    dropped,
+    earlier_of,
+    propose_file,
+    superseded,
+)
+from ..engine.proposals.evidence import ProposalEvidence
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -46,14 +57,17 @@ from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
+from ..model.ids import Oid, short
 from ..model.series import PATCH_DIR, Series, load
+from ..model.series_patch import SeriesPatch
 from ..model.status import Applied, BumpStatus
 from ..model.words import commits
 from ..model.workspace import Workspace
 from ..report.markdown import code_span, escape
 from ..report.names import NameUse, uses_of_removed
+from . import serialize
+from .serialize import region_id
 
-SCHEMA = "rebasectl.bump/1"
 Notify = Callable[[str], None]
 
 
@@ -62,14 +76,14 @@ FAILED = (BumpStatus.CONFLICT, BumpStatus.BLOCKED)
 
 @dataclass
 class PatchOutcome:
+    """What became of one patch (held, not copied) in a bump."""
+
     index: int
-    id: str
-    subject: str
-    file: str
+    patch: SeriesPatch
     status: BumpStatus
     conflicts: list[FileConflict] = field(default_factory=list)
     attribution: Attribution | None = None
-    upstream_commit: str | None = None  # upstreamed: the commit holding the change
+    upstream_commit: Oid | None = None  # upstreamed: the commit holding the change
     carried: Carried | None = None  # the carried-lines engine's answer (conflicts, no-ops)
     hunk_lines: dict[str, int] = field(default_factory=dict)  # hunk header -> patch file line
     findings: list[NameUse] = field(default_factory=list)  # merged, but uses a removed name
@@ -77,54 +91,37 @@ class PatchOutcome:
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
     risks: list[Risk] = field(default_factory=list)  # checks after the merge (warnings)
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
+    dropped: list[FileConflict] = field(default_factory=list)  # upstreamed: its merge's regions
+    # (in bump.json as "dropped_regions" once --propose gave each its proposed drop)
 
-    def to_json(self) -> dict[str, Any]:
-        att = self.attribution
-        regions = {id(r.region): r for r in att.regions} if att else {}
+    @property
+    def id(self) -> str:
+        return self.patch.id
 
-        def region(c: FileConflict, n: int, r: Region) -> dict[str, Any]:
-            rc = regions.get(id(r))
-            rid = region_id(self.id, c.path, n)
-            return {"id": rid, **r.to_json(), "culprits": rc.commits if rc else [],
-                    "blocked_by": rc.blocked_by if rc else [], **self._proposal(rid)}
+    @property
+    def file(self) -> str:
+        return self.patch.file
 
-        return {
-            "index": self.index, "id": self.id, "subject": self.subject,
-            "status": self.status.value,
-            "conflicts": [{**c.to_json(), "regions": [region(c, n, r) for n, r in
-                                                      enumerate(c.regions, 1)]}
-                          for c in self.conflicts],
-            "first_break": att.first_break.to_json() if att and att.first_break else None,
-            "permanent_break": att.permanent_break.to_json()
-            if att and att.permanent_break else None,
-            "culprits": [c.to_json() for c in att.culprits] if att else [],
-            "blocked_by": self.blocked_by,
-            "renames_followed": self.followed,
-            "risks": [r.to_json() for r in self.risks],
-            "upstream_commit": self.upstream_commit,
-            "carried": self.carried.to_json() if self.carried else None,
-            "findings": [f.to_json() for f in self.findings],
-        }
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
 
-    def _proposal(self, rid: str) -> dict[str, Any]:
-        p = self.proposals.get(rid)
-        return {"proposal": {k: v for k, v in p.to_json().items() if k != "id"}} if p else {}
-
-    def region_culprits(self, c: FileConflict) -> list[list[str]]:
+    def region_culprits(self, c: FileConflict) -> list[list[Oid]]:
         att = self.attribution
         found = {id(rc.region): rc.commits for rc in att.regions} if att else {}
         return [found.get(id(r), []) for r in c.regions]
 
-
-def region_id(patch_id: str, path: str, n: int) -> str:
-    """``<patch-id>/<path>/<n>``: n counts the file's regions from 1, in file order."""
-    return f"{patch_id}/{path}/{n}"
+    def region_blocked(self, c: FileConflict) -> list[list[str]]:
+        """Per region, the earlier failing patches whose lines it needs."""
+        att = self.attribution
+        found = {id(rc.region): rc.blocked_by for rc in att.regions} if att else {}
+        return [found.get(id(r), []) for r in c.regions]
 
 
 @dataclass
 class BumpResult:
-    old: str
-    new: str
+    old: Oid
+    new: Oid
     upstream_commits: int
     patches: list[PatchOutcome]
     artifacts: Path
@@ -143,13 +140,6 @@ class BumpResult:
             return ExitCode.CONFLICT
         failed = self.test is not None and self.test.result == "failed"
         return ExitCode.TESTS_FAILED if failed else ExitCode.OK
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "from": self.old, "to": self.new,
-                "upstream_commits": self.upstream_commits,
-                "result": "clean" if self.clean else "conflicts",
-                "reproduce": self.reproduce, "artifacts": str(self.artifacts),
-                "patches": [p.to_json() for p in self.patches]}
 
     def failing(self) -> list[PatchOutcome]:
         return [p for p in self.patches if p.status in FAILED]
@@ -197,8 +187,8 @@ class BumpResult:
             first = p.attribution.culprits[0] if p.attribution and p.attribution.culprits \
                 else None
             gone = next((c.deleted_by for c in p.conflicts if c.deleted_by), None)
-            why = f"; first culprit {first.commit[:12]} {first.subject[:60]}" if first else \
-                f"; deleted upstream by {gone[:12]}" if gone else ""
+            why = f"; first culprit {first.commit.short()} {first.subject[:60]}" if first else \
+                f"; deleted upstream by {gone.short()}" if gone else ""
             out.append(f"{head}; {n} region{'' if n == 1 else 's'}{why}")
         return out
 
@@ -231,12 +221,13 @@ def _why(p: PatchOutcome, c: FileConflict, r: Region | None) -> str:
         return f"; needs lines of earlier patch {', '.join(rc.blocked_by)}, which failed"
     if rc and rc.commits:
         more = f" and {len(rc.commits) - 1} more" if len(rc.commits) > 1 else ""
-        return f"; changed upstream by {rc.commits[0][:12]}{more}"
+        return f"; changed upstream by {rc.commits[0].short()}{more}"
     return "; no upstream commit found"
 
 
 def _gone_words(c: FileConflict) -> str:
-    gone = f"; deleted upstream by {c.deleted_by[:12]}" if c.deleted_by else "; deleted upstream"
+    gone = f"; deleted upstream by {c.deleted_by.short()}" if c.deleted_by else \
+        "; deleted upstream"
     moved = f", moved to {c.moved_to}" if c.moved_to else ""
     near = f"; its code is now in {c.code_in[0]}" if c.code_in else ""
     return gone + moved + near
@@ -297,7 +288,7 @@ def _patch_line(p: PatchOutcome, region: Region | None) -> int:
 class Planner:
     """Materialise the series on the new base, classify every patch, attribute the failures."""
 
-    def __init__(self, repo: Repo, old: str, new: str, notify: Notify,
+    def __init__(self, repo: Repo, old: Oid, new: Oid, notify: Notify,
                  memory: Memory | None = None) -> None:
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
         self.memory = memory
@@ -305,7 +296,7 @@ class Planner:
         self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
-    def run(self, loaded: list[LoadedPatch],
+    def run(self, loaded: list[SeriesPatch],
             only: int | None = None) -> tuple[list[PatchOutcome], Materialised]:
         """Every patch classified; the failing ones attributed (only the one at position
         ``only`` when given: blame asks about one patch)."""
@@ -314,10 +305,10 @@ class Planner:
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
         pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
         if self.repo.missing_objects(pre):  # an imported series' blobs are there already
-            self.notify(f"materialising {len(stack)} patches on the old base {self.old[:12]}")
+            self.notify(f"materialising {len(stack)} patches on the old base {self.old.short()}")
             Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
-        self.notify(f"applying {len(stack)} patches on {self.new[:12]}")
-        labels = Labels(f"upstream {self.new[:12]}", "")
+        self.notify(f"applying {len(stack)} patches on {self.new.short()}")
+        labels = Labels(f"upstream {self.new.short()}", "")
         asked = stack[only][0] if only is not None else None
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay, self.memory,
@@ -381,12 +372,12 @@ class Planner:
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
 
-    def _classify(self, lp: LoadedPatch, step: Step, needs: list[str],
+    def _classify(self, lp: SeriesPatch, step: Step, needs: list[str],
                   asked: bool = True) -> PatchOutcome:
         """Its status from the step; ``needs``: the failed earlier patches whose lines or files
         its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
         Upstream's copy of its lines is looked for when it is ``asked`` about."""
-        out = PatchOutcome(step.index, step.id, lp.patch.subject, lp.entry.file, BumpStatus.CLEAN)
+        out = PatchOutcome(step.index, lp, BumpStatus.CLEAN)
         out.followed = dict(step.followed)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
@@ -399,6 +390,7 @@ class Planner:
             if not needs and asked:
                 out.carried = self.carried.patch(lp.patch)
                 if out.carried.commit is not None:
+                    out.dropped = out.conflicts  # shown with --propose: drops, commit named
                     out.conflicts, out.hunk_lines = [], {}
                     self._upstreamed(out, lp, out.carried.commit)
         elif needs:  # it applied, but only because the lines it needs are not there
@@ -411,7 +403,7 @@ class Planner:
                 out.status = BumpStatus.NOOP
         return out
 
-    def _upstreamed(self, out: PatchOutcome, lp: LoadedPatch, commit: str) -> None:
+    def _upstreamed(self, out: PatchOutcome, lp: SeriesPatch, commit: Oid) -> None:
         """Upstream carries the patch's lines: named by the commit that brought them."""
         out.status, out.upstream_commit = BumpStatus.UPSTREAMED, commit
         first = landing(self.rng, commit)
@@ -420,7 +412,7 @@ class Planner:
             culprits=[Culprit(commit, self.rng.subject(commit), lp.patch.paths()[0])])
 
 
-def hunk_lines(lp: LoadedPatch) -> dict[str, int]:
+def hunk_lines(lp: SeriesPatch) -> dict[str, int]:
     """Each hunk header -> its line in the patch file (for annotations)."""
     rendered = lp.patch.render()
     diff_at = rendered.rfind(lp.patch.diff) if lp.patch.diff else -1
@@ -434,21 +426,43 @@ def reproduce_command(new: str, upstream: str | None) -> str:
 
 
 def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
-            loaded: list[LoadedPatch], notify: Notify) -> None:
+            loaded: list[SeriesPatch], notify: Notify) -> None:
     """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
     oracle = GitOracle(repo, carried.rng.new, carried)
     files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
+    by_id = {lp.entry.id: lp for lp in loaded}
     for out in outcomes:
+        if out.status is BumpStatus.UPSTREAMED and out.upstream_commit and out.dropped:
+            commit = out.upstream_commit
+            subject = out.carried.subject if out.carried else ""
+            out.proposals = {p.id: p for c in out.dropped
+                             for p in dropped(out.id, c, commit, subject)}
+            continue
         if out.status not in (BumpStatus.CONFLICT, BumpStatus.BLOCKED):
             continue
         notify(f"proposing resolutions for {out.id}")
         found: list[Proposal | None] = []
         for c in out.conflicts:
-            found += propose_file(out.id, c, out.region_culprits(c), oracle)
+            earlier = [_earlier(needs, c.path, by_id, outcomes) if needs else None
+                       for needs in out.region_blocked(c)]
+            found += propose_file(out.id, c, out.region_culprits(c), oracle, earlier)
         consistent(found)
         if len(out.conflicts) == files.get(out.id):
             superseded(found)
         out.proposals = {p.id: p for p in found if p is not None}
+
+
+def _earlier(needs: list[str], path: str, by_id: dict[str, SeriesPatch],
+             outcomes: list[PatchOutcome]) -> Earlier:
+    """What the earlier failing patches ``needs`` bring to ``path``: their added lines and
+    their proposals there (made before: the outcomes are in series order)."""
+    adds: list[bytes] = []
+    for pid in needs:
+        f = by_id[pid].patch.model.file(path) if pid in by_id else None
+        adds += [ln for h in f.hunks for ln in h.added] if f is not None else []
+    theirs = [pr for o in outcomes if o.id in needs for pr in o.proposals.values()
+              if pr.path == path]
+    return earlier_of(needs, adds, theirs)
 
 
 def artifacts_folder(ws: Workspace, artifacts: Path | None) -> Path:
@@ -464,7 +478,7 @@ def artifacts_folder(ws: Workspace, artifacts: Path | None) -> Path:
     return chosen
 
 
-def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str | None,
+def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str | None,
          artifacts: Path | None, notify: Notify, run_tests: bool = False,
          proposals: bool = False) -> BumpResult:
     """The whole bump under the caller's lock (see ``run``, the command). ``proposals``: each open
@@ -485,7 +499,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
         out.finish()
         return result
     carry(ws, repo, result, mat, notify)
-    out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    out.write("bump.json", (json.dumps(serialize.bump_result(result), indent=2) + "\n").encode())
     out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     notify("writing the rebase report")
     write_report(ws, repo, series, loaded, result, out)
@@ -496,7 +510,8 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: str, *, upstream: str |
         assert result.worktree is not None
         result.test = run_suite(ws, result.worktree, against="patched", device=None,
                                 patch_id=None, notify=notify)
-        out.write("test.json", (json.dumps(result.test.to_json(), indent=2) + "\n").encode())
+        test_json = json.dumps(engine_json.test_run(result.test), indent=2)
+        out.write("test.json", (test_json + "\n").encode())
     out.finish()
     return result
 
@@ -513,13 +528,13 @@ def carry(ws: Workspace, repo: Repo, result: BumpResult, mat: Materialised,
     assert tip is not None
     notify(f"checking out {worktree}")
     checkout(ws, repo, worktree, tip)
-    TreeMap(result.new, worktree, [(s.id, s.commit or "") for s in kept]).save(ws.tree_map)
+    TreeMap(result.new, worktree, [(s.id, s.commit) for s in kept if s.commit]).save(ws.tree_map)
     drops = [p.id for p in result.patches if p.status is BumpStatus.UPSTREAMED]
     _, _, changed = export_tree(ws, worktree, drops)
     result.worktree, result.changed = worktree, changed
 
 
-def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[LoadedPatch],
+def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[SeriesPatch],
                  result: BumpResult, out: Artifacts) -> None:
     """report.md / report.json of the bump: old series on the old base, new on the new."""
     from ..report import Side, build_report, render_markdown, to_json
@@ -532,17 +547,17 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Loa
     report = build_report(
         repo,
         old=Side(result.old, [s.commit for s in old_mat.steps if s.commit], old_series,
-                 f"{old_series.upstream.name} {result.old[:12]}"),
+                 f"{old_series.upstream.name} {result.old.short()}"),
         new=Side(result.new, new_commits, new_series,
-                 f"{new_series.upstream.name} {result.new[:12]}"))
+                 f"{new_series.upstream.name} {result.new.short()}"))
     out.write("report.md", render_markdown(report).encode())
     out.write("report.json", (to_json(report) + "\n").encode())
 
 
 # -- conflicts: artifacts a person can resume from -------------------------------------------------
-def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedPatch]) -> None:
+def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, SeriesPatch]) -> None:
     """bump.json, README.md and conflicts/NN-id/ (the patch, the marked-up files, culprits)."""
-    out.write("bump.json", (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    out.write("bump.json", (json.dumps(serialize.bump_result(result), indent=2) + "\n").encode())
     for p in result.patches:
         if p.status not in FAILED:
             continue
@@ -554,7 +569,7 @@ def write_conflicts(out: Artifacts, result: BumpResult, by_id: dict[str, LoadedP
             if c.content is not None:
                 out.write(f"{folder}/files/{c.path}", c.content)
         out.write(f"{folder}/culprits.json",
-                  (json.dumps(p.to_json(), indent=2) + "\n").encode())
+                  (json.dumps(serialize.patch_outcome(p), indent=2) + "\n").encode())
     found = [{**pr.to_json(), "marked": pr.marked} for p in result.patches
              for pr in p.proposals.values()]
     if found:
@@ -578,15 +593,16 @@ def failing_hunks(patch: Any, conflicts: list[FileConflict]) -> bytes:
 
 def conflict_readme(result: BumpResult) -> str:
     bad = [p for p in result.patches if p.status in FAILED]
-    lines = [f"# Bump {result.old[:12]} -> {result.new[:12]}: {len(bad)} patch(es) do not apply",
+    lines = [f"# Bump {result.old.short()} -> {result.new.short()}: {len(bad)} patch(es) do not "
+             "apply",
              "", f"{commits(result.upstream_commits)} in the range.", "",
              "Reproduce locally (stops at the first conflict in `.rebasectl/tree`, with markers "
              "and unmerged entries as git leaves them):", "", "```", result.reproduce, "```", "",
              "| # | patch | status | first break | permanent break |", "|---|---|---|---|---|"]
     for p in result.patches:
         att = p.attribution
-        fb = f"`{att.first_break.commit[:12]}`" if att and att.first_break else ""
-        pb = f"`{att.permanent_break.commit[:12]}`" if att and att.permanent_break else ""
+        fb = f"`{att.first_break.commit.short()}`" if att and att.first_break else ""
+        pb = f"`{att.permanent_break.commit.short()}`" if att and att.permanent_break else ""
         lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
@@ -598,7 +614,7 @@ def conflict_readme(result: BumpResult) -> str:
         lines += ["", "## Merged, but uses a name the patch removes", ""]
         lines += [f"- {escape(p.id)}: {code_span(f'{f.path}:{f.line}')} uses "
                   f"{code_span(f.name)}" +
-                  (f" (upstream `{f.commit[:12]}`)" if f.commit else "") for p, f in warned]
+                  (f" (upstream `{f.commit.short()}`)" if f.commit else "") for p, f in warned]
     return "\n".join(lines) + "\n"
 
 
@@ -625,10 +641,10 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
     for key, ref in (("first break", att.first_break if att else None),
                      ("permanent break", att.permanent_break if att else None)):
         if ref:
-            lines.append(f"- {key}: `{ref.commit[:12]}` {escape(ref.subject)}")
+            lines.append(f"- {key}: `{ref.commit.short()}` {escape(ref.subject)}")
     for culprit in att.culprits if att else []:
         when = "" if culprit.by_first_break else " (after the first break)"
-        lines.append(f"- culprit `{culprit.commit[:12]}` ({escape(culprit.path)}){when}: "
+        lines.append(f"- culprit `{culprit.commit.short()}` ({escape(culprit.path)}){when}: "
                      f"{escape(culprit.subject)}")
     lines.append(f"- files: {code_span(f'conflicts/{p.index:02d}-{p.id}/')}")
     return lines
@@ -636,23 +652,22 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
 
 def evidence_line(p: Proposal) -> str:
     """A proposal's evidence in one line (README, stop message)."""
-    ev = p.evidence
+    ev = ProposalEvidence(p.evidence)
+    by = f" by {short(ev.commit)}" if ev.commit else ""
     if p.rule == "superseded":
         return "the whole patch is upstream already: drop it (" + \
-            ", ".join(c[:12] for c in ev.get("commits", [])) + ")"
+            ", ".join(short(c) for c in ev.commits) + ")"
     if p.rule == "already-upstream":
-        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
-        return f"upstream already has {', '.join(ev['names'][:4])}{by}: keep upstream's side"
+        return f"upstream already has {', '.join(ev.names[:4])}{by}: keep upstream's side"
     if p.rule == "both-insert":
-        return "both sides insert here: both kept, " + str(ev["order"])
+        return "both sides insert here: both kept, " + ev.order
     if p.rule == "moved":
-        by = f" by {ev['commit'][:12]}" if ev.get("commit") else ""
-        return f"the code moved to {ev['to']}:{ev['line']}{by}: the edit goes there"
-    return str(ev.get("context", p.rule))
+        return f"the code moved to {ev.to}:{ev.line}{by}: the edit goes there"
+    return ev.context(p.rule)
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
-def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, new: str,
+def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, new: Oid,
           notify: Notify) -> dict[str, Any]:
     """Breaks and culprits of one patch (id, file name, or the id as an older import cut it)
     between two upstream revisions. Only that patch is attributed; the ones before it are only
@@ -670,20 +685,11 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: str, n
         att = att or touched
         att.touching = touched.touching
     failing = out.status in FAILED
-    data = out.to_json()
-    data.update(schema="rebasectl.blame/1", **{"from": old, "to": new},
-                upstream_commits=planner.rng.count(),
-                culprits=[c.to_json() for c in att.culprits] if failing else [],
-                touched_by=[] if failing else [c.to_json() for c in att.culprits],
-                first_break=att.first_break.to_json() if att.first_break else None,
-                permanent_break=att.permanent_break.to_json() if att.permanent_break else None,
-                blocked_by=out.blocked_by,
-                touching=[{"commit": c, "subject": planner.rng.subject(c)}
-                          for c in att.touching])
-    return data
+    return serialize.blame(out, att, failing, old, new, planner.rng.count(),
+                           [(c, planner.rng.subject(c)) for c in att.touching])
 
 
-def find_patch(loaded: list[LoadedPatch], ref: str) -> int:
+def find_patch(loaded: list[SeriesPatch], ref: str) -> int:
     """The position of the patch ``ref`` names: its id, its file (with or without
     ``patches/``), or, for a long id, its id cut short or the whole subject's slug that import
     cut at 48 characters."""
@@ -704,7 +710,6 @@ def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None
     """``bump --to REV``: the pipeline above under the lock, once the checkout allows it (no
     apply in progress, no unexported work in the default tree) and REV contains the base."""
     from ..engine.upstream import resolve
-    from ..model.ids import short
     from .common import fetched_mirror, locked
 
     with locked(ws, "bump", notify):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engine import serialize
 from ..engine.exchange import (
     check_links_on,
     load_patches,
@@ -42,7 +43,7 @@ def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
                                       three_way=False)
         result["applies"] = done.ok
         result["tip"] = done.tip if done.ok else None
-        result["steps"] = [s.to_json() for s in done.steps]
+        result["steps"] = [serialize.step(s) for s in done.steps]
         stopped = done.first_conflict()
         if stopped is not None:
             where = "; ".join(f"{c.path} ({c.kind.value})" for c in stopped.conflicts) or \

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def abort(ws: Workspace) -> AbortResult:
     return result
 
 
-def _keep(ws: Workspace, tree: Worktree, known: list[str], result: AbortResult) -> None:
+def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResult) -> None:
     """Save what only this work tree holds (see the module doc) before it is removed."""
     dest = ws.aborted / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..model.diffs import FileDiff, Hunk, text_lines
+from ..model.ids import Oid
 from ..model.patches import Patch
 from .attribution import UpstreamRange
 from .carried import CarriedLines, Change, telling
@@ -26,22 +27,17 @@ from .carried import CarriedLines, Change, telling
 class Risk:
     kind: str  # "re-adds-removed" | "duplicate-context"
     path: str
-    commit: str | None
+    commit: Oid | None
     subject: str
     hunk: str  # the patch's hunk header it concerns ("" for the whole file)
     detail: str
 
     def text(self) -> str:
-        who = f" {self.commit[:12]} ({self.subject})" if self.commit else ""
+        who = f" {self.commit.short()} ({self.subject})" if self.commit else ""
         if self.kind == "re-adds-removed":
             return f"{self.path}: re-adds {self.detail}, which upstream{who} removed"
         return f"{self.path}: hunk {self.hunk} {self.detail}" + \
             (f"; copied upstream by{who}" if self.commit else "")
-
-    def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind, "path": self.path, "commit": self.commit,
-                "subject": self.subject, "hunk": self.hunk, "detail": self.detail,
-                "text": self.text()}
 
 
 def risks(carried: CarriedLines, patch: Patch, merged: bool) -> list[Risk]:

@@ -39,6 +39,7 @@ from pathlib import Path
 from ..git import Entry, Index, Repo
 from ..model.dependencies import SeriesLines
 from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
+from ..model.ids import Oid
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
 from .conflicts import ConflictKind, FileConflict, Region, applies
@@ -46,35 +47,24 @@ from .conflicts import ConflictKind, FileConflict, Region, applies
 
 @dataclass(frozen=True)
 class CommitRef:
-    commit: str
+    commit: Oid
     subject: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"commit": self.commit, "subject": self.subject}
 
 
 @dataclass(frozen=True)
 class Culprit:
-    commit: str
+    commit: Oid
     subject: str
     path: str
     by_first_break: bool = True  # an ancestor of the first break (else: landed after it)
-
-    def to_json(self) -> dict[str, object]:
-        return {"commit": self.commit, "subject": self.subject, "path": self.path,
-                "by_first_break": self.by_first_break}
 
 
 @dataclass
 class RegionCulprits:
     path: str
     region: Region
-    commits: list[str]
+    commits: list[Oid]
     blocked_by: list[str] = field(default_factory=list)  # earlier failed patches it needs
-
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, **self.region.to_json(), "culprits": self.commits,
-                "blocked_by": self.blocked_by}
 
 
 @dataclass
@@ -86,39 +76,39 @@ class Attribution:
     culprits: list[Culprit] = field(default_factory=list)
     regions: list[RegionCulprits] = field(default_factory=list)
     blocked_by: list[str] = field(default_factory=list)  # ids of earlier patches it needs
-    touching: list[str] = field(default_factory=list)  # first-parent commits touching its files
+    touching: list[Oid] = field(default_factory=list)  # first-parent commits touching its files
     states: int = 0  # distinct states applied during the scan (for the benchmark)
 
 
 class UpstreamRange:
     """``old..new`` of an upstream and what every attribution in it shares."""
 
-    def __init__(self, repo: Repo, old: str, new: str) -> None:
+    def __init__(self, repo: Repo, old: Oid, new: Oid) -> None:
         self.repo = repo
         self.old, self.new = old, new
         self.spec = f"{old}..{new}"
-        self._parents: dict[str, tuple[str, ...]] | None = None
-        self._children: dict[str, list[str]] | None = None
+        self._parents: dict[Oid, tuple[Oid, ...]] | None = None
+        self._children: dict[Oid, list[Oid]] | None = None
         self._subjects: dict[str, str] = {}
         self._removed: dict[tuple[str, str, str], dict[str, set[bytes]]] = {}
         self._lock = threading.Lock()  # one object reader: callers may run on threads
         self._reader: Repo | None = None
-        self._between: dict[tuple[str, str, str], list[str]] = {}
+        self._between: dict[tuple[str, str, str], list[Oid]] = {}
         self._order: dict[str, int] | None = None
         self._count: int | None = None
-        self._ancestors: dict[str, set[str]] = {}
+        self._ancestors: dict[str, set[Oid]] = {}
         self.contents = Contents(repo)  # blobs, merges and file results every scan shares
 
     @property
-    def parents(self) -> dict[str, tuple[str, ...]]:
+    def parents(self) -> dict[Oid, tuple[Oid, ...]]:
         if self._parents is None:
             self._parents = self.repo.history.parents(self.spec)
         return self._parents
 
     @property
-    def children(self) -> dict[str, list[str]]:
+    def children(self) -> dict[Oid, list[Oid]]:
         if self._children is None:
-            kids: dict[str, list[str]] = {}
+            kids: dict[Oid, list[Oid]] = {}
             for commit, parents in self.parents.items():
                 for parent in parents:
                     kids.setdefault(parent, []).append(commit)
@@ -135,17 +125,17 @@ class UpstreamRange:
             self._subjects[commit] = self.repo.commit(commit).subject
         return self._subjects[commit]
 
-    def ref(self, commit: str) -> CommitRef:
+    def ref(self, commit: Oid) -> CommitRef:
         return CommitRef(commit, self.subject(commit))
 
-    def order(self, commits: Iterable[str]) -> list[str]:
+    def order(self, commits: Iterable[Oid]) -> list[Oid]:
         """``commits`` oldest first (topological order of the range; others last)."""
         if self._order is None:
             self._order = {c: i for i, c in enumerate(self.repo.history.rev_list([self.spec]))}
         rank = self._order
         return sorted(set(commits), key=lambda c: (rank.get(c, len(rank)), c))
 
-    def ancestors(self, commit: str) -> set[str]:
+    def ancestors(self, commit: str) -> set[Oid]:
         """The commits of the range that ``commit`` contains (itself included): one
         ``rev-list`` per commit asked, however many culprits are checked against it."""
         with self._lock:
@@ -154,7 +144,7 @@ class UpstreamRange:
                     [f"{self.old}..{commit}"], reverse=False))
             return self._ancestors[commit]
 
-    def between(self, keeper: str, parent: str, path: str) -> list[str]:
+    def between(self, keeper: str, parent: str, path: str) -> list[Oid]:
         """Commits of ``keeper..parent`` that touch ``path`` (one side of a merge)."""
         key = (keeper, parent, path)
         if key not in self._between:
@@ -296,7 +286,7 @@ class Scan:
         self.repo = rng.repo
         self.patches = [stack[p][1] for p in relevant_stack(stack, target)]
         paths = sorted({path for p in self.patches for path in p.paths()})
-        self.states: list[tuple[str, State]] = []
+        self.states: list[tuple[Oid, State]] = []
         self.verdicts: dict[State, bool] = {}
         self.batch = max(1, os.cpu_count() or 2)
         self.contents = rng.contents
@@ -313,7 +303,7 @@ class Scan:
             self.states.append((raw.commit, frozenset(entries.items())))
 
     @property
-    def touching(self) -> list[str]:
+    def touching(self) -> list[Oid]:
         return [c for c, _ in self.states[1:]]
 
     def decide(self, positions: Iterable[int]) -> None:
@@ -326,14 +316,14 @@ class Scan:
         self.decide([i])
         return self.verdicts[self.states[i][1]]
 
-    def breaks(self) -> tuple[str | None, str | None]:
+    def breaks(self) -> tuple[Oid | None, Oid | None]:
         """(first_break, permanent_break): the first commit at which the patch stops applying,
         and the one after which it never applies again; None when it applies at the end (or
         never applied at all)."""
         n = len(self.states)
         if n < 2 or self.applies(n - 1):
             return None, None
-        first: str | None = None
+        first: Oid | None = None
         for i in range(1, n, self.batch):
             self.decide(range(i - 1, min(n, i + self.batch)))
             first = next((self.states[j][0] for j in range(i, min(n, i + self.batch))
@@ -351,29 +341,55 @@ class Scan:
 
 
 def _decide(contents: Contents, distinct: list[State], patches: list[Patch]) -> list[bool]:
-    """Each state decided in Python where it can be (``python_decides``), by git otherwise."""
-    repo = contents.repo
-    with tempfile.TemporaryDirectory(prefix="rebasectl-scan-") as tmp:
-        files: list[Path] = []
-        for number, patch in enumerate(patches):
-            if not patch.is_empty:
-                files.append(Path(tmp) / f"{number:04d}.patch")
-                files[-1].write_bytes(patch.diff)
-        whole = files if len(files) == len(patches) else []
+    """Each state decided in Python where it can be (``python_decides``), by git otherwise (the
+    patch files and scratch indexes written only then: most scans never need them)."""
+    scratch = _Scratch(contents.repo, patches)
 
-        def decide(item: tuple[int, State]) -> bool:
-            number, key = item
-            try:
-                return python_decides(contents, dict(key), patches)
-            except Unsupported:
-                index = repo.index_at(Path(tmp) / f"index-{number}")
-                return stack_applies(index, dict(key), patches, whole)
+    def decide(item: tuple[int, State]) -> bool:
+        number, key = item
+        try:
+            return python_decides(contents, dict(key), patches)
+        except Unsupported:
+            return scratch.decide(number, dict(key))
 
+    try:
         workers = min(len(distinct), max(1, os.cpu_count() or 2))
         if workers <= 1:
             return [decide(item) for item in enumerate(distinct)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(decide, enumerate(distinct)))
+    finally:
+        scratch.close()
+
+
+class _Scratch:
+    """The patch files and per-worker indexes git decides with, made on first use."""
+
+    def __init__(self, repo: Repo, patches: list[Patch]) -> None:
+        self.repo, self.patches = repo, patches
+        self._lock = threading.Lock()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._files: list[Path] = []
+
+    def decide(self, number: int, entries: dict[str, Entry]) -> bool:
+        root = self._root()
+        index = self.repo.index_at(root / f"index-{number}")
+        whole = self._files if len(self._files) == len(self.patches) else []
+        return stack_applies(index, entries, self.patches, whole)
+
+    def _root(self) -> Path:
+        with self._lock:
+            if self._tmp is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="rebasectl-scan-")
+                for number, patch in enumerate(self.patches):
+                    if not patch.is_empty:
+                        self._files.append(Path(self._tmp.name) / f"{number:04d}.patch")
+                        self._files[-1].write_bytes(patch.diff)
+            return Path(self._tmp.name)
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
 
 # -- culprits --------------------------------------------------------------------------------------
@@ -386,8 +402,10 @@ class Culprits:
 
     def __init__(self, rng: UpstreamRange) -> None:
         self.rng = rng
+        self._maps: dict[tuple[str, str | None, str], tuple[list[bytes], list[bytes],
+                                                             LineMap]] = {}
 
-    def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[str]]:
+    def for_regions(self, f: FileDiff, regions: Sequence[Region]) -> list[list[Oid]]:
         """Per region of one file: its culprits. One reverse and one forward ``git blame`` for
         all the regions together (a blame over a thousand commits costs the same for one line
         as for many)."""
@@ -403,12 +421,12 @@ class Culprits:
             found = [c for line in sorted(lines) for c in back.get(line, [])]
             if region.ours is not None:
                 a, b = region.ours
-                found += [c for n in range(a, b + 1) if (c := forward.get(n, "")) in
-                          self.rng.parents]
+                found += [c for n in range(a, b + 1) if (c := forward.get(n)) is not None
+                          and c in self.rng.parents]
             out.append(list(dict.fromkeys(found)))
         return out
 
-    def needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
+    def needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[Oid]]:
         """Per preimage line of ``f`` (a line the patch needed), the commits that changed or
         removed it (lines that survived to the new base are left out). The report asks this
         of each line of an interdiff hunk; safe to call from several threads."""
@@ -416,7 +434,7 @@ class Culprits:
         back = self._reverse(f.old_path or f.path, {k: v[1] for k, v in wanted.items()})
         return {wanted[k][0]: commits for k, commits in back.items()}
 
-    def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[str]]:
+    def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[Oid]]:
         """Per preimage line of ``f`` (a patch on the new base, or on patches on it), the commit
         of the range that wrote it: mapped onto the new base and blamed forward."""
         _, _, mapping = self._onto(f, self.rng.new)
@@ -427,10 +445,14 @@ class Culprits:
                 if m in at_base and c in self.rng.parents}
 
     def _onto(self, f: FileDiff, rev: str) -> tuple[list[bytes], list[bytes], LineMap]:
-        """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it."""
-        there = text_lines(self.rng.blob(f"{rev}:{f.old_path or f.path}"))
-        pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else there
-        return there, pre, LineMap(pre, there)
+        """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it (made
+        once per file and revision: every region of the file asks)."""
+        key = (f.old_path or f.path, f.old_blob, rev)
+        if key not in self._maps:
+            there = text_lines(self.rng.blob(f"{rev}:{key[0]}"))
+            pre = text_lines(self.rng.blob(f.old_blob)) if f.old_blob else there
+            self._maps[key] = (there, pre, LineMap(pre, there))
+        return self._maps[key]
 
     def _needed_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, tuple[int, bytes]]:
         """Preimage lines mapped onto the old base: {old line: (preimage line, text)} (lines
@@ -443,7 +465,7 @@ class Culprits:
                 wanted[line] = (n, old[line - 1])
         return wanted
 
-    def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[str]]:
+    def _reverse(self, path: str, wanted: dict[int, bytes]) -> dict[int, list[Oid]]:
         """Old line -> the commits that changed it: right after the last commit that still had
         it (``blame --reverse``), taken run by run of lines that went at the same commit."""
         if not wanted:
@@ -451,7 +473,7 @@ class Culprits:
         last = self.rng.repo.history.blame(self.rng.old, self.rng.new, path, spans(wanted),
                                            reverse=True)
         gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
-        out: dict[int, list[str]] = {}
+        out: dict[int, list[Oid]] = {}
         for keeper, group in _runs(gone):
             texts = [t for t in (wanted[n].strip() for n in group) if _meaningful(t)]
             commits = self._successors(keeper, path, texts)
@@ -459,15 +481,15 @@ class Culprits:
                 out[n] = commits
         return out
 
-    def _successors(self, keeper: str, path: str, texts: list[bytes]) -> list[str]:
+    def _successors(self, keeper: Oid, path: str, texts: list[bytes]) -> list[Oid]:
         """The commits right after ``keeper`` (the last that had the lines) that change
         ``path``: a non-merge child that changed the file; for a merge child, its other side's
         commits that touch the file. When there are several, those that removed the most of the
         lines' ``texts`` (a common line such as ``action='store_true',`` alone decides nothing
         when another commit removed the whole block); when none removed them, the child (the
         merge) itself."""
-        found: list[str] = []
-        children: list[str] = []
+        found: list[Oid] = []
+        children: list[Oid] = []
         for child in self.rng.children.get(keeper, []):
             parents = self.rng.parents.get(child, ())
             if len(parents) <= 1:
@@ -493,9 +515,9 @@ class Culprits:
         return [c for c in found if score[c] == best] if best else children
 
 
-def _runs(lines: dict[int, str]) -> list[tuple[str, list[int]]]:
+def _runs(lines: dict[int, Oid]) -> list[tuple[Oid, list[int]]]:
     """Consecutive lines with the same value, as (value, lines)."""
-    out: list[tuple[str, list[int]]] = []
+    out: list[tuple[Oid, list[int]]] = []
     for n in sorted(lines):
         if out and out[-1][0] == lines[n] and out[-1][1][-1] == n - 1:
             out[-1][1].append(n)
@@ -517,7 +539,7 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
     lines = deps or SeriesLines(stack[:target + 1])
     regions = _regions(Culprits(rng), patch, conflicts,
                        lambda path, span: _caused(lines, target, path, span, set(failed_ids)))
-    paths: dict[str, str] = {}
+    paths: dict[Oid, str] = {}
     for rc in regions:
         for commit in rc.commits:
             paths.setdefault(commit, rc.path)
@@ -573,7 +595,7 @@ def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
 
 
 # -- where a commit landed ------------------------------------------------------------------------
-def landing(rng: UpstreamRange, commit: str) -> str:
+def landing(rng: UpstreamRange, commit: Oid) -> Oid:
     """The first commit of the first-parent chain that contains ``commit`` (itself, or the merge
     that brought it in). Containment only grows along the chain, so a bisection is exact here."""
     chain = rng.repo.history.first_parent_chain(rng.spec)

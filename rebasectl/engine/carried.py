@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from ..git import Repo
 from ..model.diffs import FileDiff, Hunk, text_lines
+from ..model.ids import Oid
 from ..model.patches import Patch
 from .attribution import UpstreamRange
 
@@ -68,7 +69,7 @@ def _evidence(added: Iterable[bytes]) -> set[bytes]:
 class Carried:
     """The answer. ``commit`` is None when the lines are not carried (see the module)."""
 
-    commit: str | None
+    commit: Oid | None
     subject: str = ""
     share: float = 0.0  # the part of the evidence the target satisfies
     found: int = 0  # telling lines satisfied
@@ -79,11 +80,6 @@ class Carried:
     @property
     def carried(self) -> bool:
         return self.commit is not None
-
-    def to_json(self) -> dict[str, object]:
-        return {"carried": self.carried, "commit": self.commit, "subject": self.subject,
-                "share": round(self.share, 3), "found": self.found, "total": self.total,
-                "how": self.how, "threshold": CARRIED_SHARE}
 
 
 @dataclass(frozen=True)
@@ -118,7 +114,7 @@ class CarriedLines:
         self.rng = rng
         self._lock = threading.Lock()
         self._texts: dict[str, set[bytes]] = {}
-        self._diffs: dict[str, list[tuple[str, set[bytes], set[bytes]]]] = {}
+        self._diffs: dict[str, list[tuple[Oid, set[bytes], set[bytes]]]] = {}
         self._renames: dict[str, str] | None = None
 
     # -- questions ---------------------------------------------------------------------------------
@@ -159,7 +155,7 @@ class CarriedLines:
         lines = tuple(sorted(t for ts in added.values() for t in ts))
         return Carried(commit, self.rng.subject(commit), share, found, total, "lines", lines)
 
-    def removed_upstream(self, change: Change) -> list[tuple[str, list[bytes]]]:
+    def removed_upstream(self, change: Change) -> list[tuple[Oid, list[bytes]]]:
         """The change's telling added lines that a commit of the range *removed* and the target
         does not have, grouped by that commit: a port of them reverts upstream (a patch that
         turns ``f(x)`` into ``f(x, weights_only=False)`` after upstream took that argument out).
@@ -168,14 +164,14 @@ class CarriedLines:
         back = {t for t in (ln.strip() for ln in change.added) if telling(t)} - new
         if not back:
             return []
-        found: dict[str, list[bytes]] = {}
+        found: dict[Oid, list[bytes]] = {}
         for commit, _, minus in self._history(change.path):
             hit = sorted(back & minus)
             if hit:
                 found[commit] = hit
         return [(c, found[c]) for c in self.rng.order(found)]
 
-    def same_patch_id(self, patch: Patch) -> str | None:
+    def same_patch_id(self, patch: Patch) -> Oid | None:
         """The commit of the range whose change to the patch's files has its patch-id (the
         first to land it, when it was reverted and landed again)."""
         history = self.rng.repo.history
@@ -203,11 +199,11 @@ class CarriedLines:
             self._texts[key] = {ln.strip() for ln in text_lines(data)}
         return self._texts[key]
 
-    def _bringer(self, added: dict[str, set[bytes]], removed: dict[str, set[bytes]]) -> str | None:
+    def _bringer(self, added: dict[str, set[bytes]], removed: dict[str, set[bytes]]) -> Oid | None:
         """The commit whose diffs add most of ``added`` and remove most of ``removed`` (oldest
         first on a tie)."""
-        score: dict[str, int] = {}
-        order: list[str] = []
+        score: dict[Oid, int] = {}
+        order: list[Oid] = []
         for path in sorted(set(added) | set(removed)):
             for commit, plus, minus in self._history(path):
                 hit = len(added.get(path, set()) & plus) + len(removed.get(path, set()) & minus)
@@ -225,14 +221,14 @@ class CarriedLines:
                          not any(c in p for c in ' "\\\t')})  # git quotes those: read alone
         if not wanted:
             return
-        rows: dict[str, list[tuple[str, set[bytes], set[bytes]]]] = {p: [] for p in wanted}
+        rows: dict[str, list[tuple[Oid, set[bytes], set[bytes]]]] = {p: [] for p in wanted}
         for commit, diff in self.rng.repo.history.patches(self.rng.spec, wanted):
             for path, plus, minus in _per_file(diff):
                 if path in rows:
                     rows[path].append((commit, plus, minus))
         self._diffs.update(rows)
 
-    def _history(self, path: str) -> list[tuple[str, set[bytes], set[bytes]]]:
+    def _history(self, path: str) -> list[tuple[Oid, set[bytes], set[bytes]]]:
         """(commit, lines it added, lines it removed) for each non-merge commit of the range
         that changes ``path`` (or its new name)."""
         if path not in self._diffs:

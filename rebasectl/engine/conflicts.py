@@ -30,7 +30,8 @@ from enum import Enum
 
 from ..git import Entry, Index, Repo, Stages
 from ..model.diffs import FileDiff, Hunk, LineMap, text_lines
-from ..model.patches import Patch
+from ..model.ids import Oid
+from ..model.patches import Mode, Patch
 
 MARK_START, MARK_BASE, MARK_SEP, MARK_END = b"<<<<<<< ", b"||||||| ", b"=======", b">>>>>>> "
 
@@ -64,16 +65,6 @@ class Region:
     base: tuple[int, int] | None  # the preimage's lines (stage 1 file): what the patch needed
     hunks: tuple[str, ...] = ()  # the patch's hunk headers that touch ``base``
 
-    def to_json(self) -> dict[str, object]:
-        return {"start": self.start, "end": self.end,
-                "worktree_lines": [self.start, self.end] if self.start else None,
-                "upstream_lines": _pair(self.ours), "preimage_lines": _pair(self.base),
-                "hunks": list(self.hunks)}
-
-
-def _pair(span: tuple[int, int] | None) -> list[int] | None:
-    return list(span) if span else None
-
 
 @dataclass
 class FileConflict:
@@ -82,17 +73,10 @@ class FileConflict:
     regions: tuple[Region, ...] = ()
     content: bytes | None = None  # what the work tree gets: markers, or the patched file
     stages: dict[int, Entry] = field(default_factory=dict)
-    deleted_by: str | None = None  # modify/delete: the upstream commit that removed the file
+    deleted_by: Oid | None = None  # modify/delete: the upstream commit that removed the file
     moved_to: str | None = None  # ... and where rename detection found it
     code_in: list[str] = field(default_factory=list)  # ... or where its lines are now
     blocked_by: str | None = None  # missing: the earlier patch that creates the file
-
-    def to_json(self) -> dict[str, object]:
-        return {"path": self.path, "kind": self.kind.value,
-                "regions": [r.to_json() for r in self.regions],
-                "hunks": sorted({h for r in self.regions for h in r.hunks}),
-                "deleted_by": self.deleted_by, "moved_to": self.moved_to,
-                "code_now_in": self.code_in, "blocked_by": self.blocked_by}
 
 
 @dataclass
@@ -125,7 +109,7 @@ def applies(index: Index, patch: Patch, *, keep: bool = True) -> bool:
 class Engine:
     """Merges patches onto trees held in scratch indexes of ``repo``."""
 
-    def __init__(self, repo: Repo, *, deleted_by: Callable[[str], str | None] | None = None,
+    def __init__(self, repo: Repo, *, deleted_by: Callable[[str], Oid | None] | None = None,
                  moved: Callable[[str], str | None] | None = None,
                  code_in: Callable[[FileDiff], list[str]] | None = None,
                  upstream_had: Callable[[str], bool] | None = None) -> None:
@@ -205,7 +189,7 @@ class Engine:
         stages: dict[int, Entry] = {}
         content: bytes | None = None
         if f.old_blob and self.repo.objects.blob(f.old_blob) is not None:
-            stages[1] = Entry(f.old_mode or "100644", f.old_blob)
+            stages[1] = Entry(f.old_mode or Mode.REGULAR, f.old_blob)
             result = self._patched(f, stages[1])
             if result is not None:
                 stages[3] = result
@@ -242,7 +226,7 @@ class Engine:
         if ours_data == theirs:
             return FileConflict(f.path, ConflictKind.ADD_ADD, (), theirs, {0: ours})
         text, _ = self.repo.merge_file(ours_data, b"", theirs, labels.triple())
-        stages = {2: ours, 3: Entry(f.new_mode or "100644", self.repo.hash_blob(theirs))}
+        stages = {2: ours, 3: Entry(f.new_mode or Mode.REGULAR, self.repo.hash_blob(theirs))}
         regions = find_regions(text, text_lines(ours_data), [], f.hunks)
         return FileConflict(f.path, ConflictKind.ADD_ADD, tuple(regions), text, stages)
 

@@ -26,9 +26,9 @@ from ..git import CommitInfo, Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.fsutil import FileTransaction, atomic_write, read_regular
 from ..model import lines, links
-from ..model.ids import short
+from ..model.ids import Oid, short
 from ..model.lines import significant_lines
-from ..model.patches import SYMLINK, Patch, PatchError, parse, raw_to_rfc2822
+from ..model.patches import SYMLINK, Patch, PatchError, parse
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -41,17 +41,12 @@ from ..model.series import (
     patch_filename,
     slugify,
 )
+from ..model.series_patch import SeriesPatch
 from ..model.workspace import Workspace
 from .state import TreeMap
 
 
-@dataclass(frozen=True)
-class LoadedPatch:
-    entry: PatchEntry
-    patch: Patch
-
-
-def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
+def load_patches(ws: Workspace, series: Series) -> list[SeriesPatch]:
     loaded = []
     for entry in series.patches:
         path = ws.patch_dir / entry.file
@@ -59,12 +54,12 @@ def load_patches(ws: Workspace, series: Series) -> list[LoadedPatch]:
             data = read_regular(path)
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
-        loaded.append(LoadedPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
+        loaded.append(SeriesPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
     links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
     return loaded
 
 
-def check_links_on(repo: Repo, base: str, loaded: list[LoadedPatch]) -> None:
+def check_links_on(repo: Repo, base: str, loaded: list[SeriesPatch]) -> None:
     """The series' symlinks checked again once the base is known: through the base tree's own
     links too (a patch writing ``lnk/x.py`` where the base has a link ``lnk``)."""
     found = {path: e for path, e in repo.tree_entries(base).items() if e.mode == SYMLINK}
@@ -139,14 +134,14 @@ def remember_stats(ws: Workspace, files: dict[str, bytes], stats: dict[str, Stat
     _write_stats(ws, cache)
 
 
-def load_series_dir(directory: Path) -> tuple[Series, list[LoadedPatch]]:
+def load_series_dir(directory: Path) -> tuple[Series, list[SeriesPatch]]:
     ws = Workspace(directory)
     series = load(directory)
     return series, load_patches(ws, series)
 
 
 def patch_from_commit(repo: Repo, info: CommitInfo, diff: bytes | None = None) -> Patch:
-    return Patch(info.author.name, info.author.email, raw_to_rfc2822(info.author.date),
+    return Patch(info.author.name, info.author.email, info.author.date.rfc2822(),
                  info.message, repo.commit_diff(info) if diff is None else diff)
 
 
@@ -260,7 +255,7 @@ def _maybe_load(ws: Workspace) -> Series | None:
 
 
 # -- import ----------------------------------------------------------------------------------------
-def parse_range(repo: Repo, spec: str) -> tuple[str, str]:
+def parse_range(repo: Repo, spec: str) -> tuple[Oid, Oid]:
     """``BASE..TIP`` in ``repo``: both resolved, BASE an ancestor of TIP."""
     if spec.count("..") != 1 or "..." in spec:
         raise RebasectlError(f"range {spec!r}: expected BASE..TIP")
@@ -338,7 +333,7 @@ def export_tree(ws: Workspace, worktree: Path,
         raise RebasectlError(f"{worktree}: HEAD is not based on {short(tmap.base)}")
     infos = linear(repo, tmap.base, head, str(worktree))
     present = {i.sha for i in infos}
-    ids = {sha: pid for pid, sha in tmap.commits if sha in present}
+    ids: dict[str, str] = {sha: pid for pid, sha in tmap.commits if sha in present}
     ids.update(_matched_by_diff(ws, repo, previous, [i for i in infos if i.sha not in ids], ids))
     stats: dict[str, Stats] = {}
     entries, files = entries_from_commits(repo, infos, previous, ids, stats)

@@ -20,7 +20,8 @@ from ..git import Entry, Identity, Index, Repo
 from ..git.fastimport import Change
 from ..infra.faults import boundary
 from ..model import diffs
-from ..model.patches import Patch, rfc2822_to_raw
+from ..model.ids import Oid
+from ..model.patches import Mode, Patch, rfc2822_to_raw
 from ..model.status import Applied
 from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
@@ -29,30 +30,30 @@ from .resolutions import Memory, blob_sha
 
 @dataclass
 class Step:
-    """What became of one patch: its commit, or why there is none."""
+    """What became of one patch (its content held, not copied): its commit, or why there is
+    none."""
 
     index: int  # 1-based position in the series
     id: str
-    subject: str
+    patch: Patch
     status: Applied
-    commit: str | None
-    parent: str = ""  # the commit it was applied on
+    commit: Oid | None
+    parent: Oid | None = None  # the commit it was applied on
     conflicts: tuple[FileConflict, ...] = ()
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
 
-    def to_json(self) -> dict[str, object]:
-        return {"index": self.index, "id": self.id, "subject": self.subject,
-                "status": self.status.value, "commit": self.commit,
-                "conflicts": [c.to_json() for c in self.conflicts]}
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
 
 
 @dataclass
 class Materialised:
-    base: str
+    base: Oid
     steps: list[Step] = field(default_factory=list)
 
     @property
-    def tip(self) -> str:
+    def tip(self) -> Oid:
         commits = [s.commit for s in self.steps if s.commit]
         return commits[-1] if commits else self.base
 
@@ -68,7 +69,7 @@ def identity_of(patch: Patch) -> Identity:
     return Identity(patch.author_name, patch.author_email, rfc2822_to_raw(patch.date))
 
 
-def commit_patch(repo: Repo, tree: str, parent: str, patch: Patch) -> str:
+def commit_patch(repo: Repo, tree: str, parent: str, patch: Patch) -> Oid:
     return repo.commit_tree(tree, [parent], patch.message, identity_of(patch))
 
 
@@ -153,7 +154,7 @@ class Materializer:
         self.resolver = resolver
         self.memory = memory
 
-    def run(self, base: str, patches: Sequence[tuple[str, Patch]], *, three_way: bool = True,
+    def run(self, base: Oid, patches: Sequence[tuple[str, Patch]], *, three_way: bool = True,
             keep_going: bool = False, start_index: int = 1,
             on_step: OnStep | None = None) -> Materialised:
         """Apply ``patches`` in order on ``base``. Stops at the first conflict unless
@@ -184,8 +185,8 @@ class Materializer:
         return result
 
     @staticmethod
-    def _fill(result: Materialised, marks: list[int | None], shas: dict[int, str],
-              base: str) -> None:
+    def _fill(result: Materialised, marks: list[int | None], shas: dict[int, Oid],
+              base: Oid) -> None:
         parent = base
         for step, mark in zip(result.steps, marks):
             step.parent = parent
@@ -197,7 +198,7 @@ class Materializer:
     def _step(self, state: TreeState, number: int, pid: str, patch: Patch,
               three_way: bool) -> tuple[Step, list[Change]]:
         def step(status: Applied, conflicts: tuple[FileConflict, ...] = ()) -> Step:
-            return Step(number, pid, patch.subject, status, None, conflicts=conflicts)
+            return Step(number, pid, patch, status, None, conflicts=conflicts)
 
         if patch.is_empty:
             return step(Applied.EMPTY), []
@@ -251,7 +252,7 @@ class Materializer:
                 if state.items.pop(path, None) is not None:
                     changes.append(Change(path))
                 continue
-            mode = f.new_mode or (old.mode if old else "100644")
+            mode = f.new_mode or (old.mode if old else Mode.REGULAR)
             if old is not None and old.mode == mode and state.read(path) == data:
                 continue
             state.items[path] = Item(mode, None, data)

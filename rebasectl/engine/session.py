@@ -37,14 +37,17 @@ from ..infra.fsutil import confined_parent, write_confined
 from ..infra.progress import Counted
 from ..model import diffs
 from ..model.dependencies import SeriesLines
+from ..model.ids import Oid
 from ..model.series import load
+from ..model.series_patch import SeriesPatch
 from ..model.status import Applied
 from ..model.workspace import Workspace
 from .attribution import RegionCulprits, UpstreamRange, attribute
 from .conflicts import Engine, FileConflict, Labels, engine_for
-from .exchange import LoadedPatch, load_patches
+from .exchange import load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
+from .serialize import file_conflict
 from .state import ApplyState, TreeMap
 from .worktrees import check_room, checkout, clear, registered
 
@@ -58,39 +61,37 @@ class Result(str, Enum):
 
 @dataclass
 class Stop:
-    """The patch an apply stopped at, and its conflicts as they are in the work tree."""
+    """The patch an apply stopped at (held, not copied), and its conflicts as they are in the
+    work tree."""
 
     index: int
     total: int
-    id: str
-    file: str
-    subject: str
+    patch: SeriesPatch
     conflicts: list[FileConflict]
     regions: list[RegionCulprits] = field(default_factory=list)  # why, region by region
     blocked_by: list[str] = field(default_factory=list)  # skipped earlier patches it needs
 
+    @property
+    def id(self) -> str:
+        return self.patch.id
+
+    @property
+    def file(self) -> str:
+        return self.patch.file
+
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
+
     def why(self, region: object) -> RegionCulprits | None:
         return next((rc for rc in self.regions if rc.region is region), None)
-
-    def to_json(self) -> dict[str, Any]:
-        def region(c: FileConflict) -> list[dict[str, Any]]:
-            out = []
-            for r in c.regions:
-                rc = self.why(r)
-                out.append({**r.to_json(), "culprits": rc.commits if rc else [],
-                            "blocked_by": rc.blocked_by if rc else []})
-            return out
-
-        return {"index": self.index, "id": self.id, "file": self.file, "subject": self.subject,
-                "blocked_by": self.blocked_by,
-                "conflicts": [{**c.to_json(), "regions": region(c)} for c in self.conflicts]}
 
 
 @dataclass
 class ApplyOutcome:
-    base: str
+    base: Oid
     worktree: Path
-    tip: str
+    tip: Oid
     total: int
     applied: list[tuple[str, str]] = field(default_factory=list)  # (id, how) in order
     skipped: list[str] = field(default_factory=list)
@@ -104,13 +105,6 @@ class ApplyOutcome:
     @property
     def exit_code(self) -> ExitCode:
         return ExitCode.CONFLICT if self.stop else ExitCode.OK
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": "rebasectl.apply/1", "result": self.result.value, "base": self.base,
-                "tip": self.tip, "worktree": str(self.worktree),
-                "patches": [{"id": i, "status": how} for i, how in self.applied],
-                "skipped": self.skipped, "stopped_at": self.stop.to_json() if self.stop else None,
-                **({"proposals": self.proposals} if self.proposals is not None else {})}
 
 
 # -- the session -----------------------------------------------------------------------------------
@@ -136,7 +130,7 @@ class Session:
         self.ws.ensure_state_dir()
         state.save(self.ws.apply_state)
 
-    def patches(self, state: ApplyState) -> dict[str, LoadedPatch]:
+    def patches(self, state: ApplyState) -> dict[str, SeriesPatch]:
         series = load(self.ws.root)
         if [p.id for p in series.patches] != state.ids:
             raise RebasectlError(series_changed(state, [p.id for p in series.patches]))
@@ -152,12 +146,12 @@ class Session:
         return Engine(self.repo)
 
     def labels(self, state: ApplyState) -> Callable[[str], Labels]:
-        upstream = state.labels[0] if state.labels else f"upstream {state.base[:12]}"
+        upstream = state.labels[0] if state.labels else f"upstream {state.base.short()}"
         return lambda pid: Labels(upstream, f"patch {pid}")
 
     # -- start / resume ------------------------------------------------------------------------
-    def start(self, base: str, worktree: Path,
-              loaded: list[LoadedPatch] | None = None) -> ApplyOutcome:
+    def start(self, base: Oid, worktree: Path,
+              loaded: list[SeriesPatch] | None = None) -> ApplyOutcome:
         """A new apply onto ``base`` into ``worktree``; ``loaded``: the series' patches when the
         caller has read them already (a long series is held once, not twice)."""
         previous = self.load()
@@ -171,7 +165,7 @@ class Session:
             loaded = load_patches(self.ws, load(self.ws.root))
         check_room(self.ws, worktree)
         state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded], cleared=False,
-                           labels=[f"upstream {base[:12]}"])
+                           labels=[f"upstream {base.short()}"])
         self.save(state)  # from here on an interruption is finished by `continue` or a rerun
         clear(self.ws, worktree)
         state.cleared = True
@@ -192,7 +186,7 @@ class Session:
                 self.commit_resolution(state, tree, patches[state.current], allow_empty)
         return self.run(state, patches)
 
-    def reconcile(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> Worktree | None:
+    def reconcile(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Worktree | None:
         """Adopt commits of ours that reached the work tree after the last save; None when the
         work tree is gone."""
         worktree = Path(state.worktree)
@@ -217,7 +211,7 @@ class Session:
         return tree
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self, state: ApplyState, patches: dict[str, LoadedPatch],
+    def run(self, state: ApplyState, patches: dict[str, SeriesPatch],
             pending: Started | None = None) -> ApplyOutcome:
         """Apply the remaining patches in memory, move the work tree there, stop at a conflict
         (after rerere had its say). ``pending``: the work tree's checkout, still running."""
@@ -252,7 +246,7 @@ class Session:
         if tree.exists and tree.head() is not None and not tree.status().clean:
             tree.discard_changes()
 
-    def _materialise(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> Step | None:
+    def _materialise(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Step | None:
         remaining = [i for i in state.remaining() if i != state.current]
         total = len(state.ids)
 
@@ -268,12 +262,12 @@ class Session:
                 state.record(step.id, step.commit, step.status)
         stopped = mat.first_conflict()
         state.current = stopped.id if stopped else None
-        state.conflicts = [c.to_json() for c in stopped.conflicts] if stopped else []
+        state.conflicts = [file_conflict(c) for c in stopped.conflicts] if stopped else []
         state.in_tree = False
         self.save(state)
         return stopped
 
-    def _replay(self, state: ApplyState, tree: Worktree, lp: LoadedPatch) -> bool:
+    def _replay(self, state: ApplyState, tree: Worktree, lp: SeriesPatch) -> bool:
         """A resolution recorded earlier for this patch on this very state: applied and
         committed, and the apply goes on."""
         seen: dict[str, str | None] = {}
@@ -294,7 +288,7 @@ class Session:
         return True
 
     def _write_conflict(self, state: ApplyState, tree: Worktree,
-                        lp: LoadedPatch) -> list[FileConflict]:
+                        lp: SeriesPatch) -> list[FileConflict]:
         """The stopped patch merged into the work tree as git leaves it; returns the conflicts
         rerere did not resolve."""
         merge = self.engine(state).merge(tree.index(), lp.patch,
@@ -303,12 +297,12 @@ class Session:
         # work tree kept upstream's copy and `git add -A` dropped the patch's change
         write_files(tree, [*lp.patch.paths(), *merge.followed.values()], merge.conflicts)
         resolved = set(tree.rerere()) if merge.conflicts else set()
-        state.conflicts = [c.to_json() for c in merge.conflicts]
+        state.conflicts = [file_conflict(c) for c in merge.conflicts]
         state.in_tree = True
         self.save(state)
         return [c for c in merge.conflicts if c.path not in resolved]
 
-    def commit_resolution(self, state: ApplyState, tree: Worktree, lp: LoadedPatch,
+    def commit_resolution(self, state: ApplyState, tree: Worktree, lp: SeriesPatch,
                           allow_empty: bool, how: Applied = Applied.RESOLVED) -> None:
         assert state.current is not None
         guard_head(tree, state)
@@ -335,11 +329,11 @@ class Session:
         boundary("resolved")
         state.record(state.current, commit, how)
         self.notify(f"{state.position(state.current)}/{len(state.ids)} {state.current}: "
-                    f"committed {commit[:12]} ({how})")
+                    f"committed {commit.short()} ({how})")
         state.current, state.conflicts, state.in_tree = None, [], False
         self.save(state)
 
-    def _remember(self, parent: str, commit: str, lp: LoadedPatch, rerere: list[str]) -> None:
+    def _remember(self, parent: str, commit: str, lp: SeriesPatch, rerere: list[str]) -> None:
         """The resolution, whole, for the next time this patch meets this state."""
         resolved = self.repo.diff(parent, commit)
         paths = list(dict.fromkeys([*lp.patch.paths(), *diffs.parse(resolved).paths()]))
@@ -347,26 +341,25 @@ class Session:
         state = {p: (found[p].blob if p in found else None) for p in paths}
         self.memory.record(lp.patch.diff, state, resolved, patch_id=lp.entry.id, rerere=rerere)
 
-    def _finish(self, state: ApplyState, patches: dict[str, LoadedPatch]) -> ApplyOutcome:
-        TreeMap(state.base, Path(state.worktree), [(i, c) for i, c in state.done],
+    def _finish(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> ApplyOutcome:
+        TreeMap(state.base, Path(state.worktree), [(i, Oid(c)) for i, c in state.done],
                 list(state.skipped)).save(self.ws.tree_map)
         self.ws.apply_state.unlink(missing_ok=True)
         return self._outcome(state, patches, None, [])
 
-    def _outcome(self, state: ApplyState, patches: dict[str, LoadedPatch], stopped: Step | None,
+    def _outcome(self, state: ApplyState, patches: dict[str, SeriesPatch], stopped: Step | None,
                  conflicts: list[FileConflict]) -> ApplyOutcome:
         out = ApplyOutcome(state.base, Path(state.worktree), state.tip, len(state.ids),
                            [(i, state.how_applied(i)) for i, _ in state.done],
                            list(state.skipped))
         if stopped is not None:
             lp = patches[stopped.id]
-            out.stop = Stop(stopped.index, len(state.ids), stopped.id, lp.entry.file,
-                            lp.patch.subject, conflicts)
+            out.stop = Stop(stopped.index, len(state.ids), lp, conflicts)
             out.stop.regions, out.stop.blocked_by = self.explain(state, patches, stopped.id,
                                                                  conflicts)
         return out
 
-    def explain(self, state: ApplyState, patches: dict[str, LoadedPatch], pid: str,
+    def explain(self, state: ApplyState, patches: dict[str, SeriesPatch], pid: str,
                 conflicts: list[FileConflict]) -> tuple[list[RegionCulprits], list[str]]:
         """Why the stopped patch conflicts, region by region, as bump says it: the upstream
         commits that changed each region's lines (on a newer upstream than the series' base),
@@ -406,7 +399,7 @@ def followed_words(followed: dict[str, str]) -> str:
     return "".join(f" (followed upstream's rename {a} -> {b})" for a, b in followed.items())
 
 
-def _made_by_us(repo: Repo, sha: str, lp: LoadedPatch) -> bool:
+def _made_by_us(repo: Repo, sha: str, lp: SeriesPatch) -> bool:
     """A commit rebasectl made for ``lp``: its message, and author = committer = the patch's."""
     info = repo.commit(sha)
     ident = identity_of(lp.patch)
@@ -423,16 +416,19 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
     head = tree.head()
     if head == state.tip:
         return
-    moved = f"{tree.path}: HEAD moved to {(head or '?')[:12]} while patch {state.current} waits " \
-        f"on {state.tip[:12]}"
+    moved = f"{tree.path}: HEAD moved to {head.short() if head else '?'} while patch " \
+        f"{state.current} waits on {state.tip.short()}"
     if head is not None and tree.descends_from(state.tip):
         raise RebasectlError(
-            f"{moved}: `git -C {tree.path} reset --soft {state.tip[:12]}` keeps your "
+            f"{moved}: `git -C {tree.path} reset --soft {state.tip.short()}` keeps your "
             "resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
     raise RebasectlError(
         f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
-        f"`rebasectl abort`, then `rebasectl apply --base {state.base[:12]}` stops at the "
+        f"`rebasectl abort`, then `rebasectl apply --base {state.base.short()}` stops at the "
         "patch again (resolutions continue recorded are replayed)")
+
+
+SHOWN_IDS = 12  # the patch ids a message lists before "..."
 
 
 def series_changed(state: ApplyState, now: list[str]) -> str:
@@ -443,7 +439,7 @@ def series_changed(state: ApplyState, now: list[str]) -> str:
     removed = [i for i in state.ids if i not in now]
     what = [f"added {', '.join(added)}"] if added else []
     what += [f"removed {', '.join(removed)}"] if removed else []
-    shown = state.ids if len(state.ids) <= 12 else [*state.ids[:12], "..."]
+    shown = state.ids if len(state.ids) <= SHOWN_IDS else [*state.ids[:SHOWN_IDS], "..."]
     keeps = "the resolution you staged" if state.current else "what is applied"
     return (f"series.yaml changed since this apply started ({'; '.join(what) or 'reordered'}): "
             f"put it back as it was (these patches, in this order: {', '.join(shown)}) and "

@@ -108,7 +108,7 @@ def _check(path: Path, data: dict[str, Any], spec: dict[str, str]) -> None:
 
 @dataclass
 class ApplyState:
-    base: str
+    base: Oid
     worktree: str
     ids: list[str]  # the whole series, in order
     done: list[list[str]] = field(default_factory=list)  # [id, commit] of applied patches
@@ -129,8 +129,9 @@ class ApplyState:
         return [i for i in self.ids if i not in finished]
 
     @property
-    def tip(self) -> str:
-        return self.done[-1][1] if self.done else self.base
+    def tip(self) -> Oid:
+        """The last commit made (each ``done`` commit is checked a full sha on load)."""
+        return Oid(self.done[-1][1]) if self.done else self.base
 
     def position(self, pid: str) -> int:
         return self.ids.index(pid) + 1
@@ -174,14 +175,14 @@ class TreeMap:
     (``others``): a tree at its recorded tip holds nothing unexported, even after a later
     apply into another ``--worktree`` took over the map."""
 
-    base: str
+    base: Oid
     worktree: Path
-    commits: list[tuple[str, str]]  # (patch id, commit sha), in order
+    commits: list[tuple[str, Oid]]  # (patch id, commit sha), in order
     skipped: list[str] = field(default_factory=list)
     others: dict[Path, str] = field(default_factory=dict)  # other work tree -> its tip
 
     @property
-    def tip(self) -> str:
+    def tip(self) -> Oid:
         return self.commits[-1][1] if self.commits else self.base
 
     def tip_of(self, worktree: Path) -> str | None:
@@ -200,7 +201,7 @@ class TreeMap:
         _check(path, data, {"base": "sha", "worktree": "str", "commits": "commits",
                             "skipped": "ids", "others": "pairs"})
         return cls(Oid(data["base"]), _loaded_tree(path, data["worktree"]),
-                   [(pid, sha) for pid, sha in data["commits"]], list(data["skipped"]),
+                   [(pid, Oid(sha)) for pid, sha in data["commits"]], list(data["skipped"]),
                    {_loaded_tree(path, w): tip for w, tip in data["others"]})
 
     def save(self, path: Path) -> None:

@@ -43,7 +43,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from ..git import Repo, Worktree
 from ..infra.errors import ExitCode, RebasectlError
@@ -107,11 +106,6 @@ class CaseResult:
             return Category.HARNESS
         return Category.PATCH
 
-    def failure_json(self, category: Category | None = None) -> dict[str, Any]:
-        return {"test": self.node, "kind": self.kind.value if self.kind else None,
-                "category": (category or self.category).value, "message": self.message,
-                "location": self.location}
-
 
 @dataclass
 class PatchResult:
@@ -135,14 +129,6 @@ class PatchResult:
         else:
             self.failed += 1
             self.failures.append(case)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "tests": self.tests, "passed": self.passed,
-                "failed": self.failed, "skipped": self.skipped, "proving": self.proving,
-                "failures": [f.node for f in self.failures],
-                "categories": {c.value: sum(1 for f in self.failures if f.category is c)
-                               for c in (Category.PATCH, Category.HARNESS)},
-                "failure_details": [f.failure_json() for f in self.failures]}
 
 
 @dataclass
@@ -184,12 +170,6 @@ class TestRun:
                     + ", ".join(self.uncovered))
         counts = ", ".join(f"{n} {c}" for c, n in self.categories().items() if n)
         return f"regression tests failed ({counts or 'pytest exit ' + str(self.returncode)})"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "against": self.against, "tree": self.tree,
-                "result": self.result, "patches": [p.to_json() for p in self.patches],
-                "uncovered": self.uncovered, "categories": self.categories(),
-                "unmapped": [f.failure_json(Category.UNMAPPED) for f in self.unmapped]}
 
 
 def marker_expression(device: str | None) -> str | None:

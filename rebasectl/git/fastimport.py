@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..infra.errors import GitError
 from ..model.diffs import quote_path
+from ..model.ids import Oid
+from ..model.patches import Mode
 from .objects import Identity
 from .runner import Runner, check_interrupted, describe_failure
 
@@ -26,7 +28,7 @@ class Change:
     """One path of a commit: new content (``data``), an existing blob (``blob``), or gone."""
 
     path: str
-    mode: str = "100644"
+    mode: str = Mode.REGULAR
     data: bytes | None = None
     blob: str | None = None
 
@@ -96,7 +98,7 @@ class FastImport:
             self.runner.run(["update-ref", "-d", self.ref], check=False)
             self.tmp.cleanup()
 
-    def close(self) -> dict[int, str]:
+    def close(self) -> dict[int, Oid]:
         """Finish the stream; mark -> sha of everything written."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
@@ -110,10 +112,10 @@ class FastImport:
             check_interrupted(code)
             if code != 0:
                 raise GitError(describe_failure(["fast-import"], code, err))
-            marks = {}
+            marks: dict[int, Oid] = {}
             for line in self.marks.read_text().splitlines():
                 mark, sha = line.split()
-                marks[int(mark[1:])] = sha
+                marks[int(mark[1:])] = Oid(sha)
             return marks
         finally:
             self.runner.run(["update-ref", "-d", self.ref], check=False)

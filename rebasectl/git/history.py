@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model.ids import ZERO, is_full
+from ..model.ids import ZERO, Oid, is_full
 from .runner import Runner
 
 # Options that make `git diff`/`git log -p` output canonical whatever the user's config says.
@@ -34,7 +34,7 @@ class FileChange:
 
 @dataclass(frozen=True)
 class RawCommit:
-    commit: str
+    commit: Oid
     changes: tuple[FileChange, ...]
 
 
@@ -44,10 +44,10 @@ class History:
 
     # -- revisions -----------------------------------------------------------------------------
     def rev_list(self, spec: Sequence[str], *, first_parent: bool = False, reverse: bool = True,
-                 paths: Sequence[str] = ()) -> list[str]:
+                 paths: Sequence[str] = ()) -> list[Oid]:
         args = ["rev-list", *(["--first-parent"] if first_parent else []),
                 *(["--reverse"] if reverse else []), *spec, "--", *paths]
-        return self.runner.out(args).split()
+        return [Oid(s) for s in self.runner.out(args).split()]
 
     def count(self, spec: str) -> int:
         return int(self.runner.out(["rev-list", "--count", spec]) or 0)
@@ -55,17 +55,18 @@ class History:
     def is_ancestor(self, a: str, b: str) -> bool:
         return self.runner.ok(["merge-base", "--is-ancestor", a, b])
 
-    def parents(self, spec: str) -> dict[str, tuple[str, ...]]:
+    def parents(self, spec: str) -> dict[Oid, tuple[Oid, ...]]:
         """Every commit of ``spec`` (all branches of it) -> its parents."""
         out = self.runner.out(["rev-list", "--parents", spec])
-        return {f[0]: tuple(f[1:]) for f in (ln.split() for ln in out.splitlines()) if f}
+        return {Oid(f[0]): tuple(map(Oid, f[1:])) for f in (ln.split() for ln in out.splitlines())
+                if f}
 
-    def parents_of(self, sha: str) -> tuple[str, ...]:
+    def parents_of(self, sha: str) -> tuple[Oid, ...]:
         """One commit's parents, first parent first (none for a root commit)."""
         fields = self.runner.out(["rev-list", "--parents", "-n", "1", sha]).split()
-        return tuple(fields[1:])
+        return tuple(map(Oid, fields[1:]))
 
-    def first_parent_chain(self, spec: str) -> list[str]:
+    def first_parent_chain(self, spec: str) -> list[Oid]:
         return self.rev_list([spec], first_parent=True)
 
     # -- what changed ----------------------------------------------------------------------------
@@ -88,27 +89,28 @@ class History:
                 changes.append(FileChange(path, None if gone else new_mode,
                                           None if gone else new_blob, status[0]))
             if not result or result[-1].commit != head.strip():  # -m repeats merges per parent
-                result.append(RawCommit(head.strip(), tuple(changes)))
+                result.append(RawCommit(Oid(head.strip()), tuple(changes)))
         return result
 
     def patches(self, spec: str, paths: Sequence[str], *,
-                no_merges: bool = True) -> list[tuple[str, bytes]]:
+                no_merges: bool = True) -> list[tuple[Oid, bytes]]:
         """(commit, its diff limited to ``paths``), newest first, for the commits of ``spec``
         touching them."""
         args = ["log", "-p", *CANONICAL_DIFF, "--format=%x00%x01%H",
                 *(["--no-merges"] if no_merges else []), spec, "--", *paths]
         out = self.runner.run(args).stdout
-        result: list[tuple[str, bytes]] = []
+        result: list[tuple[Oid, bytes]] = []
         for record in out.split(b"\0\x01")[1:]:
             head, _, body = record.partition(b"\n")
-            result.append((head.decode().strip(), body.strip(b"\n") + b"\n"))
+            result.append((Oid(head.decode().strip()), body.strip(b"\n") + b"\n"))
         return result
 
-    def pickaxe(self, spec: str, needle: str, path: str) -> list[str]:
+    def pickaxe(self, spec: str, needle: str, path: str) -> list[Oid]:
         """Commits of ``spec`` (oldest first, side branches included) that changed the number of
         occurrences of ``needle`` in ``path``."""
-        return self.runner.out(["log", "--format=%H", "--reverse", "--no-renames", f"-S{needle}",
-                                spec, "--", path]).split()
+        return [Oid(s) for s in self.runner.out(["log", "--format=%H", "--reverse",
+                                                 "--no-renames", f"-S{needle}", spec, "--",
+                                                 path]).split()]
 
     def commit_diffs(self, shas: Sequence[str]) -> dict[str, bytes]:
         """sha -> its canonical diff against its first parent (the empty tree for a root), for
@@ -125,14 +127,14 @@ class History:
             found[head.decode().strip()] = body
         return found
 
-    def deleted_by(self, spec: str, path: str) -> str | None:
+    def deleted_by(self, spec: str, path: str) -> Oid | None:
         """The commit of ``spec`` that deleted ``path`` (the newest such; on a merge's side
         branch when that is where it happened, else the merge that did it)."""
         for extra in ((), FIRST_PARENT):
             out = self.runner.out(["log", "--format=%H", *extra, "--diff-filter=D",
                                    "--no-renames", "-1", spec, "--", path])
             if out:
-                return out.split()[0]
+                return Oid(out.split()[0])
         return None
 
     def files_holding(self, rev: str, needles: Sequence[str]) -> dict[str, list[str]]:
@@ -171,7 +173,7 @@ class History:
 
     # -- blame -----------------------------------------------------------------------------------
     def blame(self, old: str, new: str, path: str, ranges: Sequence[tuple[int, int]], *,
-              reverse: bool = False) -> dict[int, str]:
+              reverse: bool = False) -> dict[int, Oid]:
         """Forward: for lines of ``path`` at ``new``, the commit of ``old..new`` that wrote each
         (side branches of merges included; older lines come back as a boundary commit).
         Reverse: for lines of ``path`` at ``old``, the last commit of ``old..new`` in which each
@@ -182,13 +184,13 @@ class History:
         for start, end in ranges:
             args += ["-L", f"{start},{end}"]
         proc = self.runner.run([*args, "--", path], check=False)
-        found: dict[int, str] = {}
+        found: dict[int, Oid] = {}
         if proc.returncode != 0:
             return found
         for line in proc.stdout.decode(errors="replace").splitlines():
             parts = line.split()  # header: sha, line in the commit, line in the blamed file, [n]
             if len(parts) >= 3 and is_full(parts[0]):
-                found[int(parts[2])] = parts[0]
+                found[int(parts[2])] = Oid(parts[0])
         return found
 
     # -- patch-ids -------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..infra.errors import GitError
-from ..model.ids import is_full
+from ..model.ids import Oid, is_full
+from ..model.patches import EPOCH, RAW_DATE, RawDate
 from .runner import hermetic_env
 
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # a missing git is our one-line error
@@ -30,7 +31,7 @@ class Identity:
 
     name: str
     email: str
-    date: str  # git's raw "<unix seconds> <+hhmm>"
+    date: RawDate  # git's raw "<unix seconds> <+hhmm>"
 
     def env(self) -> dict[str, str]:
         return {"GIT_AUTHOR_NAME": self.name, "GIT_AUTHOR_EMAIL": self.email,
@@ -40,23 +41,23 @@ class Identity:
 
 @dataclass(frozen=True)
 class CommitInfo:
-    sha: str
+    sha: Oid
     tree: str
-    parents: tuple[str, ...]
+    parents: tuple[Oid, ...]
     author: Identity
     message: str
-    committer_date: str = ""  # raw
+    committer_date: RawDate = EPOCH
 
     @property
     def subject(self) -> str:
         return self.message.split("\n\n", 1)[0].replace("\n", " ").strip()
 
     @property
-    def parent(self) -> str | None:
+    def parent(self) -> Oid | None:
         return self.parents[0] if self.parents else None
 
 
-_PERSON = re.compile(rb"^(.*?) ?<([^<>]*)> (-?\d+ [+-]\d{4})$")
+_PERSON = re.compile(rb"^(.*?) ?<([^<>]*)> (" + RAW_DATE.encode() + rb")$")
 
 
 def parse_commit(sha: str, raw: bytes) -> CommitInfo:
@@ -77,20 +78,20 @@ def parse_commit(sha: str, raw: bytes) -> CommitInfo:
     except LookupError:
         text = message.decode("utf-8", errors="surrogateescape")
     tree = fields.get(b"tree", [b""])[0].decode()
-    parents = tuple(p.decode() for p in fields.get(b"parent", []))
-    return CommitInfo(sha, tree, parents, author, text.rstrip("\n") + "\n", committer.date)
+    parents = tuple(Oid(p.decode()) for p in fields.get(b"parent", []))
+    return CommitInfo(Oid(sha), tree, parents, author, text.rstrip("\n") + "\n", committer.date)
 
 
 def _person(value: bytes, encoding: str) -> Identity:
     m = _PERSON.match(value)
     if m is None:
-        return Identity(value.decode("utf-8", errors="replace"), "", "0 +0000")
+        return Identity(value.decode("utf-8", errors="replace"), "", EPOCH)
     try:
         name = m.group(1).decode(encoding, errors="surrogateescape")
     except LookupError:
         name = m.group(1).decode("utf-8", errors="surrogateescape")
     return Identity(name, m.group(2).decode("utf-8", errors="surrogateescape"),
-                    m.group(3).decode())
+                    RawDate(m.group(3).decode()))
 
 
 class Objects:

@@ -176,12 +176,12 @@ class Repo:
 
     # -- writing objects -----------------------------------------------------------------------
     def commit_tree(self, tree: str, parents: Sequence[str], message: str,
-                    identity: Identity) -> str:
+                    identity: Identity) -> Oid:
         args = ["commit-tree", tree]
         for parent in parents:
             args += ["-p", parent]
-        return self.runner.out(args, input=message.encode("utf-8", errors="surrogateescape"),
-                               env=identity.env())
+        return Oid(self.runner.out(args, input=message.encode("utf-8", errors="surrogateescape"),
+                               env=identity.env()))
 
     def hash_blob(self, data: bytes) -> str:
         return self.runner.out(["hash-object", "-w", "--stdin"], input=data)

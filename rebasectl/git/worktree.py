@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..model.ids import Oid
 from .index import Index
 from .runner import Runner, Started
 
@@ -95,10 +97,10 @@ class Worktree:
     def exists(self) -> bool:
         return (self.path / ".git").exists()
 
-    def head(self) -> str | None:
+    def head(self) -> Oid | None:
         proc = self.runner.run(["rev-parse", "--verify", "-q", "HEAD"], check=False)
         sha = proc.stdout.decode().strip()
-        return sha if proc.returncode == 0 and sha else None
+        return Oid(sha) if proc.returncode == 0 and sha else None
 
     def descends_from(self, commit: str) -> bool:
         """Is HEAD ``commit`` or built on it?"""
@@ -159,7 +161,7 @@ class Worktree:
                               check=False).stdout
         return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
 
-    def save_commits(self, dest: Path, known: list[str]) -> int:
+    def save_commits(self, dest: Path, known: Sequence[str]) -> int:
         """``git format-patch`` of the commits of HEAD that no ref of the mirror and none of
         ``known`` (tips of this checkout's applies) reach: work only this tree holds."""
         self.runner.run(["format-patch", "--quiet", "-o", str(dest), "HEAD", "--not",

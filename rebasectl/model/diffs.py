@@ -21,13 +21,14 @@ report and the conflict engine share them.
 
 from __future__ import annotations
 
-import difflib
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import accumulate
+
+from .matching import matching_blocks
 
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -566,15 +567,15 @@ def _strip_one(name: str) -> str:
 # -- line arithmetic -------------------------------------------------------------------------------
 class LineMap:
     """Line numbers of ``old`` -> line numbers of ``new`` for the lines the two texts share (a
-    longest-common-subsequence match, as difflib finds it). Unshared lines map to nothing."""
+    longest-common-subsequence match, as difflib finds it: model/matching.py). Unshared lines map
+    to nothing."""
 
     def __init__(self, old: Sequence[bytes], new: Sequence[bytes]) -> None:
         self.forward: dict[int, int] = {}
         if list(old) == list(new):
             self.forward = {i: i for i in range(1, len(old) + 1)}
         else:
-            matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-            for a, b, size in matcher.get_matching_blocks():
+            for a, b, size in matching_blocks(old, new):
                 for k in range(size):
                     self.forward[a + k + 1] = b + k + 1
         self.backward = {v: k for k, v in self.forward.items()}

@@ -33,6 +33,12 @@ def short(sha: str) -> str:
     return sha[:SHORT]
 
 
+def prose(sha: str) -> str:
+    """The shorter abbreviation of running text (the report's sentences); for a ``str`` that
+    may be empty (a side with no commit)."""
+    return sha[:SHORT_PROSE]
+
+
 class Oid(str):
     """A full object id. Made only from a full sha (``ValueError`` otherwise: untrusted input
     is checked where it is read, with its own message, before it becomes an ``Oid``)."""
@@ -46,6 +52,9 @@ class Oid(str):
 
     def short(self) -> str:
         return short(self)
+
+    def prose(self) -> str:
+        return prose(self)
 
 
 ZERO = Oid("0" * 40)  # the null id: "no object" (git's own null sha)

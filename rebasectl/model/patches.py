@@ -30,10 +30,22 @@ from datetime import datetime, timedelta, timezone
 from ..infra.errors import RebasectlError
 from . import diffs
 from .diffs import Diff, DiffError, FileDiff
+from .status import Word
 
 MBOX_FROM = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
-ALLOWED_MODES = {"100644", "100755", "120000"}
-SYMLINK = "120000"
+
+
+class Mode(Word):
+    """A file's git mode, as git writes it (tree entries, index lines, ``diff --git`` mode
+    lines, fast-import): the one spelling of each."""
+
+    REGULAR = "100644"
+    EXECUTABLE = "100755"
+    SYMLINK = "120000"
+
+
+ALLOWED_MODES = frozenset(m.value for m in Mode)  # what a patch may write (no submodules, no trees)
+SYMLINK = Mode.SYMLINK
 
 
 class PatchError(RebasectlError):
@@ -81,6 +93,35 @@ class Patch:
 
 
 # -- dates -----------------------------------------------------------------------------------------
+RAW_DATE = r"-?\d+ [+-]\d{4}"  # the pattern (git/objects.py reads commit headers with it)
+_RAW_DATE = re.compile(RAW_DATE)
+
+
+class RawDate(str):
+    """git's raw date, ``"<unix seconds> <+hhmm>"`` (commit headers, ``GIT_*_DATE``,
+    fast-import): a ``str`` that proves its form when made (``ValueError`` otherwise), so it is
+    written exactly as read and read through this module's one parse."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: str) -> RawDate:
+        if _RAW_DATE.fullmatch(value) is None:
+            raise ValueError(f"not a raw git date: {value!r}")
+        return super().__new__(cls, value)
+
+    def datetime(self) -> datetime:
+        return raw_datetime(self)
+
+    def rfc2822(self) -> str:
+        return raw_to_rfc2822(self)
+
+    def iso(self) -> str:
+        return raw_datetime(self).isoformat()
+
+
+EPOCH = RawDate("0 +0000")  # what a commit header without a readable date is read as
+
+
 def raw_datetime(raw: str) -> datetime:
     """git's raw date ``"1739492930 +0100"`` as an aware datetime in its own offset (the one
     parse of that format: mails and the report's ISO dates both start here)."""
@@ -95,7 +136,7 @@ def raw_to_rfc2822(raw: str) -> str:
     return email.utils.format_datetime(raw_datetime(raw))
 
 
-def rfc2822_to_raw(date: str) -> str:
+def rfc2822_to_raw(date: str) -> RawDate:
     when = email.utils.parsedate_to_datetime(date)
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
@@ -103,7 +144,7 @@ def rfc2822_to_raw(date: str) -> str:
     minutes = int(offset.total_seconds() // 60)
     sign = "+" if minutes >= 0 else "-"
     minutes = abs(minutes)
-    return f"{int(when.timestamp())} {sign}{minutes // 60:02d}{minutes % 60:02d}"
+    return RawDate(f"{int(when.timestamp())} {sign}{minutes // 60:02d}{minutes % 60:02d}")
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -231,7 +272,7 @@ def _decode_head(head: bytes, source: str) -> str:
 
 def _checked_date(date: str, source: str) -> str:
     try:
-        raw = rfc2822_to_raw(date)
+        raw: str = rfc2822_to_raw(date)
     except (TypeError, ValueError, OverflowError, IndexError, OSError):
         raw = "-1"
     if raw.startswith("-"):

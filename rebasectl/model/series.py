@@ -19,7 +19,7 @@ import yaml
 
 from ..infra.errors import RebasectlError
 from ..infra.fsutil import Confined, read_regular
-from .ids import is_full
+from .ids import Oid, is_full
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -58,7 +58,7 @@ class Upstream:
     name: str
     url: str
     branch: str
-    base: str
+    base: Oid
     web: str = ""  # optional: the upstream's web page (links to its commits and PRs)
 
 
@@ -198,7 +198,8 @@ def _upstream(up_node: yaml.Node, name: str) -> Upstream:
             f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
             f"sha, got {values['base']!r}"
         )
-    return Upstream(**values)
+    return Upstream(values["name"], values["url"], values["branch"], Oid(values["base"]),
+                    values["web"])
 
 
 class _Unique:

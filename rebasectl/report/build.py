@@ -25,9 +25,11 @@ from typing import Any
 from ..engine.attribution import Culprits
 from ..engine.attribution import UpstreamRange as Range
 from ..git import Repo
+from ..model.ids import Oid
 from ..model.status import MappingStatus
 from . import findings as checks
 from . import lineage, names
+from .evidence import Evidence
 from .interdiff import FilePlan, Jobs, effective, plan_file
 from .lineage import Change, Group, iso_date
 from .model import (
@@ -102,7 +104,7 @@ def _workers(tasks: int) -> int:
 class _Ctx:
     """One report's inputs and the file reader its checks share."""
 
-    def __init__(self, git: Repo, up: Repo, old_base: str, new_base: str, related: bool,
+    def __init__(self, git: Repo, up: Repo, old_base: Oid, new_base: Oid, related: bool,
                  old: list[Change], new: list[Change]) -> None:
         self.git, self.up = git, up
         self.old_base, self.new_base, self.related = old_base, new_base, related
@@ -196,8 +198,8 @@ class _Ctx:
         olds = [self.old[i - 1] for i in g.old]
         news = [self.new[j - 1] for j in g.new]
         files: list[FileCompare] = []
-        lines: Counter[str] = Counter()
-        paths: dict[str, list[str]] = {}
+        lines: Counter[Oid] = Counter()
+        paths: dict[Oid, list[str]] = {}
         for plan in plans:
             compare, counted = plan.result(jobs or Jobs())
             files.append(compare)
@@ -207,8 +209,8 @@ class _Ctx:
         commits = tuple(UpstreamCommit(c, self.rng.subject(c), pr_number(self.rng.subject(c)),
                                        tuple(paths[c]), lines[c]) for c in self.rng.order(lines))
         message = message_change(olds, news)
-        evidence = dict(sorted(g.evidence.items()))
-        moved = bool(evidence.get("moved"))
+        evidence = Evidence.of(g.evidence)
+        moved = evidence.moved
         assert g.status is not None, "pair() decides every group's status"
         rev: Review = review(g.status, evidence, tuple(files), tuple(found), commits, moved)
         renumbered = bool(g.old and g.new and min(g.old) != min(g.new))

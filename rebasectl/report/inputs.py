@@ -19,6 +19,7 @@ from ..engine.materialize import Materializer
 from ..engine.upstream import open_for
 from ..git import Repo
 from ..infra.errors import ConflictError, RebasectlError
+from ..model.ids import Oid
 from ..model.patches import Patch, PatchError
 from ..model.patches import parse as parse_patch
 from ..model.series import PATCH_DIR, SERIES_FILE, Series, load, parse
@@ -52,8 +53,8 @@ class _Loaded:
     label: str
     series: Series | None = None
     patches: list[tuple[str, Patch]] | None = None
-    base: str = ""
-    commits: list[str] | None = None
+    base: Oid | None = None
+    commits: list[Oid] | None = None
 
 
 def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
@@ -91,17 +92,18 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
             base = side.series.upstream.base
             if git.resolve(base) is None:
                 where = "the upstream mirror" if range_git is None else str(range_git.path)
-                raise RebasectlError(f"{name} side: base {base[:12]} not found in {where}: "
+                raise RebasectlError(f"{name} side: base {base.short()} not found in {where}: "
                                      "run `rebasectl fetch` or pass --upstream")
             done = Materializer(git).run(base, side.patches)
             bad = done.first_conflict()
             if bad is not None:
                 paths = ", ".join(c.path for c in bad.conflicts)
                 raise ConflictError(f"{name} side ({side.label}): patch {bad.index} "
-                                    f"'{bad.id}' does not apply on its own base {base[:12]} "
+                                    f"'{bad.id}' does not apply on its own base {base.short()} "
                                     f"({paths})")
             side.base = base
             side.commits = [s.commit for s in done.steps if s.commit]
+        assert side.base is not None
         sides.append(Side(side.base, list(side.commits), side.series, side.label))
     return git, sides[0], sides[1], None
 
@@ -176,10 +178,10 @@ def _at_rev(ws: Workspace, rev: str, label: str | None = None) -> _Loaded:
         if data is None:
             raise PatchError(f"{where}: not found in this revision")
         patches.append((entry.id, parse_patch(data, where)))
-    return _Loaded(label or f"{rev} ({sha[:12]})", series, patches)
+    return _Loaded(label or f"{rev} ({sha.short()})", series, patches)
 
 
-def default_old_rev(ws: Workspace) -> tuple[str, str]:
+def default_old_rev(ws: Workspace) -> tuple[Oid, str]:
     """The default old side (docs/design.md, ``report`` inputs) and the label that says which
     rule took it: the series at HEAD when the working copy pins another base than HEAD (a bump
     exported, not yet committed); else the series just before the newest commit of HEAD's
@@ -193,7 +195,7 @@ def default_old_rev(ws: Workspace) -> tuple[str, str]:
         raise RebasectlError("no commits in this repository yet: pass --old-rev, --old-series "
                              "or --old-range")
     if _base_at(git, ws, head) != current:
-        return head, (f"HEAD ({head[:12]}; the working copy's base {current[:12]} differs "
+        return head, (f"HEAD ({head.short()}; the working copy's base {current.short()} differs "
                       "from HEAD's: a bump not yet committed)")
     parents = git.history.parents_of
     for sha in reversed(git.history.rev_list(["HEAD"], first_parent=True, paths=[SERIES_FILE])):
@@ -202,13 +204,13 @@ def default_old_rev(ws: Workspace) -> tuple[str, str]:
             break  # the root commit: nothing before it
         before = _base_at(git, ws, first[0])
         if before is not None and before != _base_at(git, ws, sha):
-            return first[0], (f"{first[0][:12]} (the series before {sha[:12]}, the last commit "
-                              "that changed the base)")
-    raise RebasectlError(f"no earlier base than {current[:12]} in this repository's history of "
-                         f"{SERIES_FILE}: pass --old-rev, --old-series or --old-range")
+            return first[0], (f"{first[0].short()} (the series before {sha.short()}, the last "
+                              "commit that changed the base)")
+    raise RebasectlError(f"no earlier base than {current.short()} in this repository's history "
+                         f"of {SERIES_FILE}: pass --old-rev, --old-series or --old-range")
 
 
-def _base_at(git: Repo, ws: Workspace, sha: str) -> str | None:
+def _base_at(git: Repo, ws: Workspace, sha: str) -> Oid | None:
     """The base series.yaml pins at ``sha``; None when it has none or cannot be read."""
     text = git.objects.blob(f"{sha}:{SERIES_FILE}")
     if text is None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from ..engine.attribution import Culprits
 from ..git import Repo
 from ..model.diffs import FileDiff, Hunk, parse
+from ..model.ids import Oid
 from .lineage import Change
 from .model import FileCompare, InterHunk
 
@@ -53,7 +54,7 @@ class Jobs:
 
     files: list[tuple[str, FileDiff]] = field(default_factory=list)
     lines: list[set[int]] = field(default_factory=list)
-    answers: list[dict[int, list[str]]] = field(default_factory=list)
+    answers: list[dict[int, list[Oid]]] = field(default_factory=list)
 
     def ask(self, direction: str, f: FileDiff, line: int) -> int:
         """Register one line of a blame question; returns the question's key."""
@@ -65,22 +66,22 @@ class Jobs:
         self.lines[key].add(line)
         return key
 
-    def tasks(self, finder: Culprits) -> list[Callable[[], dict[int, list[str]]]]:
+    def tasks(self, finder: Culprits) -> list[Callable[[], dict[int, list[Oid]]]]:
         """One reverse or forward blame per question, to run on threads (``take`` the
         answers in the same order)."""
-        def task(k: int) -> Callable[[], dict[int, list[str]]]:
+        def task(k: int) -> Callable[[], dict[int, list[Oid]]]:
             direction, f = self.files[k]
             ask = finder.needed_lines if direction == "needed" else finder.written_lines
             return lambda: ask(f, sorted(self.lines[k]))
 
         return [task(k) for k in range(len(self.files))]
 
-    def take(self, answers: Sequence[dict[int, list[str]]]) -> None:
+    def take(self, answers: Sequence[dict[int, list[Oid]]]) -> None:
         self.answers = list(answers)
 
-    def commits(self, asked: Sequence[tuple[int, int]]) -> Counter[str]:
+    def commits(self, asked: Sequence[tuple[int, int]]) -> Counter[Oid]:
         """Upstream commits over the asked (question, line) pairs, with how many lines each."""
-        found: Counter[str] = Counter()
+        found: Counter[Oid] = Counter()
         for key, line in asked:
             for commit in self.answers[key].get(line, []) if self.answers else []:
                 found[commit] += 1
@@ -104,10 +105,10 @@ class FilePlan:
     compare: FileCompare
     hunks: list[_HunkPlan]
 
-    def result(self, jobs: Jobs) -> tuple[FileCompare, Counter[str]]:
+    def result(self, jobs: Jobs) -> tuple[FileCompare, Counter[Oid]]:
         """The file's comparison with each hunk's causes, and how many lines each commit forced."""
         hunks: list[InterHunk] = []
-        total: Counter[str] = Counter()
+        total: Counter[Oid] = Counter()
         for h in self.hunks:
             found = jobs.commits(h.asked)
             total.update(found)

@@ -32,7 +32,7 @@ from ..engine.carried import CARRIED_SHARE, CarriedLines
 from ..engine.conflicts import Engine, Labels
 from ..git import EMPTY_TREE, CommitInfo, Repo
 from ..model.diffs import FileDiff, Hunk, parse
-from ..model.ids import is_abbrev
+from ..model.ids import Oid, is_abbrev
 from ..model.lines import CONTAIN, significant
 from ..model.patches import Patch, raw_datetime
 from ..model.series import PatchEntry, Series, slugify
@@ -97,6 +97,14 @@ class Change:
     @property
     def id(self) -> str:
         return self.entry.id if self.entry else slugify(self.subject)
+
+    @property
+    def patch(self) -> Patch:
+        """The commit as the patch it is (its author, date, message and diff): what the
+        conflict engine and the carried-lines engine are asked about."""
+        author = self.info.author
+        return Patch(author.name, author.email, author.date.rfc2822(), self.info.message,
+                     self.diff)
 
     def paths(self) -> set[str]:
         return {f.path for f in self.files}
@@ -406,8 +414,8 @@ def _postings(changes: list[Change], keys: Any) -> dict[Any, list[int]]:
 class _Pairing:
     """The pairing steps over one old and one new series, in order of certainty."""
 
-    def __init__(self, git: Repo, old: list[Change], new: list[Change], old_base: str,
-                 new_base: str, *, exhaustive: bool = False) -> None:
+    def __init__(self, git: Repo, old: list[Change], new: list[Change], old_base: Oid,
+                 new_base: Oid, *, exhaustive: bool = False) -> None:
         self.git, self.old, self.new = git, old, new
         self.old_base, self.new_base = old_base, new_base
         self.used_o: dict[int, Group] = {}
@@ -592,8 +600,8 @@ class _Pairing:
         return {"rule": "unpaired", "nearest": nearest, "needs": needs}
 
 
-def pair(git: Repo, old: list[Change], new: list[Change], old_base: str,
-         new_base: str, *, replay: bool = True, exhaustive: bool = False) -> list[Group]:
+def pair(git: Repo, old: list[Change], new: list[Change], old_base: Oid,
+         new_base: Oid, *, replay: bool = True, exhaustive: bool = False) -> list[Group]:
     """Pair the old and new changes into groups, each with a status and its evidence; without
     ``replay`` the caller replays the modified pairs (``replay_into``) when it suits it.
     ``exhaustive``: compare every old patch with every new one (the tests' reference for the
@@ -669,7 +677,7 @@ def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dic
     conflicts (each file with its kind and the old patch's hunks in its regions)."""
     with git.index() as index:
         index.read_tree(git.tree_of(parent))
-        merge = Engine(git).merge(index, Patch("", "", "", "", o.diff),
+        merge = Engine(git).merge(index, o.patch,
                                   Labels("upstream", f"patch {o.id}"))
         if merge.ok:
             return index.write_tree(), []
@@ -685,7 +693,7 @@ def upstreamed(carried: CarriedLines | None, o: Change) -> dict[str, Any] | None
     always None when the two sides share their base (``carried`` is None)."""
     if carried is None:
         return None
-    answer = carried.patch(Patch("", "", "", "", o.diff))
+    answer = carried.patch(o.patch)
     if not answer.carried:
         return None
     assert answer.commit is not None

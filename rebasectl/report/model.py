@@ -9,10 +9,11 @@ was computed from git or series.yaml by ``lineage``/``build``; the few sentences
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..model.ids import Oid
 from ..model.series import Series
 from ..model.status import MappingStatus
+from .evidence import Evidence
 
 SCHEMA = "rebasectl.report/1"
 
@@ -21,8 +22,8 @@ SCHEMA = "rebasectl.report/1"
 class Side:
     """One materialised series: a base and one commit per patch (oldest first) in some git."""
 
-    base: str
-    commits: list[str]
+    base: Oid
+    commits: list[Oid]
     series: Series | None = None
     label: str = ""
 
@@ -61,7 +62,7 @@ class SideInfo:
 
 @dataclass(frozen=True)
 class UpstreamCommit:
-    commit: str
+    commit: Oid
     subject: str
     pr: str | None  # "#1234" when the subject names one
     paths: tuple[str, ...] = ()
@@ -79,7 +80,7 @@ class InterHunk:
     text: str  # the interdiff lines, starting with their ``@@`` line
     old_lines: int  # differing lines of the old diff
     new_lines: int
-    commits: tuple[str, ...] = ()
+    commits: tuple[Oid, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class FileCompare:
     hunks_new: int = 0
     interdiff: str = ""  # diff of the two file diffs (line numbers stripped); "" when same
     hunks: tuple[InterHunk, ...] = ()
-    commits: tuple[str, ...] = ()  # upstream commits that forced its hunks, most lines first
+    commits: tuple[Oid, ...] = ()  # upstream commits that forced its hunks, most lines first
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class Entry:
     status: MappingStatus
     renumbered: bool = False
     message_changed: bool = False
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: Evidence = field(default_factory=Evidence)
     details: str = ""
     files: tuple[FileCompare, ...] = ()
     upstream_commits: tuple[UpstreamCommit, ...] = ()

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..git import Repo
 from ..model.diffs import FileDiff, LineMap, text_lines
-from ..model.ids import short
+from ..model.ids import Oid
 from ..model.pysyntax import ASSIGN, DEF
 
 _IMPORT = re.compile(rb"^\s*import\s+([\w.]+)(?:\s+as\s+(\w+))?\s*(?:#.*)?$")
@@ -33,14 +33,10 @@ class NameUse:
     path: str
     line: int
     name: str
-    commit: str | None  # the upstream commit that wrote the line, when it is in the range
-
-    def to_json(self) -> dict[str, object]:
-        return {"kind": "uses-removed-name", "path": self.path, "line": self.line,
-                "name": self.name, "commit": self.commit}
+    commit: Oid | None  # the upstream commit that wrote the line, when it is in the range
 
     def text(self) -> str:
-        by = f" (written by upstream {short(self.commit)})" if self.commit else ""
+        by = f" (written by upstream {self.commit.short()})" if self.commit else ""
         return f"{self.path}:{self.line} uses `{self.name}`, which the patch removes{by}"
 
 

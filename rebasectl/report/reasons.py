@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..model.ids import SHORT_PROSE as SHORT
+from ..model.ids import prose
 from ..model.lines import CONTAIN
 from ..model.status import MappingStatus
+from .evidence import Evidence, RuleMatch
 from .lineage import PAIR_SIMILARITY, STRONG
 from .model import FileCompare, Finding, Review, UpstreamCommit
 
@@ -42,62 +43,62 @@ def lineage_words(lin: dict[str, Any]) -> str:
                      for k, v in lin.items() if k in _LINEAGE) or "no lineage"
 
 
-def rule_words(ev: dict[str, Any]) -> str:
+def rule_words(ev: RuleMatch) -> str:
     """How one pairing or fold rule matched, with its numbers."""
-    rule = ev.get("rule")
+    rule = ev.rule
     if rule == "similarity":
-        return f"similarity {ev['similarity']} ≥ {PAIR_SIMILARITY}"
+        return f"similarity {ev.similarity} ≥ {PAIR_SIMILARITY}"
     if rule == "containment":
-        return f"containment: {ev['contained']:.0%} ≥ {CONTAIN:.0%} of its lines are there"
+        return f"containment: {ev.contained:.0%} ≥ {CONTAIN:.0%} of its lines are there"
     if rule in ("lineage", "absorbs"):
-        return f"{rule}: {lineage_words(ev.get('lineage', {}))}"
+        return f"{rule}: {lineage_words(ev.lineage)}"
     if rule == "citation":
-        return f"citation: the subject names {', '.join(ev.get('cited', []))}"
+        return f"citation: the subject names {', '.join(ev.cited)}"
     return str(rule)
 
 
-def _unpaired(ev: dict[str, Any], other: str) -> str:
+def _unpaired(ev: Evidence, other: str) -> str:
     """Why no rule took an unpaired patch: the numbers each rule saw at its nearest candidate
     and what the rule needs (the thresholds of ``lineage`` itself)."""
-    near = ev.get("nearest")
-    if not near:
+    near = ev.nearest
+    if near is None:
         return f"No {other} patch shares a file or a changed line with it."
-    k = near["index"]
-    parts = [f"similarity {near['similarity']} (pairing needs {PAIR_SIMILARITY} and a shared "
+    k = near.index
+    parts = [f"similarity {near.similarity} (pairing needs {PAIR_SIMILARITY} and a shared "
              "file or two lines, or lineage)",
-             f"{near['contained']:.0%} of its lines there (folding needs {CONTAIN:.0%})",
-             f"{lineage_words(near['lineage'])} (folding by lineage needs one of: "
+             f"{near.contained:.0%} of its lines there (folding needs {CONTAIN:.0%})",
+             f"{lineage_words(near.lineage)} (folding by lineage needs one of: "
              f"{_NEEDS_LINEAGE})"]
     taken = ""
-    if near.get("pair_rule") and near.get("taken_by"):
+    if near.pair_rule and near.taken_by:
         mine = "old" if other == "new" else "new"
-        taken = (f" {other.capitalize()} {k} would pair by {near['pair_rule']} but is taken by "
-                 f"{mine} {', '.join(map(str, near['taken_by']))}.")
+        taken = (f" {other.capitalize()} {k} would pair by {near.pair_rule} but is taken by "
+                 f"{mine} {', '.join(map(str, near.taken_by))}.")
     return f"No rule pairs it. Nearest {other} patch {k}: " + "; ".join(parts) + "." + taken
 
 
-def _merged(status: MappingStatus, ev: dict[str, Any], old: Sequence[int],
+def _merged(status: MappingStatus, ev: Evidence, old: Sequence[int],
             new: Sequence[int]) -> str:
     """Which patch of the entry was paired and by which rule, and by which rule each other one
     joined it."""
     key = "folded" if status == MappingStatus.MERGED else "split_off"
     word = "old" if status == MappingStatus.MERGED else "new"
-    folded = ev.get(key, {})
+    folded = ev.folded(key)
     many = old if status == MappingStatus.MERGED else new
     main = [k for k in many if str(k) not in folded]
     head = f"Old {', '.join(map(str, old))} became new {', '.join(map(str, new))}"
     parts = [f"{word} {', '.join(map(str, main))} paired by {rule_words(ev)}"]
     parts += [f"{word} {k} joined by {rule_words(v)}" for k, v in folded.items()]
-    same = ("together the same +/- lines" if ev.get("changed_lines_equal")
+    same = ("together the same +/- lines" if ev.changed_lines_equal
             else "together the change differs")
     return f"{head}: " + "; ".join(parts) + f"; {same}."
 
 
-def describe(status: MappingStatus, ev: dict[str, Any], old: Sequence[int],
+def describe(status: MappingStatus, ev: Evidence, old: Sequence[int],
              new: Sequence[int]) -> str:
     """The entry's sentence: what the mapping is and which rule decided it."""
     if status == MappingStatus.IDENTICAL:
-        moved = f"; hunks moved by {ev['line_shift']:+d} lines" if ev.get("line_shift") else ""
+        moved = f"; hunks moved by {ev.line_shift:+d} lines" if ev.line_shift else ""
         return f"Same patch-id and the same +/- lines{moved}."
     if status == MappingStatus.EMPTY:
         return "No diff against its parent (an empty commit, e.g. a marker)."
@@ -113,28 +114,27 @@ def describe(status: MappingStatus, ev: dict[str, Any], old: Sequence[int],
     return _pair(status, ev)
 
 
-def _upstreamed(ev: dict[str, Any]) -> str:
+def _upstreamed(ev: Evidence) -> str:
     """Which upstream commit carries the patch, and how much of it the new base holds."""
-    sha = ev.get("upstream_commit", "")
-    who = f"Upstream {sha[:SHORT]} \"{ev.get('upstream_subject', '')}\""
-    if ev.get("how") == "patch-id":
+    who = f"Upstream {prose(ev.upstream_commit)} \"{ev.upstream_subject}\""
+    if ev.how == "patch-id":
         return f"{who} is the same change (same patch-id)."
-    found, total = ev.get("carried_lines", [0, 0])
-    line = f"; e.g. `{ev['telling_line']}`" if ev.get("telling_line") else ""
+    found, total = ev.carried_lines
+    line = f"; e.g. `{ev.telling_line}`" if ev.telling_line else ""
     return (f"{who} made this change: the new base carries {found} of its {total} telling "
-            f"lines (needs {ev.get('threshold', 0.8):.0%}){line}.")
+            f"lines (needs {ev.threshold:.0%}){line}.")
 
 
-def _pair(status: MappingStatus, ev: dict[str, Any]) -> str:
+def _pair(status: MappingStatus, ev: Evidence) -> str:
     """A 1:1 entry: the rule that paired it and what the replay of the old patch gave."""
     head = ("The same +/- lines in another context" if status == MappingStatus.EQUIVALENT
             else "The change differs")
     parts = [f"{head} (paired by {rule_words(ev)})."]
-    if ev.get("whitespace_differs"):
+    if ev.whitespace_differs:
         parts.append("Same patch-id, but +/- lines differ in whitespace.")
     replay = {"reproduces": "gives the new commit's tree",
-              "conflicts": f"conflicts in {len(ev.get('replay_conflicts', []))} file(s)",
-              "differs": "gives another tree than the new commit's"}.get(ev.get("replay", ""))
+              "conflicts": f"conflicts in {len(ev.replay_conflicts)} file(s)",
+              "differs": "gives another tree than the new commit's"}.get(ev.replay)
     if replay:
         parts.append(f"The old patch replayed 3-way on the new parent {replay}.")
     return " ".join(parts)
@@ -152,23 +152,23 @@ def _differs(files: Sequence[FileCompare]) -> str:
     for f in files:
         if f.status in ("identical", "moved", "equivalent"):
             continue
-        by = f" by {f.commits[0][:SHORT]}" if f.commits else ""
+        by = f" by {f.commits[0].prose()}" if f.commits else ""
         out.append(f"{_base(f.path)}{by}")
     return ", ".join(out)
 
 
-def _codes(status: MappingStatus, ev: dict[str, Any], moved: bool) -> list[str]:
+def _codes(status: MappingStatus, ev: Evidence, moved: bool) -> list[str]:
     """The review reason codes of a status (before findings add theirs)."""
     if status == MappingStatus.IDENTICAL:
         return ["same-change"] + (["moved"] if moved else [])
     if status == MappingStatus.EQUIVALENT:
         return ["context"]
     if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
-        return ["same-lines" if ev.get("changed_lines_equal") else "changed"]
+        return ["same-lines" if ev.changed_lines_equal else "changed"]
     return ["changed"] if status == MappingStatus.MODIFIED else [str(status)]
 
 
-def review(status: MappingStatus, ev: dict[str, Any], files: Sequence[FileCompare],
+def review(status: MappingStatus, ev: Evidence, files: Sequence[FileCompare],
            found: Sequence[Finding], commits: Sequence[UpstreamCommit], moved: bool) -> Review:
     """Whether to look at the entry, the reasons (codes), a few words, and the commits that
     forced its difference, most lines first."""
@@ -178,15 +178,14 @@ def review(status: MappingStatus, ev: dict[str, Any], files: Sequence[FileCompar
     words = [REASONS[codes[0]]]
     if codes[0] == "changed" and _differs(files):
         words = [f"the change differs: {_differs(files)}"]
-    if "moved" in codes and ev.get("line_shift"):
-        words.append(f"moved {ev['line_shift']:+d} lines")
+    if "moved" in codes and ev.line_shift:
+        words.append(f"moved {ev.line_shift:+d} lines")
     if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
         merged = status == MappingStatus.MERGED
-        many = (len(ev.get("by_patch") or {})
-                or len(ev.get("folded" if merged else "split_off", {})) + 1)
+        many = (len(ev.by_patch) or len(ev.folded("folded" if merged else "split_off")) + 1)
         words.insert(0, f"{many} patches into one" if merged else f"split in {many}")
-    if status == MappingStatus.UPSTREAMED and ev.get("upstream_commit"):
-        words = [f"upstream {ev['upstream_commit'][:SHORT]} has it"]
+    if status == MappingStatus.UPSTREAMED and ev.upstream_commit:
+        words = [f"upstream {prose(ev.upstream_commit)} has it"]
     words += [REASONS[f.kind] + (" (as before)" if f.standing else "")
               for f in _first_of_kind(found)]
     ranked = sorted(commits, key=lambda c: -c.lines)

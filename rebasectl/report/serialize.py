@@ -30,7 +30,7 @@ def _entry(e: Entry) -> dict[str, Any]:
     """An entry: the contract's keys first, then what the report adds."""
     return {"old": list(e.old), "new": list(e.new), "status": e.status,
             "renumbered": e.renumbered, "message_changed": e.message_changed,
-            "evidence": e.evidence, "details": e.details, "moved": e.moved,
+            "evidence": e.evidence.to_json(), "details": e.details, "moved": e.moved,
             "message": asdict(e.message), "review": asdict(e.review),
             "files": [asdict(f) for f in e.files],
             "upstream_commits": [asdict(c) for c in e.upstream_commits],

@@ -18,9 +18,9 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from ..model.ids import SHORT_PROSE as SHORT
+from ..model import ids
+from .evidence import Evidence
 from .model import Entry, FileCompare, Finding, PatchInfo, Report
 
 FILE_WORDS = {"identical": "identical", "moved": "same hunks, moved",
@@ -110,7 +110,7 @@ def code(text: str) -> Span:
 
 def commit(sha: str) -> Span:
     """An upstream commit (the HTML links it to series.yaml's upstream.web)."""
-    return Span(sha[:SHORT], "commit", sha)
+    return Span(ids.prose(sha), "commit", sha)
 
 
 def fork_text(text: str) -> Span:
@@ -242,7 +242,7 @@ def _patch_line(side: str, p: PatchInfo) -> Text:
     added, removed = sum(f.added for f in p.files), sum(f.removed for f in p.files)
     size = f"{len(p.files)} file{'s' if len(p.files) != 1 else ''} +{added}/-{removed}" \
         if p.files else "no diff"
-    return (t(f"{side} [{p.index}] "), Span((p.commit or "")[:SHORT], "patch", p.commit or ""),
+    return (t(f"{side} [{p.index}] "), Span(ids.prose(p.commit or ""), "patch", p.commit or ""),
             t(" "), fork_text(p.subject), t(f" ({p.date[:10]}; {size})"))
 
 
@@ -316,17 +316,17 @@ def _folds(e: Entry) -> list[Block]:
     if hunks:
         out.append(Fold((t(f"interdiff ({sum(len(f.hunks) for f in e.files)} hunks)"),),
                         tuple(hunks)))
-    conflicts = e.evidence.get("replay_conflicts") or []
+    conflicts = e.evidence.replay_conflicts
     if conflicts:
-        items = tuple((code(c["path"]), t(f" ({c['kind']}): "),
-                       t(", ".join(c["hunks"]) or "the file as a whole")) for c in conflicts)
+        items = tuple((code(c.path), t(f" ({c.kind}): "),
+                       t(", ".join(c.hunks) or "the file as a whole")) for c in conflicts)
         out.append(Fold((t("replay conflicts: the old patch on the new parent"),),
                         (Bullets(items),)))
     out.append(Fold((t("evidence"),), (Bullets(tuple(_evidence(e.evidence))),)))
     return out
 
 
-def _evidence(ev: dict[str, Any]) -> list[Text]:
+def _evidence(ev: Evidence) -> list[Text]:
     """The evidence as key: value lines (nested values as compact JSON), not a dict dump."""
     out: list[Text] = []
     for key, value in ev.items():

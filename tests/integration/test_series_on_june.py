@@ -31,6 +31,14 @@ def test_every_patch_is_carried_or_skipped_for_a_reason(june_carried: Carried) -
     assert (june_carried.tree / "megatron" / "core" / "__init__.py").is_file()
 
 
+def test_all_nine_patches_are_carried(june_carried: Carried) -> None:
+    """Issue 24's acceptance needs the whole series on June: no patch left out by a ``skip``
+    (mla-rope-triton was, until its fix was ported to upstream's rewritten q kernels)."""
+    assert june_carried.skipped == {}
+    subjects = _git(june_carried.tree, "log", "--format=%s", f"{JUNE}..HEAD").splitlines()
+    assert len(subjects) == len(load(june_carried.series).patches) == 9
+
+
 def test_the_carried_series_applies_clean_on_june(june_carried: Carried, tmp_path: Path,
                                                   mirror_path: Path) -> None:
     """What export wrote is a series on June: applying it again stops nowhere."""

@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compat import kv_cache_pausers, kv_cache_saver_tag
+
+TREE = Path(os.environ.get("REBASECTL_TEST_TREE", "."))
 
 FAKE_TMS = textwrap.dedent(
     """
@@ -212,7 +215,9 @@ def test_offloaded_kv_cache_gets_upstreams_mode_when_nobody_configured_the_saver
     allocation). A plain KV cache stays outside any region. (Passes on the base by design.)"""
     kv_probe = _run_probe(tmp_path, KV_PROBE, LD_PRELOAD="")  # nobody configured the saver
     assert kv_probe["have_tms"] is True
-    assert [r[:2] for r in kv_probe["True"]["regions"]] == [["kv_cache", True]], kv_probe["True"]
+    assert [r[:2] for r in kv_probe["True"]["regions"]] == [[kv_cache_saver_tag(TREE), True]], (
+        kv_probe["True"]
+    )
     assert kv_probe["True"]["regions"][0][2] == "torch"
     assert kv_probe["False"]["regions"] == []
     assert kv_probe["True"]["buffer_shape"] == kv_probe["False"]["buffer_shape"]
@@ -230,29 +235,11 @@ def test_a_trainers_hook_mode_is_kept(tmp_path: Path, mode: str) -> None:
     assert result["writes"] == [["hook_mode", repr(mode)]], result["writes"]
 
 
-def _rl_utils_memory_saver_tags() -> dict[str, list[str]]:
-    """The tags rl_utils passes to torch_memory_saver.pause/resume (its module needs
-    tensorboard and more to import, so this reads it)."""
-    import ast
-
-    source = (Path(os.environ["REBASECTL_TEST_TREE"]) / "megatron/rl/rl_utils.py").read_text()
-    tags: dict[str, list[str]] = {"pause": [], "resume": []}
-    for node in ast.walk(ast.parse(source)):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in tags
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "torch_memory_saver"
-        ):
-            tags[node.func.attr].append(ast.literal_eval(node.args[0]))
-    return tags
-
-
 @pytest.mark.cpu
 def test_rl_utils_pauses_and_resumes_the_kv_cache_region() -> None:
-    """Non-regression (holds on the base and the previous patch): what rl_utils pauses and
-    resumes around training is the region the context allocates the offloadable KV cache in."""
-    tags = _rl_utils_memory_saver_tags()
-    region = "kv_cache"
+    """Non-regression (holds on the base and the previous patch): what is paused and resumed
+    around training (by rl_utils at 1dcf0da, by the context itself at 3346fa8a2) is the region
+    the context allocates the offloadable KV cache in."""
+    tags = kv_cache_pausers(TREE)
+    region = kv_cache_saver_tag(TREE)
     assert tags == {"pause": [region], "resume": [region]}, tags

@@ -41,6 +41,7 @@ from typing import Any
 
 import pytest
 import torch
+from compat import mla_rope_has_modes, mla_rope_kernels, mla_rope_kv_launch_kwargs
 
 EMB = 64
 GUARD = 2  # guard tokens on each side of every buffer the test owns
@@ -48,6 +49,7 @@ SENTINEL = 1234.5
 THD_CU_GPU = [0, 27, 54, 99, 100, 137]  # uneven, one length-1 sequence
 THD_CU_CPU = [0, 7, 20, 21, 36]
 HERE = Path(__file__).resolve()
+TREE = Path(os.environ.get("REBASECTL_TEST_TREE", "."))
 
 Spec = dict[str, Any]
 
@@ -62,6 +64,16 @@ def rope_ref(pe: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
     return torch.cat(
         (x1 * cos[..., :h] - x2 * sin[..., :h], x2 * cos[..., h:] + x1 * sin[..., h:]), -1
     )
+
+
+def interleave(rot: torch.Tensor) -> torch.Tensor:
+    """``remove_interleaving`` (3346fa8a2): the rotated halves written as pairs, left half to
+    ``[..., 0::2]``, right half to ``[..., 1::2]``."""
+    h = rot.shape[-1] // 2
+    return torch.stack((rot[..., :h], rot[..., h:]), -1).flatten(-2)
+
+
+MODES = ("inverse", "remove_interleaving")  # the in-place kernel's options at 3346fa8a2
 
 
 def _positions(spec: Spec, device: str) -> torch.Tensor:
@@ -139,12 +151,7 @@ def forced_block_h(
         yield
         return
 
-    kernels = [
-        mod.rotary_fwd_q_kernel,
-        mod.rotary_bwd_q_kernel,
-        mod.rotary_fwd_kv_kernel,
-        mod.rotary_bwd_kv_kernel,
-    ]
+    kernels = list(mla_rope_kernels(mod))
     saved = [(k.configs, k.cache) for k in kernels]
     try:
         for k in kernels:
@@ -198,9 +205,11 @@ def run_q_case(spec: Spec, device: str) -> None:
 
     ref_dtype = torch.float64 if dtype == torch.float32 else torch.float32
     xr = x.to(ref_dtype).requires_grad_(True)
-    out_ref = torch.cat(
-        (xr[..., :qk], rope_ref(xr[..., qk:], c_tok.to(ref_dtype), s_tok.to(ref_dtype))), -1
-    )
+    modes = {m: True for m in MODES if spec.get(m)}
+    sign = -1.0 if modes.get("inverse") else 1.0  # the inverse rotation negates sin
+    rot = rope_ref(xr[..., qk:], c_tok.to(ref_dtype), sign * s_tok.to(ref_dtype))
+    out_ref = torch.cat((xr[..., :qk], interleave(rot) if modes.get("remove_interleaving")
+                         else rot), -1)  # fmt: skip
     out_ref.backward(g.to(ref_dtype))
 
     qbuf, q = _guarded(shape, dtype, device)
@@ -211,7 +220,7 @@ def run_q_case(spec: Spec, device: str) -> None:
     rank, size = spec.get("cp", (0, 1))
     with forced_block_h(mod, spec.get("block_h"), spec.get("tiling")):
         out = mod.fused_apply_mla_rope_for_q(
-            q, cos, sin, qk, EMB, cu_seqlens_q=cu, cp_rank=rank, cp_size=size
+            q, cos, sin, qk, EMB, cu_seqlens_q=cu, cp_rank=rank, cp_size=size, **modes
         )
         _close("q fwd", out.detach(), out_ref.detach(), dtype)
         out.backward(gq)
@@ -294,16 +303,17 @@ def run_kv_kernels_guarded(spec: Spec, device: str = "cuda") -> None:
     dkvbuf, d_kv = _guarded((T, H, kd + vd), dtype, device)
     dembbuf, d_emb = _guarded((T, 1, EMB), dtype, device)
     grid = lambda meta: (T, triton.cdiv(H, meta["BLOCK_H"]))  # noqa: E731
+    _, _, fwd_kv, bwd_kv = mla_rope_kernels(mod)
     with forced_block_h(mod, spec["block_h"]):
-        mod.rotary_fwd_kv_kernel[grid](
+        fwd_kv[grid](
             kv, pe, o_key, o_value, cos, sin, EMB, kd, vd, H, None, len(cu_list) - 1, cu,
             kv.stride(0), kv.stride(1), pe.stride(0), o_key.stride(0), o_key.stride(1),
-            o_value.stride(0), o_value.stride(1), 0, 1,
+            o_value.stride(0), o_value.stride(1), 0, 1, **mla_rope_kv_launch_kwargs(fwd_kv),
         )  # fmt: skip
-        mod.rotary_bwd_kv_kernel[grid](
+        bwd_kv[grid](
             dk, dv, d_kv, d_emb, cos, sin, EMB, kd, vd, H, None, len(cu_list) - 1, cu,
             dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1), d_kv.stride(0),
-            d_kv.stride(1), d_emb.stride(0), 0, 1,
+            d_kv.stride(1), d_emb.stride(0), 0, 1, **mla_rope_kv_launch_kwargs(bwd_kv),
         )  # fmt: skip
     if device == "cuda":
         torch.cuda.synchronize()
@@ -364,10 +374,26 @@ CPU_CASES: dict[str, Spec] = {
     # key-only kv (v_dim = 0), thd and sbhd
     "kv_thd_v0": _cpu_case("kv", CPU_THD, 8, 128, 0),
     "kv_sbhd_v0": _cpu_case("kv", CPU_SBHD, 16, 128, 0),
+    # 3346fa8a2's in-place kernel options (upstream bf4e1db3), partial head and token blocks
+    "q_thd_H20_inverse": {**_cpu_case("q", CPU_THD, 20, 128, tiling={"BLOCK_T": 8}),
+                          "inverse": True},
+    "q_sbhd_H5_remove_interleaving": {
+        **_cpu_case("q", CPU_SBHD, 5, 192, block_h=4, tiling={"BLOCK_T": 4}),
+        "remove_interleaving": True, "inverse": True},
 }
 
 
-def _run_subprocess(spec: Spec) -> subprocess.CompletedProcess[str]:
+def skip_without_modes(spec: Spec) -> None:
+    """A case of the in-place kernel's ``inverse``/``remove_interleaving`` cannot exist on a
+    tree whose kernel has no such options (1dcf0da: upstream added them in bf4e1db3)."""
+    if any(spec.get(m) for m in MODES) and not mla_rope_has_modes(TREE):
+        pytest.skip("the q kernel has no inverse/remove_interleaving options on this upstream "
+                    "(added by upstream bf4e1db3, in 3346fa8a2)")
+
+
+def _run_subprocess(spec: Spec) -> subprocess.CompletedProcess[str] | None:
+    if any(spec.get(m) for m in MODES) and not mla_rope_has_modes(TREE):
+        return None
     env = dict(os.environ, TRITON_INTERPRET="1")
     return subprocess.run(
         [sys.executable, str(HERE), json.dumps(spec)],
@@ -379,7 +405,7 @@ def _run_subprocess(spec: Spec) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def cpu_results() -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
+def cpu_results() -> Iterator[dict[str, Future[subprocess.CompletedProcess[str] | None]]]:
     """Start all interpreter cases at once, two at a time (each is one subprocess)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield {name: pool.submit(_run_subprocess, spec) for name, spec in CPU_CASES.items()}
@@ -388,9 +414,11 @@ def cpu_results() -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]
 @pytest.mark.cpu
 @pytest.mark.parametrize("case", list(CPU_CASES))
 def test_kernel_interpreter(
-    case: str, cpu_results: dict[str, Future[subprocess.CompletedProcess[str]]]
+    case: str, cpu_results: dict[str, Future[subprocess.CompletedProcess[str] | None]]
 ) -> None:
+    skip_without_modes(CPU_CASES[case])
     proc = cpu_results[case].result()
+    assert proc is not None
     tail = (proc.stdout + proc.stderr)[-3000:]
     assert proc.returncode == 0, (
         f"case {case} {CPU_CASES[case]} failed (rc={proc.returncode}):\n{tail}"
@@ -427,6 +455,23 @@ def test_q_gpu(fmt: str, heads: int, qk_dim: int, dtype: str, block_h: int, tili
         "block_h": block_h,
         "tiling": Q_TILINGS[tiling],
     }
+    run_case(spec, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads", [20, 5])
+@pytest.mark.parametrize("fmt", list(FMTS))
+@pytest.mark.parametrize("mode", ["inverse", "remove_interleaving", "both"])
+def test_q_modes_gpu(mode: str, fmt: str, heads: int, dtype: str) -> None:
+    """3346fa8a2's in-place kernel options (the DeepSeek-v4 attention's inverse rotation and
+    non-interleaved output) with partial head and token blocks."""
+    modes = {"inverse": True, "remove_interleaving": True} if mode == "both" else {mode: True}
+    spec = {
+        "kind": "q", **FMTS[fmt], "H": heads, "k_dim": 192, "dtype": dtype, "block_h": 4 if
+        heads == 5 else 8, "tiling": Q_TILINGS["t8"], **modes,
+    }  # fmt: skip
+    skip_without_modes(spec)
     run_case(spec, "cuda")
 
 

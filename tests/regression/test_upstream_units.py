@@ -377,8 +377,17 @@ EXPECTATIONS: tuple[UpstreamFile, ...] = (
         "mla-rope-triton",
         # device='cuda' throughout, and skipped without CUDA
         ("gpu",),
-        # 32 heads, k_dim = v_dim = 128: all four must pass on the fixed kernels.
-        (),
+        # 32 heads, k_dim = v_dim = 128: every test must pass on the fixed kernels, except, at
+        # 3346fa8a2, the two below (seen on an H200, bench/NOTES-rope.md run 9).
+        (
+            _x("TestFusedApplyMLARope::test_forward_backward_for_q[*]", "failed",
+               "upstream's test at 3346fa8a2 calls _test_fused_apply_mla_rope_for_q, the helper "
+               "bf4e1db3 renamed _test_fused_mla_rope_inplace: a NameError on the unpatched "
+               "June tree too (test_mla_rope.py covers the q kernel)", on=JUNE,
+               match="_test_fused_apply_mla_rope_for_q"),
+            _x("TestApplyRotaryPosEmbMlaFusionConflict::*", "failed",
+               "needs TE: apply_rope_fusion", "te", on=JUNE, match="Please install TE"),
+        ),
     ),
 )
 

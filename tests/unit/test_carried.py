@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rebasectl.engine import serialize
 from rebasectl.engine.attribution import UpstreamRange
 from rebasectl.engine.carried import CARRIED_SHARE, CarriedLines, Change, reverse_applies
 from rebasectl.git import Repo as GitRepo
@@ -35,7 +36,7 @@ def test_patch_carried_names_the_commit_that_brought_its_lines(tmp_path: Path) -
     got = engine.patch(stack[0][1])
     assert got.carried and got.commit == brought and got.how == "lines"
     assert got.commit != later and got.share == 1.0 and got.total == 2
-    assert got.to_json()["threshold"] == CARRIED_SHARE
+    assert serialize.carried(got)["threshold"] == CARRIED_SHARE
     ours = engine.patch(stack[1][1])
     assert not ours.carried and ours.commit is None and ours.share == 0.0
 

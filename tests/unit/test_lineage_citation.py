@@ -52,7 +52,7 @@ def _world(tmp: Path, old: list[tuple[str, dict[str, str]]],
             repo.commit(subject, {p: state[p] for p in edits})
     git = GitRepo.open(repo.path)
     report = build_report(git, _side(repo, base, "old"), _side(repo, base, "new"))
-    return [(list(e.old), list(e.new), e.status, str(e.evidence.get("rule")))
+    return [(list(e.old), list(e.new), e.status, str(e.evidence.rule))
             for e in report.mapping]
 
 

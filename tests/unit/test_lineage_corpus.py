@@ -135,8 +135,8 @@ def _renumbered(r: Report) -> None:
 
 def _moved(r: Report) -> None:
     e = entry_for_old(r, 1)
-    assert e.evidence["patch_id_equal"] is True and e.evidence["line_shift"] == 1
-    assert e.moved and e.evidence["rule"] == "patch_id" and not e.review.needed
+    assert e.evidence.to_json()["patch_id_equal"] is True and e.evidence.line_shift == 1
+    assert e.moved and e.evidence.rule == "patch_id" and not e.review.needed
 
 
 def _merge_renumbers(r: Report) -> None:
@@ -148,13 +148,15 @@ def _whitespace(r: Report) -> None:
     """patch-id ignores whitespace; the +/- lines differ, so the change is not the same (in
     Python indentation is code)."""
     e = entry_for_old(r, 1)
-    assert e.evidence["patch_id_equal"] is True and e.evidence["whitespace_differs"] is True
-    assert "line_shift" not in e.evidence and not e.moved and e.review.needed
+    ev = e.evidence.to_json()
+    assert ev["patch_id_equal"] is True and ev["whitespace_differs"] is True
+    assert e.evidence.whitespace_differs
+    assert "line_shift" not in e.evidence.to_json() and not e.moved and e.review.needed
 
 
 def _context(r: Report) -> None:
     e = entry_for_old(r, 1)
-    assert e.evidence["changed_lines_equal"] is True
+    assert e.evidence.to_json()["changed_lines_equal"] is True
     assert e.files[0].status == "equivalent"
 
 
@@ -165,14 +167,15 @@ def _modified(r: Report) -> None:
     assert "-+alpha_value_10 = compute_alpha(10) * scale_factor" in f.interdiff
     assert "++alpha_value_10 = compute_alpha(10) * scale_factor * 2" in f.interdiff
     assert [c.subject for c in e.upstream_commits] == ["upstream: rename alpha 10 helper"]
-    assert e.evidence["replay"] == "conflicts"
-    assert e.evidence["replay_conflicts"] == [{"path": "alpha.py", "kind": "content", "hunks": [
+    assert e.evidence.replay == "conflicts"
+    assert e.evidence.to_json()["replay_conflicts"] == [{"path": "alpha.py", "kind": "content",
+                                                         "hunks": [
         "@@ -7,7 +7,7 @@ alpha_value_6 = compute_alpha(6)"]}]
 
 
 def _upstreamed(r: Report) -> None:
     e = entry_for_old(r, 2)
-    assert e.evidence["upstream_subject"] == "upstream: take the beta extra term (#42)"
+    assert e.evidence.to_json()["upstream_subject"] == "upstream: take the beta extra term (#42)"
 
 
 def _never(r: Report) -> None:
@@ -187,15 +190,15 @@ def _message(r: Report) -> None:
 def _absorbs(r: Report) -> None:
     e = entry_for_new(r, 1)
     assert e.old == (1, 2)
-    folded = e.evidence["folded"]["2"]
+    folded = e.evidence.to_json()["folded"]["2"]
     assert folded["rule"] == "absorbs" and folded["lineage"]["absorbs"] == "gamma"
 
 
 def _dropped(r: Report) -> None:
     """The rule printed for an unpaired patch is what the pairing saw: no rule matched."""
     e = entry_for_old(r, 2)
-    near = e.evidence["nearest"]
-    assert e.evidence["rule"] == "unpaired"
+    near = e.evidence.to_json()["nearest"]
+    assert e.evidence.to_json()["rule"] == "unpaired"
     assert (near["index"], near["pair_rule"], near["fold_rule"]) == (1, None, None)
     assert "No rule pairs it. Nearest new patch 1" in e.details
 

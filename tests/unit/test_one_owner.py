@@ -90,6 +90,24 @@ def zero_sha(tree: ast.Module) -> Iterator[tuple[int, str]]:
                 yield node.lineno, '"0" * 40'
 
 
+SHA_CUTS = {7, 9, 12, "SHORT", "SHORT_PROSE"}  # git's --abbrev default, the report's, ours
+
+
+def sha_slices(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """``x[:12]``, ``x[:7]``, ``x[:SHORT]``: a sha abbreviated by hand instead of by
+    ``Oid.short()`` / ``ids.short()`` (any ``[:N]`` with those bounds: a list cut at 12 names
+    its bound, as ``SHOWN_IDS``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            cut = node.slice
+            bound = cut.upper
+            what = bound.value if isinstance(bound, ast.Constant) else \
+                bound.id if isinstance(bound, ast.Name) else \
+                bound.attr if isinstance(bound, ast.Attribute) else None
+            if cut.lower is None and cut.step is None and what in SHA_CUTS:
+                yield node.lineno, f"[:{what}]"
+
+
 def _where(pick: Callable[[ast.Module], Found], keep: Callable[[str], bool]) \
         -> Callable[[ast.Module], Found]:
     return lambda tree: ((n, s) for n, s in pick(tree) if keep(s))
@@ -105,6 +123,7 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
         lambda tree: iter([*zero_sha(tree), *_where(
             constants, lambda s: s in ("0" * 40, "4b825dc642cb6eb9a060e54bf8d69288fbee4904"))(
             tree)])),
+    "how a sha is abbreviated (no [:12] / [:7] slicing elsewhere)": ("model/ids.py", sha_slices),
     "the abbreviation length of a sha": (
         "model/ids.py",
         _where(assigned, lambda s: s in ("SHORT", "SHORT_PROSE", "SHA_LEN", "ABBREV_LEN"))),
@@ -122,6 +141,11 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
     "is a changed line significant": (
         "model/lines.py", _where(functions, lambda s: s.lstrip("_") in
                                  ("significant", "significant_lines", "is_significant"))),
+    "what git's raw date looks like (the pattern; RawDate)": (
+        "model/patches.py", _where(constants, lambda s: "[+-]\\d{4}" in s)),
+    "a file's git mode (its spelling: 100644, 100755, 120000)": (
+        "model/patches.py", _where(constants, lambda s: s in ("100644", "100755", "120000",
+                                                            "160000"))),
     "the parse of git's raw date": (
         "model/patches.py", _where(calls, lambda s: s in ("fromtimestamp", "utcfromtimestamp"))),
     "the words for what became of a patch (status enums)": (
@@ -163,6 +187,7 @@ def test_a_second_definition_is_caught() -> None:
     samples = {
         "what a sha looks like (the sha regex)": 'X = re.compile(r"[0-9a-f]{40}")',
         "git's null sha and empty tree": 'NULL = "0" * 40',
+        "how a sha is abbreviated (no [:12] / [:7] slicing elsewhere)": 'x = f"{sha[:12]}"',
         "the conflict-marker prefixes (the marker scanner)": 'if line.startswith(b"<<<<<<< "): 1',
         "the regex for a Python definition (def/class)":
             'D = re.compile(r"^\\s*(?:def|class)\\s+(\\w+)")',
@@ -170,9 +195,65 @@ def test_a_second_definition_is_caught() -> None:
         "the containment threshold (is patch A contained in B)": "FOLD_CONTAINMENT = 0.5",
         "is a changed line significant": "def _significant(line):\n    return line",
         "the parse of git's raw date": "when = datetime.fromtimestamp(1, tz)",
+        "what git's raw date looks like (the pattern; RawDate)":
+            'D = re.compile(r"\\d+ [+-]\\d{4}")',
+        "a file's git mode (its spelling: 100644, 100755, 120000)": 'mode = "100644"',
         "does a patch apply (exactly, else 3-way)": "def _applies(index, patch):\n    return 1",
         "the words for what became of a patch (status enums)":
             "class BumpStatus(str, Enum):\n    CLEAN = 'clean'",
     }
     for question, code in samples.items():
         assert list(OWNERS[question][1](ast.parse(code))), question
+
+
+# The JSON of a result is written by a serialiser, not by the record: engine/serialize.py (the
+# engine's records; apply, check's steps, test), commands/serialize.py (bump, blame),
+# report/serialize.py (the report). A record keeps its writer only where the JSON is also the
+# file its own loader reads back (a proposal, the resolve board) or is the record itself (the
+# report's evidence, an open mapping written as the pairing left it).
+SERIALISERS = {"engine/serialize.py", "commands/serialize.py", "report/serialize.py"}
+OWN_FORMAT = {"engine/proposals/__init__.py", "engine/resolving.py", "report/evidence.py"}
+
+
+def writers(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Methods that turn a record into JSON (``to_json``, ``*_json``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and (item.name == "to_json" or
+                                                          item.name.endswith("_json")):
+                    yield item.lineno, f"{node.name}.{item.name}"
+
+
+def test_serialisation_lives_in_the_serialisers() -> None:
+    found = [f"rebasectl/{rel}:{line}: {what}" for rel, tree in _modules()
+             if rel not in OWN_FORMAT for line, what in writers(tree)]
+    assert not found, ("a record writes its own JSON; put it in "
+                       f"{', '.join(sorted(SERIALISERS))}:\n" + "\n".join(found))
+    assert list(writers(ast.parse("class Step:\n    def to_json(self):\n        return {}")))
+    assert all((PACKAGE / rel).is_file() for rel in SERIALISERS | OWN_FORMAT)
+
+
+def patch_copies(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Records that copy a patch's identity and content into fields of their own (an id and a
+    subject, with its file or its diff) instead of holding the ``SeriesPatch`` (or ``Patch``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            fields = {s.target.id for s in node.body
+                      if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            if {"id", "subject"} <= fields and fields & {"file", "diff"}:
+                yield node.lineno, node.name
+
+
+def test_one_patch_model() -> None:
+    """A patch of the series is model/series_patch.py's SeriesPatch; a stop, a bump outcome, a
+    step hold it (docs/design.md, "One model of a patch")."""
+    modules = _modules()
+    copies = [f"rebasectl/{rel}:{line}: {name}" for rel, tree in modules
+              for line, name in patch_copies(tree)]
+    assert not copies, "a record copies a patch's fields; hold the SeriesPatch:\n" + \
+        "\n".join(copies)
+    assert ("model/series_patch.py", "SeriesPatch") in {
+        (rel, name) for rel, tree in modules for _, name in classes(tree)}
+    assert list(patch_copies(ast.parse(
+        "class Stop:\n    id: str\n    file: str\n    subject: str")))

@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from rebasectl.engine.proposals.merge import merge
-from rebasectl.engine.proposals.rules import Case, Oracle, Sides, first
+from rebasectl.engine.proposals.merge import merge, norm
+from rebasectl.engine.proposals.rules import Case, Earlier, Oracle, Sides, first
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import Repo
 
@@ -352,3 +352,173 @@ def test_recorded_resolution_is_its_own_rule(tmp_path: Path) -> None:
     rules = {p["id"]: (p["rule"], p["state"], p["lines"]) for p in board["proposals"]}
     assert rules["patch-both/a.py/1"] == ("recorded", "accepted", ["y = 2000"])
     assert "patch-both/b.py/1" not in rules  # a new conflict: no rule holds
+
+
+# -- issue 23, third round: the same item upstream added; regions that need an earlier patch -----
+def test_already_upstream_when_upstream_documents_the_same_argument_in_its_own_words() -> None:
+    """The patch adds a docstring entry (or a parameter) and upstream added an entry for the same
+    name with other words: upstream's is kept (the names rule misses it: the free text differs),
+    with the commit that brought it; without a commit, no verdict."""
+    base = ["            mask (Tensor, optional): The mask. Defaults to None."]
+    theirs = base + ["            input_ids (Tensor, optional): Input token IDs for routing."]
+    ours = base + ["            input_ids (Tensor, optional): The input IDs tensor.",
+                   "                                          Defaults to None."]
+    found = first(case(base, ours, theirs), Brought())
+    assert found is not None and found.rule == "already-upstream", found
+    assert found.lines == ours and found.evidence["how"] == "items"
+    assert found.evidence["names"] == ["input_ids"] and found.evidence["commit"] == "c0ffee"
+    nothing = first(case(base, ours, theirs), Oracle())
+    assert nothing is None or nothing.rule != "already-upstream"
+    # another argument documented upstream: both entries are kept, not upstream's alone
+    other = base + ["            layer (int, optional): The layer."]
+    found = first(case(base, other, theirs), Brought())
+    assert found is not None and found.rule == "both-insert"
+
+
+def blocked_fork(tmp: Path) -> tuple[Repo, str, str, str]:
+    """Patch 1 adds parameter ``c`` and a helper; upstream adds its own parameter ``e`` where
+    ``c`` goes (patch 1 conflicts). Patch 2 adds ``d`` after ``c`` and changes the helper's
+    body, both lines of patch 1: it is blocked by patch 1."""
+    up = Repo(tmp / "up")
+    tail = "\n\ndef other():\n    return 0\n"
+    base = up.commit("base", {"mod.py": SIG + tail})
+    up.git("checkout", "-q", "-b", "fork")
+    helper = "\n\ndef helper():\n    return 1\n"
+    one = SIG.replace("    b: int = 0,\n", "    b: int = 0,\n    c: int = 0,\n") + tail + helper
+    up.commit("add c and helper", {"mod.py": one})
+    two = one.replace("    c: int = 0,\n", "    c: int = 0,\n    d: int = 0,\n").replace(
+        "    return 1\n", "    return 2\n")
+    tip = up.commit("add d and change helper", {"mod.py": two})
+    up.checkout("main")
+    new = up.commit("upstream: parameter e", {
+        "mod.py": SIG.replace("    b: int = 0,\n", "    b: int = 0,\n    e: int = 0,\n") + tail})
+    return up, base, tip, new
+
+
+def test_a_blocked_patchs_regions_are_made_on_the_earlier_patchs_resolution(
+        tmp_path: Path) -> None:
+    up, base, tip, new = blocked_fork(tmp_path)
+    series = series_of(tmp_path, up, base, tip)
+    r = rebasectl(series, "bump", "--to", new, "--upstream", str(up.path), "--propose",
+                  "--json", "--artifacts", str(tmp_path / "art"))
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert [p["status"] for p in data["patches"]] == ["conflict", "blocked"]
+    regions = {reg["id"]: reg for p in data["patches"] for c in p["conflicts"]
+               for reg in c["regions"]}
+    assert regions["add-c-and-helper/mod.py/1"]["proposal"]["lines"] == [
+        "    e: int = 0,", "    c: int = 0,"]
+    blocked = [reg for rid, reg in regions.items() if rid.startswith("add-d")]
+    got = [(reg["proposal"]["rule"], reg["proposal"]["lines"]) for reg in blocked]
+    # the parameter: made on patch 1's proposal (e, then c), d after c
+    assert ("context-only", ["    e: int = 0,", "    c: int = 0,", "    d: int = 0,"]) in got
+    # the helper's body: patch 1's lines, as patch 2 changes them
+    assert any(rule == "context-only" and "    return 2" in lines and "    return 1" not in lines
+               for rule, lines in got), got
+    assert all(reg["proposal"]["evidence"]["needs"] == ["add-c-and-helper"] for reg in blocked)
+
+
+def test_statements_added_next_to_an_earlier_patchs_lines_are_left_to_a_person() -> None:
+    """The patch only adds statements after lines of a patch that does not apply: where they go
+    once that patch is done again is for a person; a change of those lines is not."""
+    mine = ["def helper():", "    return 1"]
+    earlier = Earlier(["p1"], frozenset(norm(x) for x in mine))
+    added = Case("p2", "f.py", 1, Sides([], mine, mine + ["    log()", "    x = 2"]), [],
+                 earlier=earlier)
+    assert first(added, Oracle()) is None
+    changed = Case("p2", "f.py", 1, Sides([], mine, ["def helper():", "    return 2"]), [],
+                   earlier=earlier)
+    found = first(changed, Oracle())
+    assert found is not None and found.lines == ["def helper():", "    return 2"]
+    # lines the earlier patch does not add are not its: no proposal
+    alien = Case("p2", "f.py", 1, Sides([], mine + ["    pass"], ["def helper():", "    pass"]),
+                 [], earlier=earlier)
+    assert first(alien, Oracle()) is None
+
+
+def test_an_insertion_goes_beside_upstreams_rewrite_of_the_line_it_stands_beside() -> None:
+    """The patch adds an import before a line upstream grew: the import goes before upstream's
+    text of that line. Refused when upstream renamed what the insertion joins, or when the
+    insertion binds something upstream's side binds already."""
+    found = first(case(["from typing import Dict, Optional"],
+                       ["from typing import Any, Dict, Optional"],
+                       ["from pathlib import Path", "from typing import Dict, Optional"]),
+                  Oracle())
+    assert found is not None and found.rule == "context-only", found
+    assert found.lines == ["from pathlib import Path", "from typing import Any, Dict, Optional"]
+    renamed = case(["            **(extra_kwargs or {}),"],
+                   ["            **decoder_extra_kwargs,"],
+                   ["            input_ids=input_ids,", "            **(extra_kwargs or {}),"])
+    assert first(renamed, Oracle()) is None
+    scale = ["    group.add_argument('--scale', type=float,", "                       default=1.0)"]
+    flag = case(scale,
+                ["    group.add_argument(", "        '--scale', type=float, default=1.0", "    )",
+                 "    group.add_argument('--beta', type=int)"],
+                ["    group.add_argument('--beta', type=int)", *scale])
+    assert first(flag, Oracle()) is None
+
+
+def test_both_insert_keeps_two_elif_arms_that_set_the_same_name() -> None:
+    """Arms of one if-chain bind the same name by design (only one runs): both kept."""
+    found = first(case([], ["    elif impl == 'fast':", "        norm = FastNorm"],
+                       ["    elif uses_backend:", "        norm = BackendNorm"]), Oracle())
+    assert found is not None and found.rule == "both-insert"
+    assert found.lines == ["    elif impl == 'fast':", "        norm = FastNorm",
+                           "    elif uses_backend:", "        norm = BackendNorm"]
+
+
+def test_definitions_go_before_a_class_upstream_renamed_with_its_docstring() -> None:
+    """Upstream renamed the class the patch's new functions stand before, and reworded its
+    docstring (two rewrites of consecutive lines: one rewrite of the block)."""
+    helper = ["def _helper(x: int) -> int:", "    return x", "", ""]
+    found = first(case(["class Qkv(Protocol):", '    """Protocol for qkv."""'],
+                       ["class QkvInterface(Protocol):", '    """Interface for qkv."""'],
+                       helper + ["class Qkv(Protocol):", '    """Protocol for qkv."""']),
+                  Oracle())
+    assert found is not None and found.rule == "context-only", found
+    assert found.lines == helper + ["class QkvInterface(Protocol):", '    """Interface for qkv."""']
+
+
+def test_rewrites_of_neighbouring_lines_are_both_kept() -> None:
+    """Upstream rewrote one line, the patch the next one: both rewrites. Not when upstream only
+    added lines around the line the patch rewrote (they were written against the old line)."""
+    base = ['py_version = 310  # python 3.8 target', 'first_party = ["core"]  # FIRSTPARTY']
+    ours = ['py_version = 310  # python 3.10 target', 'first_party = ["core"]  # FIRSTPARTY']
+    theirs = [base[0], 'first_party = ["core", "plugins"]  # FIRSTPARTY']
+    found = first(case(base, ours, theirs), Oracle())
+    assert found is not None and found.rule == "context-only", found
+    assert found.lines == [ours[0], theirs[1]]
+    line = ["    h = make_viewless(inp=h, keep_graph=True)"]
+    around = case(line, ["    if detach:", "        x = x.detach()", *line,
+                         "    if not h.requires_grad:", "        h.requires_grad_(True)"],
+                  ["    h = make_viewless(inp=h, keep_graph=False)"])
+    assert first(around, Oracle()) is None
+
+
+def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path) -> None:
+    """Upstream made the patch's fix without its comment: git's merge still marks a region, the
+    bump drops the patch as upstreamed (the commit named). With --propose, bump.json lists that
+    region under dropped_regions with a proposed drop (upstream's side), the commit named;
+    without, nothing more than before."""
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"run.py": CALL})
+    up.git("checkout", "-q", "-b", "fork")
+    fixed = "    x = compute(a, fast=True)\n"
+    tip = up.commit("compute fast", {"run.py": CALL.replace(
+        "    x = compute(a)\n", "    # the fast path: same result, less memory\n" + fixed)})
+    up.checkout("main")
+    new = up.commit("upstream: compute fast", {"run.py": CALL.replace("    x = compute(a)\n",
+                                                                        fixed)})
+    series = series_of(tmp_path, up, base, tip)
+    args = ["bump", "--to", new, "--upstream", str(up.path), "--json"]
+    r = rebasectl(series, *args, "--propose", "--artifacts", str(tmp_path / "art"))
+    assert r.returncode in (0, 1), r.stderr
+    patch = json.loads(r.stdout)["patches"][0]
+    assert patch["status"] == "upstreamed" and patch["conflicts"] == []
+    [region] = [reg for c in patch["dropped_regions"] for reg in c["regions"]]
+    prop = region["proposal"]
+    assert region["id"] == "compute-fast/run.py/1" and prop["rule"] == "superseded"
+    assert prop["lines"] == [fixed.rstrip("\n")] and prop["evidence"]["commit"] == new
+    assert prop["evidence"]["drop"] is True
+    r = rebasectl(series, *args, "--artifacts", str(tmp_path / "art2"))
+    assert "dropped_regions" not in json.loads(r.stdout)["patches"][0]

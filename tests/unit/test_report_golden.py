@@ -32,5 +32,5 @@ def test_golden_pair_states_each_part(tmp_path: Path) -> None:
     assert kinds == {"lost-in-resolution", "stale-message", "redundant", "partial-revert",
                      "removed-name-used"}
     merged = next(e for e in report.mapping if e.status == "merged")
-    assert merged.evidence["folded"]["3"]["rule"] == "lineage"
+    assert merged.evidence.to_json()["folded"]["3"]["rule"] == "lineage"
     assert report.mapping[0].moved and not report.mapping[0].review.needed

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from rebasectl.engine import serialize
 from rebasectl.engine.testing import FailureKind, classify_failure
 from tests.harness.cli import run as rebasectl
 
@@ -293,4 +294,4 @@ def test_unclaimed_failures_are_unmapped_and_fail_the_run() -> None:
     assert results[1].failures[0].category is Category.HARNESS
     run = TestRun("patched", "t", results, [], 1, "", unmapped)
     assert run.result == "failed" and run.categories()["unmapped"] == 1
-    assert run.to_json()["unmapped"][0]["category"] == "unmapped"
+    assert serialize.test_run(run)["unmapped"][0]["category"] == "unmapped"

@@ -22,9 +22,12 @@ from typing import Any
 from ...git import Repo
 from ...model.diffs import parse
 from ...model.status import ProposalState
+from .. import serialize
 from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
-from .rules import Case, Found, Oracle, Sides, first, item_names
+from .evidence import ProposalEvidence
+from .merge import norm
+from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names
 
 STATES = tuple(ProposalState)
 
@@ -121,7 +124,7 @@ class GitOracle(Oracle):
 
     def region(self, path: str, base: list[str], theirs: list[str]) -> dict[str, Any] | None:
         found = self.carried.changes([Change.of_sides(path, _b(base), _b(theirs))])
-        return found.to_json() if found.carried else None
+        return serialize.carried(found) if found.carried else None
 
     def brought(self, path: str, lines: list[str]) -> str | None:
         return self.carried.changes([Change(path, tuple(_b(lines)))]).commit
@@ -150,8 +153,9 @@ def _b(lines: list[str]) -> list[bytes]:
 
 
 def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str]],
-                 oracle: Oracle) -> list[Proposal | None]:
-    """One entry per region of a content conflict: its proposal, or None."""
+                 oracle: Oracle, earlier: Sequence[Earlier | None] = ()) -> list[Proposal | None]:
+    """One entry per region of a content conflict: its proposal, or None. ``earlier``: per
+    region, what the earlier failing patches it needs bring to the file (None: it needs none)."""
     if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
         return [None] * len(c.regions)
     text = c.content.decode("utf-8", "surrogateescape")
@@ -162,7 +166,8 @@ def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str
     out: list[Proposal | None] = []
     for n, block in enumerate(found, 1):
         case = Case(patch_id, c.path, n, block.sides, ours_file, base_file,
-                    list(culprits[n - 1]) if n - 1 < len(culprits) else [])
+                    list(culprits[n - 1]) if n - 1 < len(culprits) else [],
+                    earlier[n - 1] if n - 1 < len(earlier) else None)
         hit = first(case, oracle)
         out.append(None if hit is None else _proposal(case, hit, block))
     return out
@@ -189,15 +194,28 @@ def _upstream_file(text: str) -> list[str]:
     return out
 
 
+def earlier_of(patches: Sequence[str], adds: Sequence[bytes],
+               proposals: Sequence[Proposal]) -> Earlier:
+    """A region's ``Earlier``: the patches it needs, the lines they add to its file and their
+    proposals there (each with upstream's side of its region, read from the marked block)."""
+    sides = []
+    for p in proposals:
+        found = blocks("\n".join(p.marked))
+        if found:
+            sides.append((found[0].sides.ours, list(p.lines), p.id))
+    text = (ln.decode("utf-8", "surrogateescape") for ln in adds)
+    return Earlier(list(patches), frozenset(norm(x) for x in text if x.strip()), sides)
+
+
 def consistent(props: list[Proposal | None]) -> None:
     """One patch, one story: when upstream already made the patch's change about a name in one
     region, an insertion about that same name elsewhere in the patch (a parameter's docstring
     entry, its keyword at a call) is upstream's business too: that proposal is withdrawn."""
     made = {n for p in props if p is not None and p.rule == "already-upstream"
-            for n in p.evidence.get("names", [])}
+            for n in ProposalEvidence(p.evidence).names}
     for i, p in enumerate(props):
         if p is not None and p.rule == "both-insert" and made:
-            inserted = [ln for at in p.evidence["insertions"] for ln in at["patch"]]
+            inserted = [ln for at in ProposalEvidence(p.evidence).insertions for ln in at["patch"]]
             if item_names(inserted) & made:
                 props[i] = None
 
@@ -208,12 +226,24 @@ def superseded(props: list[Proposal | None]) -> bool:
     real = [p for p in props if p is not None]
     if not real or len(real) != len(props) or any(p.rule != "already-upstream" for p in real):
         return False
-    commits = sorted({str(p.evidence.get("commit")) for p in real if p.evidence.get("commit")})
+    commits = sorted({c for p in real if (c := ProposalEvidence(p.evidence).commit)})
     for p in real:
         p.rule = "superseded"
         p.evidence = {**p.evidence, "drop": True, "commits": commits}
     return True
 
 
-__all__ = ["STATES", "Block", "GitOracle", "Oracle", "Proposal", "blocks", "consistent",
-           "propose_file", "superseded"]
+def dropped(patch_id: str, c: FileConflict, commit: str, subject: str) -> list[Proposal]:
+    """The regions of a patch the bump drops because upstream carries it (the carried-lines
+    engine named ``commit``): each a proposed drop, upstream's side kept, the commit named."""
+    if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
+        return []
+    found = blocks(c.content.decode("utf-8", "surrogateescape"))
+    return [Proposal(f"{patch_id}/{c.path}/{n}", patch_id, c.path, n, "superseded",
+                     list(b.sides.ours), {"drop": True, "commit": commit, "commits": [commit],
+                                          "subject": subject, "how": "patch", "names": []},
+                     b.marked) for n, b in enumerate(found, 1)]
+
+
+__all__ = ["STATES", "Block", "Earlier", "GitOracle", "Oracle", "Proposal", "blocks",
+           "consistent", "dropped", "earlier_of", "propose_file", "superseded"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from .merge import Merged, edits, indent, merge, norm, token_merge, twins
+from .merge import CLOSE, Edit, Merged, defined, edits, indent, merge, norm, token_merge, twins
 
 NAME = re.compile(r"[A-Za-z_]\w*")
 # names that say nothing about what a change is (Python's keywords and common builtins)
@@ -62,10 +62,22 @@ class Case:
     ours_file: list[str]  # upstream's whole file
     base_file: list[str] = field(default_factory=list)  # the patch's whole preimage
     culprits: list[str] = field(default_factory=list)  # commits that changed its lines
+    earlier: Earlier | None = None  # the earlier failing patches the region needs
 
     @property
     def id(self) -> str:
         return f"{self.patch_id}/{self.path}/{self.n}"
+
+
+@dataclass
+class Earlier:
+    """What the earlier patches a region needs (they do not apply, so their lines are missing
+    from upstream's side) bring to its file: the lines they add, and their own proposals there
+    (upstream's side of each proposed region, the proposed lines, the proposal's id)."""
+
+    patches: list[str]
+    adds: frozenset[str]  # normalised lines those patches add to the file
+    proposals: list[tuple[list[str], list[str], str]] = field(default_factory=list)
 
 
 @dataclass
@@ -117,6 +129,13 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
         return Found("already-upstream", list(s.ours),
                      {"commit": verdict["commit"], "subject": verdict.get("subject"),
                       "how": "lines", "share": verdict.get("share"), "names": []})
+    items = _same_items(s)
+    if items:
+        commit = oracle.brought(case.path, _items_lines(s.ours, items))
+        if commit is not None:
+            return Found("already-upstream", list(s.ours),
+                         {"commit": commit, "how": "items", "names": sorted(items),
+                          "lines": _items_lines(s.ours, items)})
     added = names(s.theirs) - names(s.base)
     removed = names(s.base) - names(s.theirs)
     ours = names(s.ours)
@@ -132,6 +151,35 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
 
 def _holding(lines: list[str], wanted: set[str]) -> list[str]:
     return [ln for ln in lines if names([ln]) & wanted]
+
+
+def _same_items(s: Sides) -> set[str]:
+    """The patch only inserts items (parameters, keyword arguments, a docstring's argument
+    entries) and upstream's side has, new, an item of each of those names: upstream added the
+    same parameter or documented the same argument in its own words (the free text differs, so
+    the names rule does not see it). Empty when that is not the whole of the patch's change."""
+    ops = [op for op in SequenceMatcher(None, s.base, s.theirs, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if not ops or any(tag != "insert" for tag, *_ in ops):
+        return set()
+    inserted = [ln for _, _, _, j1, j2 in ops for ln in s.theirs[j1:j2] if ln.strip()]
+    heads = [ln for ln in inserted if _entry(ln)]
+    if not heads or inserted[0] != heads[0] or \
+            not all(_entry(ln) or indent(ln) > indent(heads[0]) for ln in inserted):
+        return set()
+    wanted = item_names(inserted)
+    fresh = item_names(s.ours) - item_names(s.base)
+    return wanted if wanted <= fresh else set()
+
+
+def _entry(line: str) -> bool:
+    """An item of a list: a docstring's argument entry, or a parameter or keyword argument
+    (``name: T = x,``, ``name=x,``), not a statement (``name = x``)."""
+    return bool(ARG_DOC.match(line) or ITEM.match(line) and line.rstrip().endswith(","))
+
+
+def _items_lines(lines: list[str], wanted: set[str]) -> list[str]:
+    return [ln for ln in lines if item_names([ln]) & wanted]
 
 
 # -- both-insert / context-only --------------------------------------------------------------------
@@ -177,7 +225,7 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
     if not result.patch_edits:
         return None
     if result.same_point:
-        found = _both(result, s)
+        found = _both(result, s) or _beside(result, s)
         if found is None:
             return None
         inserted = [ln for _, _, b in result.same_point for ln in b]
@@ -187,7 +235,79 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
         # take on it may be there already (a person looks)
         fresh = names(case.ours_file) - names(case.base_file) if case.base_file else set()
         return None if item_names(inserted) & fresh else found
-    return _context(result, s)
+    return _context(result, s) or _beside(result, s) or _neighbours(result, s)
+
+
+def _beside(result: Merged, s: Sides) -> Found | None:
+    """The patch only inserts lines, and what upstream changed is the line each insertion
+    stands beside (before or after it: the hunk's context), rewritten into a line like it (an
+    import list grown, a signature re-wrapped, a class renamed), perhaps with list items of its
+    own at the same point: the insertion goes beside upstream's text of that line. Refused when
+    the inserted lines use a name upstream's rewrite took away."""
+    up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
+    if not pa or not all(p.insertion for p in pa):
+        return None
+    rewrites = _runs([u for u in up if not u.insertion])
+    if not rewrites or any(u.insertion and not any(p.start == u.start for p in pa) for u in up):
+        return None
+    inserted = [ln for p in pa for ln in p.lines]
+    defs = _definitions(tuple(inserted))
+    for u in rewrites:
+        if not any(p.start in (u.start, u.end) for p in pa):
+            return None  # an upstream change away from the patch's insertions
+        old = " ".join(norm(x) for x in s.base[u.start:u.end])
+        new = " ".join(norm(x) for x in u.lines)
+        if SequenceMatcher(None, old, new, autojunk=False).ratio() < CLOSE:
+            return None
+        if not defs and not names([old]) <= names([new]):
+            return None  # renamed, not grown or re-wrapped: what the insertion joins changed
+    for _, a, b in result.same_point:
+        same, bound = twins(a, b)
+        if same or bound or not (_items(a) and _items(b)):
+            return None
+    if names(inserted) & (names(s.base) - names(s.ours)) or defined(tuple(inserted)) & \
+            defined(tuple(s.ours)) or _flags(inserted) & _flags(s.ours):
+        return None  # it uses a name upstream took away, or binds one upstream's side binds
+    return Found("context-only", result.lines,
+                 {"context": "upstream rewrote the line the patch's insertion stands beside: "
+                             "the insertion goes beside upstream's text of it"})
+
+
+def _runs(rewrites: list[Edit]) -> list[Edit]:
+    """Rewrites of consecutive lines as one (a class line renamed and its docstring reworded)."""
+    out: list[Edit] = []
+    for u in rewrites:
+        if out and out[-1].end == u.start:
+            out[-1] = Edit(out[-1].start, u.end, out[-1].lines + u.lines)
+        else:
+            out.append(u)
+    return out
+
+
+def _alike_rewrite(e: Edit, base: list[str]) -> bool:
+    """Each preimage line of the edit rewritten into one line like it."""
+    return e.end - e.start == len(e.lines) > 0 and all(
+        SequenceMatcher(None, norm(base[e.start + k]), norm(x), autojunk=False).ratio() >= CLOSE
+        for k, x in enumerate(e.lines))
+
+
+def _neighbours(result: Merged, s: Sides) -> Found | None:
+    """Both sides rewrote lines, different ones next to each other, each line into one like it
+    (upstream may also have added lines between them): git stops on the adjacency, a person
+    keeps both rewrites. Upstream only adding lines around the patch's rewrite is not this: its
+    new lines were written against the line as it was. Refused when the patch's lines use a
+    name upstream took away."""
+    up, pa = edits(s.base, s.ours, loose=True), edits(s.base, s.theirs, loose=False)
+    if result.same_point or not pa or not all(_alike_rewrite(p, s.base) for p in pa):
+        return None
+    rewrites = [u for u in up if not u.insertion]
+    if not rewrites or not all(_alike_rewrite(u, s.base) for u in rewrites):
+        return None
+    if names([x for p in pa for x in p.lines]) & (names(s.base) - names(s.ours)):
+        return None
+    return Found("context-only", result.lines,
+                 {"context": "upstream rewrote the lines next to the patch's: both rewrites "
+                             "kept"})
 
 
 def _both(result: Merged, s: Sides) -> Found | None:
@@ -198,7 +318,7 @@ def _both(result: Merged, s: Sides) -> Found | None:
         return None
     for _, a, b in result.same_point:
         same, bound = twins(a, b)
-        if same or bound or not (_items(a) and _items(b)):
+        if same or bound and not (_arm(a) and _arm(b)) or not (_items(a) and _items(b)):
             return None
         if _positional(a) and _positional(b):
             return None  # both add positional items: their order is what callers bind to
@@ -206,6 +326,21 @@ def _both(result: Merged, s: Sides) -> Found | None:
              for at, a, b in result.same_point]
     return Found("both-insert", result.lines,
                  {"order": "upstream's lines first, then the patch's", "insertions": where})
+
+
+FLAG = re.compile(r"""['"](--?[A-Za-z][\w-]*)['"]""")
+
+
+def _flags(lines: Sequence[str]) -> set[str]:
+    """Command-line flags the lines name (a second ``add_argument`` of one is an error)."""
+    return {m.group(1) for x in lines for m in FLAG.finditer(x)}
+
+
+def _arm(lines: tuple[str, ...]) -> bool:
+    """An ``elif``/``case`` arm: arms of one chain bind the same names by design (only one
+    runs), so a name both bind is no duplicate."""
+    body = [norm(x) for x in lines if x.strip()]
+    return bool(body) and body[0].startswith(("elif ", "case "))
 
 
 ARG_DOC = re.compile(r"^\s*\*{0,2}\w+ \([^)]*\):")
@@ -417,7 +552,45 @@ def _port(s: Sides, block: list[str], lines: list[str], at: int) -> list[str] | 
     return new
 
 
-RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, merged, moved]
+# -- a region that needs an earlier failing patch's lines ----------------------------------------
+def on_earlier(case: Case, oracle: Oracle) -> Found | None:
+    """The region's preimage lines that upstream's side lacks are all lines of the earlier
+    patches it needs (they do not apply, so their lines are not there): the patch's change is
+    made on upstream's side *as those patches would leave it*: their own lines where upstream's
+    side is empty, else the one proposal of theirs for this same upstream text. It must edit
+    those lines, or only add items of a list next to them: new statements next to another
+    patch's lines may belong elsewhere once that patch is done again (a person places them)."""
+    e, s = case.earlier, case.sides
+    if e is None:
+        return None
+    up = {norm(x) for x in s.ours}
+    missing = [norm(x) for x in s.base if x.strip() and norm(x) not in up]
+    if not missing or any(x not in e.adds for x in missing):
+        return None
+    if not any(x.strip() for x in s.ours):
+        carried, via = list(s.base), "their lines"
+    else:
+        mine = [norm(x) for x in s.ours if x.strip()]
+        hits = [(lines, pid) for ours, lines, pid in e.proposals
+                if [norm(x) for x in ours if x.strip()] == mine
+                and set(missing) <= {norm(x) for x in lines}]
+        if len(hits) != 1:
+            return None
+        carried, via = hits[0]
+    result = merge(s.base, carried, s.theirs)
+    pa = edits(s.base, s.theirs, loose=False)
+    if result is None or result.same_point or not pa:
+        return None
+    if all(x.insertion for x in pa) and not all(_items(x.lines) for x in pa):
+        return None
+    return Found("context-only", result.lines,
+                 {"context": "the region holds lines of earlier patches that do not apply: "
+                             "the patch's change made on them as they would be carried",
+                  "needs": list(e.patches), "on": via})
+
+
+RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, on_earlier, merged,
+                                                       moved]
 
 
 def first(case: Case, oracle: Oracle) -> Found | None:

@@ -1,0 +1,69 @@
+"""The one model of "a patch of the series": what the loader reads, and what the engine, the
+session, the bump and the report hold when they speak of a patch.
+
+A patch is its series.yaml entry (``PatchEntry``: id, file, title and the metadata a person
+keeps: kind, why, where it was proposed upstream, when to drop it, what it absorbs, its tests)
+joined to its patch file's content (``Patch``: author, date, message, diff). Neither half is
+copied anywhere: a stop, a bump's outcome or a materialised step *holds* the ``SeriesPatch``
+and adds only what became of it in that run. Those words are one enum per question in
+``model/status.py`` (``Applied``; ``BumpStatus`` with ``blocked`` and ``upstreamed``;
+``MappingStatus``; ``ProposalState``: proposed, accepted, verified, hand-resolved): what became
+of a patch belongs to the run that did it, never to the patch, which is the same patch in every
+run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .diffs import FileDiff
+from .patches import Patch
+from .series import PatchEntry
+
+
+@dataclass(frozen=True)
+class SeriesPatch:
+    entry: PatchEntry
+    patch: Patch
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    @property
+    def file(self) -> str:
+        """The patch file, relative to ``patches/``."""
+        return self.entry.file
+
+    @property
+    def subject(self) -> str:
+        """The patch's own subject (its file's, which ``title:`` in series.yaml mirrors)."""
+        return self.patch.subject
+
+    @property
+    def diff(self) -> bytes:
+        return self.patch.diff
+
+    @property
+    def files(self) -> tuple[FileDiff, ...]:
+        return self.patch.files
+
+    def paths(self) -> list[str]:
+        return self.patch.paths()
+
+    @property
+    def is_empty(self) -> bool:
+        return self.patch.is_empty
+
+    @property
+    def upstream(self) -> str | None:
+        """Where it was proposed upstream (series.yaml's ``upstream:``), once it is."""
+        return self.entry.upstream
+
+    @property
+    def drop_when(self) -> str | None:
+        return self.entry.drop_when
+
+    def pair(self) -> tuple[str, Patch]:
+        """(id, patch): the form the materialiser and the attribution stack take."""
+        return self.entry.id, self.patch
