@@ -697,7 +697,8 @@ def evidence_line(p: Proposal) -> str:
         return "the whole patch is upstream already: drop it (" + \
             ", ".join(short(c) for c in ev.commits) + ")"
     if p.rule == "already-upstream":
-        return f"upstream already has {', '.join(ev.names[:4])}{by}: keep upstream's side"
+        what = ", ".join(ev.names[:4]) or "the patch's lines"  # `how: lines` names none
+        return f"upstream already has {what}{by}: keep upstream's side"
     if p.rule == "both-insert":
         return "both sides insert here: both kept, " + ev.order
     if p.rule == "moved":
