@@ -8,10 +8,12 @@ what every command points to abort for, so abort clears it too, taking the defau
 What the person had in a removed tree and cannot get back from the series is kept first, under
 ``.rebasectl/aborted/<time>/``: untracked files, ignored ones included (notes written during a
 resolution, an editor's backups; moved, not copied, so a large file costs nothing; Python's
-regenerable caches excepted), and commits no ref and no apply of ours reaches (``git
-format-patch``, ready for ``git am``). Edits to the
-conflicted files are the resolution being abandoned and go, as ``git rebase --abort`` drops
-them.
+regenerable caches excepted), commits no ref and no apply of ours reaches (``git
+format-patch``, ready for ``git am``), and a copy of each tracked file changed after the stop
+(a hand resolution in progress, an accepted proposal: newer than the apply state the stop
+wrote), under ``edited/``. ``git rebase --abort`` drops those edits; an hour of resolving a
+large patch is not the series' to lose (rerere records nothing before ``continue``). Files as
+the stop left them are the series' and go.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class AbortResult:
     kept: Path | None = None  # where untracked files / commits of removed trees were saved
     kept_files: int = 0
     kept_commits: int = 0
+    kept_edits: int = 0  # tracked files changed after the stop, copied under edited/
 
 
 def abort(ws: Workspace) -> AbortResult:
@@ -49,7 +52,8 @@ def abort(ws: Workspace) -> AbortResult:
     known = [t for t in (state.tip if state else None, tmap.tip if tmap else None) if t]
     result = AbortResult()
     if registered(ws, tree):  # also with the mirror gone: its .git names our mirror
-        _keep(ws, Worktree(tree), known, result)
+        stopped = ws.apply_state.stat().st_mtime_ns if state is not None else None
+        _keep(ws, Worktree(tree), known, result, stopped)
         clear(ws, tree)
         result.removed.append(tree)
     elif tree.exists():
@@ -63,13 +67,21 @@ def abort(ws: Workspace) -> AbortResult:
     return result
 
 
-def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResult) -> None:
+def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResult,
+          stopped: int | None) -> None:
     """Save what only this work tree holds (see the module doc) before it is removed."""
     dest = ws.aborted / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     try:
-        untracked = [p for p in tree.status().untracked + tree.ignored() if not _cache(p)]
+        status = tree.status()
+        untracked = [p for p in status.untracked + tree.ignored() if not _cache(p)]
     except RebasectlError:
-        untracked = []
+        status, untracked = None, []
+    edited = _edited(tree.path, status.unmerged + status.changed, stopped) if status else []
+    for rel in edited:
+        target = dest / "edited" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(tree.path / rel, target)
+    result.kept_edits = len(edited)
     for rel in dict.fromkeys(untracked):
         target = dest / "untracked" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -77,8 +89,21 @@ def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResu
     commits = tree.save_commits(dest / "commits", known) if tree.head() else 0
     if not commits and (dest / "commits").is_dir():
         shutil.rmtree(dest / "commits")  # format-patch makes the folder before it finds none
-    if untracked or commits:
+    if untracked or commits or edited:
         result.kept, result.kept_files, result.kept_commits = dest, len(untracked), commits
+
+
+def _edited(root: Path, changed: Sequence[str], stopped: int | None) -> list[str]:
+    """Changed tracked files written after the stop's state (by the person, or ``resolve
+    --accept``); none without a state to date the stop by."""
+    if stopped is None:
+        return []
+    out = []
+    for rel in dict.fromkeys(changed):
+        path = root / rel
+        if path.is_file() and not path.is_symlink() and path.stat().st_mtime_ns > stopped:
+            out.append(rel)
+    return out
 
 
 def _cache(path: str) -> bool:
