@@ -549,9 +549,11 @@ def _port(s: Sides, block: list[str], lines: list[str], at: int) -> list[str] | 
     delta = indent(there[0]) - indent(block[0])
     if any(indent(t) - indent(b) != delta for t, b in zip(there, block)):
         return None
-    start = s.base.index(block[0]) if block[0] in s.base else None
-    if start is None:
+    # the whole block locates the edit: its first line alone (an `else:`) may come earlier
+    starts = [k for k in range(len(s.base) - len(block) + 1) if s.base[k:k + len(block)] == block]
+    if len(starts) != 1:
         return None
+    start = starts[0]
     ops = SequenceMatcher(None, s.base, s.theirs, autojunk=False).get_opcodes()
     new: list[str] = []
     for tag, i1, i2, j1, j2 in ops:
