@@ -315,7 +315,7 @@ class Planner:
         looked for removed names, and the checks after the merge (bump's warnings, not its
         question) are not run. ``numbers``: the patches' positions in the series (1-based),
         when ``loaded`` is part of it."""
-        stack = [(lp.entry.id, lp.patch) for lp in loaded]
+        stack = [lp.pair() for lp in loaded]
         # the series on its old base first, unless the mirror has them: it puts every patch's
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
         pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
@@ -463,8 +463,8 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
             loaded: list[SeriesPatch], notify: Notify) -> None:
     """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
     oracle = GitOracle(repo, carried.rng.new, carried)
-    files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
-    by_id = {lp.entry.id: lp for lp in loaded}
+    files = {lp.id: len(lp.patch.files) for lp in loaded}
+    by_id = {lp.id: lp for lp in loaded}
     for out in outcomes:
         if out.status is BumpStatus.UPSTREAMED and out.upstream_commit and out.dropped:
             commit = out.upstream_commit
@@ -534,7 +534,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str |
     if proposals:
         propose(repo, planner.carried, outcomes, loaded, notify)
     if not result.clean or proposals:  # --propose shows, never carries: nothing else written
-        write_conflicts(out, result, {lp.entry.id: lp for lp in loaded})
+        write_conflicts(out, result, {lp.id: lp for lp in loaded})
         out.finish()
         return result
     carry(ws, repo, result, mat, notify)
@@ -578,7 +578,7 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Ser
     """report.md / report.json of the bump: old series on the old base, new on the new."""
     from ..report import Side, build_report, render_markdown, to_json
 
-    old_mat = Materializer(repo).run(result.old, [(lp.entry.id, lp.patch) for lp in loaded],
+    old_mat = Materializer(repo).run(result.old, [lp.pair() for lp in loaded],
                                      keep_going=True)
     new_series = load(ws.root)
     tmap = TreeMap.load(ws.tree_map)
@@ -697,7 +697,8 @@ def evidence_line(p: Proposal) -> str:
         return "the whole patch is upstream already: drop it (" + \
             ", ".join(short(c) for c in ev.commits) + ")"
     if p.rule == "already-upstream":
-        return f"upstream already has {', '.join(ev.names[:4])}{by}: keep upstream's side"
+        what = ", ".join(ev.names[:4]) or "the patch's lines"  # `how: lines` names none
+        return f"upstream already has {what}{by}: keep upstream's side"
     if p.rule == "both-insert":
         return "both sides insert here: both kept, " + ev.order
     if p.rule == "moved":
@@ -715,7 +716,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify)
-    stack = [(lp.entry.id, lp.patch) for lp in loaded[:pos + 1]]
+    stack = [lp.pair() for lp in loaded[:pos + 1]]
     keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
     outcomes, _ = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
                               numbers=[k + 1 for k in keep])
@@ -737,11 +738,11 @@ def find_patch(loaded: list[SeriesPatch], ref: str) -> int:
     ``patches/``), or, for a long id, its id cut short or the whole subject's slug that import
     cut at 48 characters."""
     for i, lp in enumerate(loaded):
-        if ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}"):
+        if ref in (lp.id, lp.file, f"{PATCH_DIR}/{lp.file}"):
             return i
     cut = [i for i, lp in enumerate(loaded)
-           if len(ref) >= 40 and lp.entry.id.startswith(ref)
-           or len(lp.entry.id) >= 40 and ref.startswith(lp.entry.id)]
+           if len(ref) >= 40 and lp.id.startswith(ref)
+           or len(lp.id) >= 40 and ref.startswith(lp.id)]
     if len(cut) == 1:
         return cut[0]
     raise RebasectlError(f"no patch {ref!r} in series.yaml (give an id or a file name)")

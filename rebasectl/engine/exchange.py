@@ -55,7 +55,7 @@ def load_patches(ws: Workspace, series: Series) -> list[SeriesPatch]:
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
         loaded.append(SeriesPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
-    links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
+    links.check_series((f"{PATCH_DIR}/{lp.file}", lp.patch) for lp in loaded)
     return loaded
 
 
@@ -68,7 +68,7 @@ def check_links_on(repo: Repo, base: str, loaded: list[SeriesPatch]) -> None:
     blobs = repo.objects.blobs(e.blob for e in found.values())
     base_links = {path: (blobs.get(e.blob) or b"").decode("utf-8", errors="surrogateescape")
                   for path, e in found.items()}
-    links.check_series(((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded),
+    links.check_series(((f"{PATCH_DIR}/{lp.file}", lp.patch) for lp in loaded),
                        base_links)
 
 

@@ -161,13 +161,13 @@ def _series_dir(path: Path) -> _Loaded:
     if not path.is_dir():
         raise RebasectlError(f"{path}: not a series directory")
     series, loaded = load_series_dir(path)
-    return _Loaded(str(path), series, [(lp.entry.id, lp.patch) for lp in loaded])
+    return _Loaded(str(path), series, [lp.pair() for lp in loaded])
 
 
 def _working_copy(ws: Workspace) -> _Loaded:
     series = load(ws.root)
     return _Loaded("working copy", series,
-                   [(lp.entry.id, lp.patch) for lp in load_patches(ws, series)])
+                   [lp.pair() for lp in load_patches(ws, series)])
 
 
 def _repo(ws: Workspace) -> Repo:

@@ -76,9 +76,9 @@ class Change:
 
     side: str  # old | new
     index: int  # 1-based
-    sha: str
+    sha: Oid
     info: CommitInfo
-    parent: str
+    parent: Oid
     diff: bytes
     patch_id: str | None
     files: tuple[FileDiff, ...]

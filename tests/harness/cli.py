@@ -106,9 +106,10 @@ FAULT = "REBASECTL_FAULT"
 
 
 def _needs_process(env: dict[str, str] | None) -> str:
-    """"": this process will do. "fork": a fault point kills or interrupts the process that
-    reaches it. "exec": PYTHONIOENCODING, the locale and the like take effect only when an
-    interpreter starts, and a ``stop@`` fault leaves a process for someone to resume."""
+    """How a command must run: ``fork`` where a fault point kills or interrupts the process that
+    reaches it; ``exec`` where PYTHONIOENCODING, the locale and the like must reach an
+    interpreter's start, or a ``stop@`` fault leaves a process for someone to resume; the empty
+    string where this process will do."""
     fault = (env or {}).get(FAULT, os.environ.get(FAULT, ""))
     if any(key.startswith(_INTERPRETER) for key in env or {}) or fault.startswith("stop@"):
         return "exec"

@@ -1,4 +1,4 @@
-"""Shared scenarios of the integration tests, built once per module by the fixtures of
+"""Shared scenarios of the integration tests, built once per test process by the fixtures of
 tests/integration/conftest.py and copied per test.
 
 * ``World``: tests/sfix.py's scenario (patch 1 conflicts on ``new_base``) plus ``clean``, an
@@ -7,8 +7,9 @@ tests/integration/conftest.py and copied per test.
   so the second stop is reached through ``continue`` (as every stop after the first of a real
   bump is); the upstream ignores ``local/`` and ``*~`` as Megatron-LM's .gitignore does.
 
-And the steps those tests share: a checkout stopped at the conflict, an applied one, patch 1's
-resolution, a commit made by hand, the commands a message advises.
+And the steps those tests share: a checkout stopped at the conflict, an applied one (each made
+once per world by the real command and copied per test with ``relocate``), patch 1's resolution,
+a commit made by hand, the commands a message advises.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ _REGION = re.compile(r"<<<<<<< [^\n]*\n.*?>>>>>>> [^\n]*\n", re.S)
 class World:
     sc: Scenario
     clean: str  # an upstream commit on the base on which every patch applies
+    prepared: dict[str, Path] = field(default_factory=dict)  # checkouts after a command
 
 
 def build_world(factory: Any) -> Iterator[World]:
@@ -80,18 +82,42 @@ def tree(series: Path) -> Path:
     return series / ".rebasectl" / "tree"
 
 
+def relocate(src: Path, dst: Path) -> None:
+    """Copy a series checkout with its .rebasectl state (mirror, work tree, apply state) to
+    ``dst``, rewriting the absolute paths git and rebasectl keep, so each test starts from a
+    prepared state without re-running the commands that made it."""
+    shutil.copytree(src, dst, symlinks=True)
+    state = dst / ".rebasectl"
+    files = [state / "tree" / ".git", state / "tree.json", state / "apply-state.json",
+             *state.glob("upstream.git/worktrees/*/gitdir")]
+    for f in files:
+        if f.is_file():
+            f.write_text(f.read_text().replace(str(src), str(dst)))
+
+
+def _prepared(world: World, key: str, *args: str, want: int) -> Path:
+    """World's series after ``rebasectl ARGS`` (which must exit ``want``), made the first time a
+    test asks and kept beside the world: the command is these tests' setup, not what they
+    check, and a copy costs a fraction of running it again."""
+    if key not in world.prepared:
+        series = world.sc.series.parent / f"prepared-{key}"
+        shutil.copytree(world.sc.series, series)
+        run(series, *args, want=want)
+        world.prepared[key] = series
+    return world.prepared[key]
+
+
 def conflicted(world: World, tmp_path: Path, name: str = "series") -> Path:
     """A series checkout stopped at patch 1's conflict on new_base."""
     series = tmp_path / name
-    shutil.copytree(world.sc.series, series)
-    run(series, "apply", "--base", world.sc.new_base, want=1)
+    relocate(_prepared(world, "conflicted", "apply", "--base", world.sc.new_base, want=1), series)
     return series
 
 
 def applied(world: World, tmp_path: Path, name: str = "series") -> Path:
+    """A series checkout applied on its base (every patch committed)."""
     series = tmp_path / name
-    shutil.copytree(world.sc.series, series)
-    run(series, "apply", want=0)
+    relocate(_prepared(world, "applied", "apply", want=0), series)
     return series
 
 

@@ -6,21 +6,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.harness.cli import run
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import git_out
 from tests.harness.scenes import Two, World, conflicted, copy_two, tree
-from tests.sfix import Scenario, copy, template_fixture
-
-
-@pytest.fixture(scope="module")
-def sc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
-    yield from template_fixture(tmp_path_factory, "abort")
+from tests.sfix import Scenario, copy
 
 
 def test_abort_says_only_what_it_kept(sc: Scenario, tmp_path: Path) -> None:

@@ -6,17 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.harness.cli import run
 from tests.harness.git import git_out as git
-from tests.sfix import Scenario, copy, template_fixture
-
-
-@pytest.fixture(scope="module")
-def sc(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    yield from template_fixture(tmp_path_factory, "advice")
-
+from tests.sfix import Scenario, copy
 
 _REGION = re.compile(r"<<<<<<< [^\n]*\n.*?>>>>>>> [^\n]*\n", re.S)
 

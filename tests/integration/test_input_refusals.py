@@ -11,12 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.cli import run as rebasectl
-from tests.sfix import Scenario, copy, snapshot, template_fixture
-
-
-@pytest.fixture(scope="module")
-def sc(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    yield from template_fixture(tmp_path_factory, "inputs")
+from tests.sfix import Scenario, copy, snapshot
 
 
 def refused(series: Path, *args: str) -> str:

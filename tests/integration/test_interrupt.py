@@ -26,7 +26,7 @@ from tests.harness.cli import ok, one_error, popen, run, spawn
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import Repo, git, lines
 from tests.harness.process import resume, wait_stopped
-from tests.harness.scenes import World, applied, conflicted, tree
+from tests.harness.scenes import World, applied, conflicted, relocate, tree
 from tests.sfix import Scenario, copy, head_of, make, module_hermetic_git, snapshot, tree_of
 
 Point = tuple[str, str, int]  # (kill|int, boundary, n)
@@ -105,19 +105,6 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
             bumped = snapshot(bw)
         yield Reference(sc, apply_tip, cont_tip, exported, imported, bump_to, bumped, resolved,
                         continued)
-
-
-def relocate(src: Path, dst: Path) -> None:
-    """Copy a series checkout with its .rebasectl state (mirror, work tree, apply state) to
-    ``dst``, rewriting the absolute paths git and rebasectl keep, so each test starts from a
-    prepared state without re-running the commands that made it."""
-    shutil.copytree(src, dst, symlinks=True)
-    state = dst / ".rebasectl"
-    files = [state / "tree" / ".git", state / "tree.json", state / "apply-state.json",
-             *state.glob("upstream.git/worktrees/*/gitdir")]
-    for f in files:
-        if f.is_file():
-            f.write_text(f.read_text().replace(str(src), str(dst)))
 
 
 def _copy(ref: Reference, tmp_path: Path) -> Path:

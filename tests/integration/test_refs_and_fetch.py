@@ -13,16 +13,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import Repo
-from tests.sfix import Scenario, copy, snapshot, template_fixture
-
-
-@pytest.fixture(scope="module")
-def sc(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    yield from template_fixture(tmp_path_factory, "refs")
+from tests.sfix import Scenario, copy, snapshot
 
 
 def git(path: Path, *args: str, check: bool = True) -> str:

@@ -16,14 +16,11 @@ import pytest
 
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import git_out as git
-from tests.sfix import Scenario, copy, template_fixture
+from tests.sfix import Scenario, copy
 
 SHM = Path("/dev/shm")
 
 
-@pytest.fixture(scope="module")
-def sc(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    yield from template_fixture(tmp_path_factory, "otherfs")
 
 
 @pytest.fixture
