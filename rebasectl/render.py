@@ -204,7 +204,9 @@ def export(series: Any, built: Any, changed: list[str]) -> None:
     for path in changed:
         ui.line(f"  {path}")
     for pid in built.kept:
-        ui.line(f"kept {pid} as it was (skipped during the apply; `--drop {pid}` drops it)")
+        ui.line(f"kept {pid} as it was: skipped at its conflict, it still does not apply on "
+                f"{series.upstream.base.short()}, so the exported series stops there until it is "
+                f"resolved (apply, then continue) or dropped (`--drop {pid}`)")
     for gone, survivor in built.folded.items():
         ui.line(f"folded {gone} into {survivor} (absorbs: {gone}; its tests carried over)")
     for pid in built.dropped:

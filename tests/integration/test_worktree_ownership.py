@@ -163,4 +163,8 @@ def test_moved_checkout_skip_and_export_need_no_hand_work(sc: Scenario, tmp_path
     run(again, "skip", want=0)
     r = run(again, "export", want=0)
     assert "kept change-a-line-3 as it was" in r.stdout
+    assert "the exported series stops there" in r.stdout
     assert not moved.exists() and not series.exists()
+    # what the export line says: apply stops at the kept patch, to be resolved there
+    stop = run(again, "apply", want=1)
+    assert "change-a-line-3" in stop.stderr + stop.stdout
