@@ -332,11 +332,8 @@ class Planner:
                            self.engine, self._replay, self.memory,
                            explain=lambda pid: asked is None or pid == asked).run(
             self.new, stack, keep_going=True, on_step=self._announce(total), numbers=numbers)
-        failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         deps = SeriesLines(stack)
-        outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed),
-                                   only in (None, pos))
-                    for pos, (lp, step) in enumerate(zip(loaded, mat.steps))]
+        outcomes, failed = self._classify_all(loaded, mat, deps, only)
         for pos, out in enumerate(outcomes):
             for c in out.conflicts:
                 if c.kind is ConflictKind.MISSING:
@@ -405,6 +402,23 @@ class Planner:
             return False
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
+
+    def _classify_all(self, loaded: list[SeriesPatch], mat: Materialised, deps: SeriesLines,
+                      only: int | None) -> tuple[list[PatchOutcome], list[str]]:
+        """Each patch's outcome, in series order, and the ids of those that failed. A patch whose
+        merge conflicted because upstream already carries it (``upstreamed``) has not failed: a
+        later patch needing its lines finds them upstream, so its regions are upstream's, not
+        blocked by it. Whether upstream carries a conflicting patch is asked of every one (not
+        only the one blame asks about), so blame and bump agree on who blocks whom."""
+        outcomes: list[PatchOutcome] = []
+        failed: list[str] = []
+        for pos, (lp, step) in enumerate(zip(loaded, mat.steps)):
+            asked = only in (None, pos) or step.status is Applied.CONFLICT
+            out = self._classify(lp, step, deps.blockers(pos, lp.patch, failed), asked)
+            outcomes.append(out)
+            if step.status is Applied.CONFLICT and out.status is not BumpStatus.UPSTREAMED:
+                failed.append(step.id)
+        return outcomes, failed
 
     def _classify(self, lp: SeriesPatch, step: Step, needs: list[str],
                   asked: bool = True) -> PatchOutcome:

@@ -249,3 +249,32 @@ def test_report_after_a_bump_names_the_blocked_patch_and_its_blocker(tmp_path: P
     assert "patch 1 'one' does not apply (a.txt)" in r.stderr
     assert "patch 3 'two-on-top-of-one' is blocked by one" in r.stderr
     assert "c-stays-clean" not in r.stderr and "feature-line" not in r.stderr
+
+
+def test_a_patch_upstream_carries_blocks_nothing(tmp_path: Path) -> None:
+    """An earlier patch that conflicts because upstream landed its lines (with a change beside
+    them) is ``upstreamed``; a later patch that edits those lines finds them upstream, so its
+    conflict is upstream's doing: ``conflict`` with the upstream commit named, never ``blocked``
+    by the upstreamed patch. blame says the same as bump."""
+    fork = Fork(tmp_path, {"b.txt": lines(30, "b")})
+    shas = fork.series([
+        ("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")}),
+        ("feat: wider slice", {"b.txt": ("slice = 2\n", "slice = 3\n")}),
+    ])
+    series = imported(tmp_path, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                  env=TERMINAL)
+    assert r.returncode == 1, r.stderr
+    gate, wider = json.loads(r.stdout)["patches"]
+    assert gate["status"] == "upstreamed" and gate["upstream_commit"] == landed
+    assert wider["status"] == "conflict" and not wider.get("blocked_by"), wider
+    assert landed in [c["commit"] for c in wider["culprits"]]
+    (region,) = wider["conflicts"][0]["regions"]
+    assert not region.get("blocked_by") and landed in region["culprits"]
+    b = rebasectl(series, "blame", "wider-slice", "--upstream", str(fork.up.path), "--json",
+                  env=TERMINAL)
+    assert b.returncode == 1, b.stderr
+    blamed = json.loads(b.stdout)
+    assert blamed["status"] == "conflict" and not blamed.get("blocked_by"), blamed
