@@ -408,12 +408,16 @@ class Planner:
         """Each patch's outcome, in series order, and the ids of those that failed. A patch whose
         merge conflicted because upstream already carries it (``upstreamed``) has not failed: a
         later patch needing its lines finds them upstream, so its regions are upstream's, not
-        blocked by it. Whether upstream carries a conflicting patch is asked of every one (not
-        only the one blame asks about), so blame and bump agree on who blocks whom."""
+        blocked by it. Blame asks it of the conflicting patches the asked one needs as well as
+        of the asked one, so blame and bump agree on who blocks whom."""
         outcomes: list[PatchOutcome] = []
         failed: list[str] = []
+        wanted: set[str] = set()
+        if only is not None:
+            conflicting = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
+            wanted = set(deps.blockers(only, loaded[only].patch, conflicting))
         for pos, (lp, step) in enumerate(zip(loaded, mat.steps)):
-            asked = only in (None, pos) or step.status is Applied.CONFLICT
+            asked = only in (None, pos) or step.id in wanted
             out = self._classify(lp, step, deps.blockers(pos, lp.patch, failed), asked)
             outcomes.append(out)
             if step.status is Applied.CONFLICT and out.status is not BumpStatus.UPSTREAMED:
