@@ -57,6 +57,7 @@ from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
 from ..infra.artifacts import Artifacts
 from ..infra.errors import ExitCode, RebasectlError
+from ..infra.faults import boundary
 from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid, short
@@ -581,6 +582,7 @@ def carry(ws: Workspace, repo: Repo, result: BumpResult, mat: Materialised,
     worktree = ws.default_tree.resolve()
     check_room(ws, worktree)  # never replace work that was not exported
     clear(ws, worktree)
+    boundary("tree-cleared")  # a kill here leaves no tree: status says so, apply makes it
     tip = kept[-1].commit if kept else result.new
     assert tip is not None
     notify(f"checking out {worktree}")

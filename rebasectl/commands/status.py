@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.exchange import load_patches, patch_stats
-from ..engine.state import ApplyState
+from ..engine.state import ApplyState, StateError, TreeMap
 from ..git import Worktree
 from ..infra.errors import GitError
 from ..model.dependencies import SeriesLines
@@ -29,7 +29,21 @@ def status(ws: Workspace) -> dict[str, Any]:
     up = series.upstream
     return {"schema": "rebasectl.status/1",
             "upstream": {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base},
-            "patches": patches, "apply_in_progress": describe_apply(ws)}
+            "patches": patches, "apply_in_progress": (progress := describe_apply(ws)),
+            "missing_worktree": None if progress else missing_worktree(ws)}
+
+
+def missing_worktree(ws: Workspace) -> str | None:
+    """The work tree the last apply or bump recorded, when it is gone: a kill between removing
+    the old tree and making the new one leaves tree.json naming nothing (nothing is lost: the
+    series is unchanged and ``apply`` makes the tree again)."""
+    try:
+        tmap = TreeMap.load(ws.tree_map)
+    except StateError:  # an unreadable map is abort's and apply's to report, not status'
+        return None
+    if tmap is None or ws.path(tmap.worktree).exists():
+        return None
+    return str(tmap.worktree)
 
 
 def describe_apply(ws: Workspace) -> dict[str, Any] | None:

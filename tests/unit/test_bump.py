@@ -278,3 +278,30 @@ def test_a_patch_upstream_carries_blocks_nothing(tmp_path: Path) -> None:
     assert b.returncode == 1, b.stderr
     blamed = json.loads(b.stdout)
     assert blamed["status"] == "conflict" and not blamed.get("blocked_by"), blamed
+
+
+def test_a_kill_between_the_old_tree_and_the_new_is_named_by_status(tmp_path: Path) -> None:
+    """A clean bump removes the old work tree before it makes the new one; killed in between,
+    nothing is lost (series.yaml unchanged) but the tree is gone. status says so and names
+    apply, and apply makes it again."""
+    fork = Fork(tmp_path, {"a.txt": lines(30)})
+    shas = fork.series([("fix: one", {"a.txt": ("line 10\n", "ONE 10\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    assert rebasectl(series, "apply", "--upstream", str(fork.up.path)).returncode == 0
+    before = (series / "series.yaml").read_bytes()
+    fork.change("shift a", {"a.txt": ("line 1\n", "line 0\nline 1\n")})
+    killed = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
+                       env={"REBASECTL_FAULT": "kill@tree-cleared"})
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    assert (series / "series.yaml").read_bytes() == before
+    assert not (series / ".rebasectl" / "tree").exists()
+    shown = rebasectl(series, "status")
+    assert shown.returncode == 0, shown.stderr
+    (line,) = [ln for ln in shown.stdout.splitlines() if "is missing" in ln]
+    assert "`rebasectl apply` makes it again" in line
+    doc = json.loads(rebasectl(series, "status", "--json").stdout)
+    assert doc["missing_worktree"] and doc["apply_in_progress"] is None
+    assert rebasectl(series, "apply").returncode == 0  # the advice, followed
+    assert "ONE 10" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
+    assert "is missing" not in rebasectl(series, "status").stdout
+    assert json.loads(rebasectl(series, "status", "--json").stdout)["missing_worktree"] is None
