@@ -46,7 +46,7 @@ def finish(code: int) -> None:
 @click.pass_context
 def cli(ctx: click.Context, directory: Path) -> None:
     """Carry a patch series on a moving upstream: apply, report, bump, test."""
-    ctx.obj = Workspace.at(directory)
+    ctx.obj = Workspace.at(directory, discover=ctx.invoked_subcommand != "import")
 
 
 def json_option(f: Any) -> Any:

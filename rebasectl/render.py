@@ -295,10 +295,13 @@ def _bump_summary(result: Any, verbose: bool) -> None:
     if len(risky) > SHOWN_RISKS and not verbose:
         ui.note(f"  +{len(risky) - SHOWN_RISKS} more warnings: {result.artifacts / 'risks.txt'}")
     shown = regions if verbose else regions[:SHOWN_REGIONS]
+    if shown:
+        ui.note("  regions:" if len(shown) == len(regions) else
+                f"  regions (the first {len(shown)} of {len(regions)}):")
     for text in shown:
         ui.note(f"    {text}")
     if len(regions) > len(shown):
-        ui.note(f"+{len(regions) - len(shown)} more: {result.artifacts / 'regions.txt'}")
+        ui.note(f"  +{len(regions) - len(shown)} more: {result.artifacts / 'regions.txt'}")
 
 
 def _first(p: Any) -> str:
@@ -324,8 +327,9 @@ def blame(data: dict[str, Any]) -> None:
                 f"{c['subject']}")
     for c in data["conflicts"]:
         for r in c["regions"]:
-            where = f"upstream lines {r['upstream_lines'][0]}-{r['upstream_lines'][1]}" \
-                if r.get("upstream_lines") else "no upstream lines"
+            up = r.get("upstream_lines")
+            where = ("upstream line" + (f"s {up[0]}-{up[1]}" if up[1] > up[0] else f" {up[0]}")
+                     ) if up else "no upstream lines"
             marked = f", work tree lines {r['start']}-{r['end']} with markers" \
                 if r.get("start") else ""
             why = f"needs lines of {', '.join(r['blocked_by'])}" if r.get("blocked_by") else \

@@ -4,7 +4,6 @@ does; with ``--install``, the finished tree made this Python environment's megat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ..engine.exchange import (
     check_links_on,
@@ -16,6 +15,7 @@ from ..engine.upstream import resolve
 from ..git import Repo
 from ..model.ids import Oid
 from ..model.series import load
+from ..model.series_patch import SeriesPatch
 from ..model.workspace import Workspace
 from .common import (
     Notify,
@@ -55,11 +55,11 @@ def _apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path
     return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
 
 
-def _seed_blobs(repo: Repo, base: Oid, loaded: list[Any]) -> None:
+def _seed_blobs(repo: Repo, base: Oid, loaded: list[SeriesPatch]) -> None:
     """The series on its own base, in memory: it writes every patch's preimage and result blob
     into the mirror, which git's 3-way merge on another base needs."""
 
-    Materializer(repo).run(base, [(lp.entry.id, lp.patch) for lp in loaded], three_way=False,
+    Materializer(repo).run(base, [lp.pair() for lp in loaded], three_way=False,
                            keep_going=True)
 
 

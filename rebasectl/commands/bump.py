@@ -28,10 +28,12 @@ from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
     Attribution,
     Culprit,
+    Culprits,
     RegionCulprits,
     UpstreamRange,
     attribute,
     landing,
+    relevant_stack,
 )
 from ..engine.carried import Carried, CarriedLines
 from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
@@ -58,6 +60,7 @@ from ..infra.errors import ExitCode, RebasectlError
 from ..infra.progress import Counted
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid, short
+from ..model.patches import Patch
 from ..model.series import PATCH_DIR, Series, load
 from ..model.series_patch import SeriesPatch
 from ..model.status import Applied, BumpStatus
@@ -187,10 +190,19 @@ class BumpResult:
             first = p.attribution.culprits[0] if p.attribution and p.attribution.culprits \
                 else None
             gone = next((c.deleted_by for c in p.conflicts if c.deleted_by), None)
-            why = f"; first culprit {first.commit.short()} {first.subject[:60]}" if first else \
+            why = f"; first culprit {first.commit.short()} {_clip(first.subject)}" if first else \
                 f"; deleted upstream by {gone.short()}" if gone else ""
             out.append(f"{head}; {n} region{'' if n == 1 else 's'}{why}")
         return out
+
+
+def _clip(text: str, width: int = 60) -> str:
+    """``text`` cut at a word to fit ``width``, marked with ``...`` (no half word, no dangling
+    ``(`` or backquote)."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 3].rsplit(" ", 1)[0].rstrip(" ([{`'\",;:-")
+    return f"{cut}..."
 
 
 def _where(c: FileConflict, r: Region | None) -> str:
@@ -296,24 +308,30 @@ class Planner:
         self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
 
-    def run(self, loaded: list[SeriesPatch],
-            only: int | None = None) -> tuple[list[PatchOutcome], Materialised]:
-        """Every patch classified; the failing ones attributed (only the one at position
-        ``only`` when given: blame asks about one patch)."""
-        stack = [(lp.entry.id, lp.patch) for lp in loaded]
+    def run(self, loaded: list[SeriesPatch], only: int | None = None,
+            numbers: list[int] | None = None) -> tuple[list[PatchOutcome], Materialised]:
+        """Every patch classified; the failing ones attributed and the checks after the merge
+        run. Blame asks about the one patch at position ``only``: only it is attributed and
+        looked for removed names, and the checks after the merge (bump's warnings, not its
+        question) are not run. ``numbers``: the patches' positions in the series (1-based),
+        when ``loaded`` is part of it."""
+        stack = [lp.pair() for lp in loaded]
         # the series on its old base first, unless the mirror has them: it puts every patch's
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
         pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
         if self.repo.missing_objects(pre):  # an imported series' blobs are there already
             self.notify(f"materialising {len(stack)} patches on the old base {self.old.short()}")
             Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
-        self.notify(f"applying {len(stack)} patches on {self.new.short()}")
-        labels = Labels(f"upstream {self.new.short()}", "")
         asked = stack[only][0] if only is not None else None
+        total = max(numbers or [len(stack)])
+        part = f" (of the first {total}: those that share files with {asked})" \
+            if asked and total > len(stack) else ""
+        self.notify(f"applying {len(stack)} patches on {self.new.short()}{part}")
+        labels = Labels(f"upstream {self.new.short()}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay, self.memory,
                            explain=lambda pid: asked is None or pid == asked).run(
-            self.new, stack, keep_going=True, on_step=self._announce(len(stack)))
+            self.new, stack, keep_going=True, on_step=self._announce(total), numbers=numbers)
         failed = [s.id for s in mat.steps if s.status is Applied.CONFLICT]
         deps = SeriesLines(stack)
         outcomes = [self._classify(lp, step, deps.blockers(pos, lp.patch, failed),
@@ -329,26 +347,42 @@ class Planner:
             self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
         self._attribute(outcomes, stack, failed, deps, todo)
-        self.carried.prefetch(path for pos, lp in enumerate(loaded) if only in (None, pos)
-                              for path in lp.patch.paths())
+        self._check(loaded, outcomes, mat, only)
+        return outcomes, mat
+
+    def _check(self, loaded: list[SeriesPatch], outcomes: list[PatchOutcome],
+               mat: Materialised, only: int | None) -> None:
+        """Names a merged patch removes that its file still uses; for a bump (``only`` None),
+        the checks after the merge too (their histories read in one ``git log``)."""
+        if only is None:
+            self.carried.prefetch(path for lp in loaded for path in lp.patch.paths())
         for pos, (out, lp, step) in enumerate(zip(outcomes, loaded, mat.steps)):
+            if only not in (None, pos):
+                continue
             if step.commit and out.status is not BumpStatus.UPSTREAMED:
                 out.findings = uses_of_removed(self.repo, lp.patch, step.commit, self.old,
                                                self.new)
-            if only in (None, pos) and out.status not in (BumpStatus.UPSTREAMED,
-                                                          BumpStatus.EMPTY):
+            if only is None and out.status not in (BumpStatus.UPSTREAMED, BumpStatus.EMPTY):
                 out.risks = risks(self.carried, lp.patch, merged=step.commit is not None)
                 if out.risks and not out.hunk_lines:
                     out.hunk_lines = hunk_lines(lp)
-        return outcomes, mat
 
     def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
                    deps: SeriesLines, todo: list[int]) -> None:
         """The failing patches' attributions, side by side (each is git processes, mostly
         waiting). A region an earlier failed patch caused is that patch's: the patch is
         ``blocked``."""
+        finder = Culprits(self.rng)
+        for pos in todo:  # every failing patch's regions of a file blamed in one git each way
+            for c in outcomes[pos].conflicts:
+                f = stack[pos][1].model.file(c.path)
+                if f is not None and c.kind not in (ConflictKind.MODIFY_DELETE,
+                                                    ConflictKind.MISSING):
+                    finder.expect(f, c.regions)
+
         def one(pos: int) -> Attribution:
-            return attribute(self.rng, stack, pos, outcomes[pos].conflicts, failed, deps)
+            return attribute(self.rng, stack, pos, outcomes[pos].conflicts, failed, deps,
+                             finder=finder)
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 2))) as pool:
             for pos, att in zip(todo, pool.map(one, todo)):
@@ -429,8 +463,8 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
             loaded: list[SeriesPatch], notify: Notify) -> None:
     """Each open region's proposal (engine.proposals), kept on its patch's outcome."""
     oracle = GitOracle(repo, carried.rng.new, carried)
-    files = {lp.entry.id: len(lp.patch.files) for lp in loaded}
-    by_id = {lp.entry.id: lp for lp in loaded}
+    files = {lp.id: len(lp.patch.files) for lp in loaded}
+    by_id = {lp.id: lp for lp in loaded}
     for out in outcomes:
         if out.status is BumpStatus.UPSTREAMED and out.upstream_commit and out.dropped:
             commit = out.upstream_commit
@@ -446,10 +480,15 @@ def propose(repo: Repo, carried: CarriedLines, outcomes: list[PatchOutcome],
             earlier = [_earlier(needs, c.path, by_id, outcomes) if needs else None
                        for needs in out.region_blocked(c)]
             found += propose_file(out.id, c, out.region_culprits(c), oracle, earlier)
-        consistent(found)
+        consistent(found, out.conflicts, added_lines(by_id[out.id].patch))
         if len(out.conflicts) == files.get(out.id):
             superseded(found)
         out.proposals = {p.id: p for p in found if p is not None}
+
+
+def added_lines(patch: Patch) -> list[bytes]:
+    """Every line the patch adds, in every file."""
+    return [ln for f in patch.model.files for h in f.hunks for ln in h.added]
 
 
 def _earlier(needs: list[str], path: str, by_id: dict[str, SeriesPatch],
@@ -495,7 +534,7 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str |
     if proposals:
         propose(repo, planner.carried, outcomes, loaded, notify)
     if not result.clean or proposals:  # --propose shows, never carries: nothing else written
-        write_conflicts(out, result, {lp.entry.id: lp for lp in loaded})
+        write_conflicts(out, result, {lp.id: lp for lp in loaded})
         out.finish()
         return result
     carry(ws, repo, result, mat, notify)
@@ -539,7 +578,7 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Ser
     """report.md / report.json of the bump: old series on the old base, new on the new."""
     from ..report import Side, build_report, render_markdown, to_json
 
-    old_mat = Materializer(repo).run(result.old, [(lp.entry.id, lp.patch) for lp in loaded],
+    old_mat = Materializer(repo).run(result.old, [lp.pair() for lp in loaded],
                                      keep_going=True)
     new_series = load(ws.root)
     tmap = TreeMap.load(ws.tree_map)
@@ -658,7 +697,8 @@ def evidence_line(p: Proposal) -> str:
         return "the whole patch is upstream already: drop it (" + \
             ", ".join(short(c) for c in ev.commits) + ")"
     if p.rule == "already-upstream":
-        return f"upstream already has {', '.join(ev.names[:4])}{by}: keep upstream's side"
+        what = ", ".join(ev.names[:4]) or "the patch's lines"  # `how: lines` names none
+        return f"upstream already has {what}{by}: keep upstream's side"
     if p.rule == "both-insert":
         return "both sides insert here: both kept, " + ev.order
     if p.rule == "moved":
@@ -676,17 +716,21 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify)
-    outcomes, _ = planner.run(loaded[:pos + 1], only=pos)
+    stack = [lp.pair() for lp in loaded[:pos + 1]]
+    keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
+    outcomes, _ = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
+                              numbers=[k + 1 for k in keep])
     out = outcomes[-1]
     att = out.attribution
     if att is None or out.status is BumpStatus.UPSTREAMED:
-        stack = [(lp.entry.id, lp.patch) for lp in loaded[:pos + 1]]
         touched = attribute(planner.rng, stack, pos, ())
         att = att or touched
         att.touching = touched.touching
     failing = out.status in FAILED
-    return serialize.blame(out, att, failing, old, new, planner.rng.count(),
+    data = serialize.blame(out, att, failing, old, new, planner.rng.count(),
                            [(c, planner.rng.subject(c)) for c in att.touching])
+    del data["risks"]  # bump's checks after the merge: not blame's question, not run
+    return data
 
 
 def find_patch(loaded: list[SeriesPatch], ref: str) -> int:
@@ -694,11 +738,11 @@ def find_patch(loaded: list[SeriesPatch], ref: str) -> int:
     ``patches/``), or, for a long id, its id cut short or the whole subject's slug that import
     cut at 48 characters."""
     for i, lp in enumerate(loaded):
-        if ref in (lp.entry.id, lp.entry.file, f"{PATCH_DIR}/{lp.entry.file}"):
+        if ref in (lp.id, lp.file, f"{PATCH_DIR}/{lp.file}"):
             return i
     cut = [i for i, lp in enumerate(loaded)
-           if len(ref) >= 40 and lp.entry.id.startswith(ref)
-           or len(lp.entry.id) >= 40 and ref.startswith(lp.entry.id)]
+           if len(ref) >= 40 and lp.id.startswith(ref)
+           or len(lp.id) >= 40 and ref.startswith(lp.id)]
     if len(cut) == 1:
         return cut[0]
     raise RebasectlError(f"no patch {ref!r} in series.yaml (give an id or a file name)")

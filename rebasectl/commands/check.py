@@ -29,8 +29,8 @@ def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
     finish_interrupted_write(ws)
     series = load(ws.root)
     loaded = load_patches(ws, series)
-    problems = [f"{lp.entry.id}: title in series.yaml differs from the patch subject"
-                for lp in loaded if lp.patch.subject != lp.entry.title]
+    problems = [f"{lp.id}: title in series.yaml differs from the patch subject"
+                for lp in loaded if lp.subject != lp.entry.title]
     result: dict[str, Any] = {"schema": "rebasectl.check/1", "valid": True,
                               "patches": len(loaded), "problems": problems}
     if apply:
@@ -39,7 +39,7 @@ def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
             repo = open_for(ws, upstream, series.upstream.url, [series.upstream.base])
         base = resolve(repo, series.upstream.base, what="base")
         check_links_on(repo, base, loaded)
-        done = Materializer(repo).run(base, [(lp.entry.id, lp.patch) for lp in loaded],
+        done = Materializer(repo).run(base, [lp.pair() for lp in loaded],
                                       three_way=False)
         result["applies"] = done.ok
         result["tip"] = done.tip if done.ok else None
@@ -62,7 +62,7 @@ def _not_canonical(ws: Workspace, repo: Repo, loaded: list[Any], steps: list[Any
         if step.commit is None:
             continue
         rendered = patch_from_commit(repo, repo.commit(step.commit)).render()
-        if rendered != (ws.patch_dir / lp.entry.file).read_bytes():
-            out.append(f"{lp.entry.file}: not canonical (a re-export would rewrite it); run "
+        if rendered != (ws.patch_dir / lp.file).read_bytes():
+            out.append(f"{lp.file}: not canonical (a re-export would rewrite it); run "
                        "`rebasectl apply` + `rebasectl export`")
     return out

@@ -59,7 +59,7 @@ def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:
     files, as apply's stop says it)."""
     if state.current is None or not state.skipped or state.current not in state.ids:
         return []
-    loaded = {lp.entry.id: lp.patch for lp in load_patches(ws, load(ws.root))}
+    loaded = {lp.id: lp.patch for lp in load_patches(ws, load(ws.root))}
     if [i for i in state.ids if i not in loaded]:
         return []  # series.yaml changed under the apply: continue says so
     stack = [(i, loaded[i]) for i in state.ids]

@@ -93,7 +93,7 @@ def _anchor(h: Hunk) -> list[bytes]:
 def _duplicate(rng: UpstreamRange, path: str, h: Hunk, at: list[int]) -> Risk:
     size = len(_anchor(h))
     spans = [(a, a + size - 1) for a in at]
-    blamed = rng.repo.history.blame(rng.old, rng.new, path, spans)
+    blamed = rng.blamed(path, {n for a, b in spans for n in range(a, b + 1)}, reverse=False)
     wrote = [c for c in blamed.values() if c in rng.parents]
     commit = max(set(wrote), key=wrote.count) if wrote else None
     where = ", ".join(f"{a}-{b}" for a, b in spans)

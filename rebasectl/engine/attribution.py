@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..git import Entry, Index, Repo
 from ..model.dependencies import SeriesLines
-from ..model.diffs import FileDiff, LineMap, merge_spans, spans, text_lines
+from ..model.diffs import FileDiff, LineMap, spans, text_lines
 from ..model.ids import Oid
 from ..model.patches import Patch
 from .applier import Unsupported, apply_patch
@@ -90,14 +90,15 @@ class UpstreamRange:
         self._parents: dict[Oid, tuple[Oid, ...]] | None = None
         self._children: dict[Oid, list[Oid]] | None = None
         self._subjects: dict[str, str] = {}
-        self._removed: dict[tuple[str, str, str], dict[str, set[bytes]]] = {}
         self._lock = threading.Lock()  # one object reader: callers may run on threads
         self._reader: Repo | None = None
-        self._between: dict[tuple[str, str, str], list[Oid]] = {}
         self._order: dict[str, int] | None = None
         self._count: int | None = None
         self._ancestors: dict[str, set[Oid]] = {}
         self.contents = Contents(repo)  # blobs, merges and file results every scan shares
+        self._blames = _Blames()
+        self._sides = _Sides()
+        self._paths: set[str] = set()  # files reverse-blamed or expected to be: ``side`` reads
 
     @property
     def parents(self) -> dict[Oid, tuple[Oid, ...]]:
@@ -144,14 +145,6 @@ class UpstreamRange:
                     [f"{self.old}..{commit}"], reverse=False))
             return self._ancestors[commit]
 
-    def between(self, keeper: str, parent: str, path: str) -> list[Oid]:
-        """Commits of ``keeper..parent`` that touch ``path`` (one side of a merge)."""
-        key = (keeper, parent, path)
-        if key not in self._between:
-            self._between[key] = self.repo.history.rev_list([f"{keeper}..{parent}"],
-                                                            paths=[path])
-        return self._between[key]
-
     def blob(self, spec: str) -> bytes | None:
         """A blob through the range's own persistent reader (not the repository's, which the
         caller's thread may be using), safe to call from several threads."""
@@ -160,21 +153,127 @@ class UpstreamRange:
                 self._reader = Repo(self.repo.path)
             return self._reader.objects.blob(spec)
 
+    def expect_blame(self, path: str, lines: Iterable[int], *, reverse: bool) -> None:
+        """Lines of ``path`` a later ``blamed`` will be asked about (another patch's regions in
+        the same file, another interdiff of it): the first ``blamed`` of the file asks git about
+        them too, in the same process."""
+        self._blames.expect((path, reverse), lines)
+        if reverse:
+            self._paths.add(path)
+
+    def blamed(self, path: str, lines: Iterable[int], *, reverse: bool) -> dict[int, Oid]:
+        """``git blame`` of ``old..new`` for ``lines`` of ``path`` (reversed: lines of the file
+        at ``old``, each with the last commit that still had it; else lines at ``new``, each with
+        the commit that wrote it), every line asked of git once per range, together with the
+        lines expected of the file: one process per file and direction, however many patches or
+        interdiffs ask (a line's answer does not depend on which other lines are asked). Safe to
+        call from several threads."""
+        def run(asked: set[int]) -> dict[int, Oid]:
+            return self.repo.history.blame(self.old, self.new, path, spans(asked),
+                                           reverse=reverse)
+
+        if reverse:
+            self._paths.add(path)
+        return self._blames.get((path, reverse), set(lines), run)
+
     def changes(self, before: str, after: str, path: str) -> bool:
         """Whether ``path`` differs between two commits."""
         return self.blob(f"{before}:{path}") != self.blob(f"{after}:{path}")
 
-    def removed_between(self, keeper: str, child: str, path: str) -> dict[str, set[bytes]]:
-        """The lines (stripped) each non-merge commit of ``keeper..child`` removed from
-        ``path``: the child itself, or the side branch a merge child brought in (a log of
-        those commits only, not of the whole range)."""
-        key = (keeper, child, path)
-        if key not in self._removed:
-            self._removed[key] = {
-                c: {ln[1:].strip() for ln in d.split(b"\n")
-                    if ln.startswith(b"-") and not ln.startswith(b"---")}
-                for c, d in self.repo.history.patches(f"{keeper}..{child}", [path])}
-        return self._removed[key]
+    def side(self, keeper: str, child: str, path: str) -> list[tuple[Oid, set[bytes]]]:
+        """The non-merge commits of ``keeper..child`` (``child`` a child of ``keeper``: itself,
+        or the side branch a merge child brought in) that change ``path``, oldest first, each
+        with the lines (stripped) it removed from it. One ``git log`` per (keeper, child) reads
+        every file the range's reverse blames are about, not one per file (and no separate
+        ``rev-list`` for the commits)."""
+        def run(paths: list[str]) -> list[tuple[Oid, dict[str, set[bytes]]]]:
+            found = self.repo.history.patches(f"{keeper}..{child}", paths, context=0,
+                                              full_history=True)
+            return [(c, _removed_per_file(d, paths)) for c, d in reversed(found)]
+
+        return self._sides.get((keeper, child), path, self._paths, run)
+
+
+class _Blames:
+    """Blamed lines per (path, direction): answers kept, lines expected, one git at a time per
+    file (a second thread asking about the same file waits for the first one's answer)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._files: dict[tuple[str, bool], threading.Lock] = {}
+        self._expected: dict[tuple[str, bool], set[int]] = {}
+        self._asked: dict[tuple[str, bool], set[int]] = {}
+        self._found: dict[tuple[str, bool], dict[int, Oid]] = {}
+
+    def expect(self, key: tuple[str, bool], lines: Iterable[int]) -> None:
+        with self._lock:
+            self._expected.setdefault(key, set()).update(n for n in lines if n > 0)
+
+    def get(self, key: tuple[str, bool], want: set[int],
+            run: Callable[[set[int]], dict[int, Oid]]) -> dict[int, Oid]:
+        want = {n for n in want if n > 0}
+        with self._lock:
+            file_lock = self._files.setdefault(key, threading.Lock())
+        with file_lock:
+            asked = self._asked.setdefault(key, set())
+            found = self._found.setdefault(key, {})
+            todo = want - asked
+            if todo:
+                with self._lock:
+                    batch = todo | (self._expected.pop(key, set()) - asked)
+                got = run(batch)
+                if not got and batch != todo:  # git refuses a whole blame for a line past the
+                    batch, got = todo, run(todo)  # end: the expected lines are left to their askers
+                found.update(got)
+                asked.update(batch)
+            return {n: found[n] for n in want if n in found}
+
+
+class _Sides:
+    """``UpstreamRange.side`` answers per (keeper, child): files read so far, one git at a time
+    per pair (a thread asking about a file of the same pair waits for the first)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pairs: dict[tuple[str, str], threading.Lock] = {}
+        self._found: dict[tuple[str, str], dict[str, list[tuple[Oid, set[bytes]]]]] = {}
+
+    def get(self, pair: tuple[str, str], path: str, wanted: set[str],
+            run: Callable[[list[str]], list[tuple[Oid, dict[str, set[bytes]]]]]
+            ) -> list[tuple[Oid, set[bytes]]]:
+        with self._lock:
+            pair_lock = self._pairs.setdefault(pair, threading.Lock())
+            others = set(wanted)
+        with pair_lock:
+            known = self._found.setdefault(pair, {})
+            if path not in known:
+                # paths git would quote are read alone (the diff header is then unquoted)
+                batch = sorted({p for p in others | {path} if p not in known and _plain(p)}) \
+                    if _plain(path) else [path]
+                rows = run(batch)
+                for p in batch:
+                    known[p] = [(c, files[p]) for c, files in rows if p in files]
+            return known[path]
+
+
+def _plain(path: str) -> bool:
+    """A path git writes unquoted in a diff header."""
+    return path.isascii() and not any(c in path for c in ' "\\\t\n')
+
+
+def _removed_per_file(diff: bytes, paths: Sequence[str]) -> dict[str, set[bytes]]:
+    """path -> the lines (stripped) a commit's diff removed from it, for each file of the diff
+    (a file it changes without removing lines maps to an empty set). One path asked alone:
+    the whole diff is that file's."""
+    out: dict[str, set[bytes]] = {}
+    current: set[bytes] | None = out.setdefault(paths[0], set()) if len(paths) == 1 else None
+    for ln in diff.split(b"\n"):
+        if ln.startswith(b"diff --git a/") and len(paths) > 1:
+            name = ln[len(b"diff --git a/"):].decode("utf-8", errors="surrogateescape")
+            current = out.setdefault(name[:(len(name) - 3) // 2], set())
+        elif current is not None and ln.startswith(b"-") and not ln.startswith(b"---"):
+            current.add(ln[1:].strip())
+    return out
 
 
 # -- the patches a patch sits on -------------------------------------------------------------------
@@ -413,9 +512,7 @@ class Culprits:
                   for r in regions]
         back = self._reverse(f.old_path or f.path,
                              {k: v[1] for w in wanted for k, v in w.items()})
-        ours = [r.ours for r in regions if r.ours is not None]
-        forward = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.path,
-                                              merge_spans(ours)) if ours else {}
+        forward = self.rng.blamed(f.path, _lines_of([r.ours for r in regions]), reverse=False)
         out = []
         for region, lines in zip(regions, wanted):
             found = [c for line in sorted(lines) for c in back.get(line, [])]
@@ -437,12 +534,31 @@ class Culprits:
     def written_lines(self, f: FileDiff, lines: Iterable[int]) -> dict[int, list[Oid]]:
         """Per preimage line of ``f`` (a patch on the new base, or on patches on it), the commit
         of the range that wrote it: mapped onto the new base and blamed forward."""
-        _, _, mapping = self._onto(f, self.rng.new)
-        at_base = {m: n for n in lines if (m := mapping.get(n)) is not None}
-        blamed = self.rng.repo.history.blame(self.rng.old, self.rng.new, f.old_path or f.path,
-                                             spans(at_base))
+        at_base = self._written_at_base(f, lines)
+        blamed = self.rng.blamed(f.old_path or f.path, at_base, reverse=False)
         return {at_base[m]: [c] for m, c in blamed.items()
                 if m in at_base and c in self.rng.parents}
+
+    def expect(self, f: FileDiff, regions: Sequence[Region]) -> None:
+        """Tell the range the lines ``for_regions`` will blame for these regions of ``f``, so
+        that every patch's regions in one file are blamed in one process each way."""
+        back = self._needed_lines(f, _lines_of([r.base for r in regions]))
+        self.rng.expect_blame(f.old_path or f.path, back, reverse=True)
+        self.rng.expect_blame(f.path, _lines_of([r.ours for r in regions]), reverse=False)
+
+    def expect_needed(self, f: FileDiff, lines: Iterable[int]) -> None:
+        """``expect`` for a later ``needed_lines(f, lines)``."""
+        self.rng.expect_blame(f.old_path or f.path, self._needed_lines(f, lines), reverse=True)
+
+    def expect_written(self, f: FileDiff, lines: Iterable[int]) -> None:
+        """``expect`` for a later ``written_lines(f, lines)``."""
+        self.rng.expect_blame(f.old_path or f.path, self._written_at_base(f, lines),
+                              reverse=False)
+
+    def _written_at_base(self, f: FileDiff, lines: Iterable[int]) -> dict[int, int]:
+        """Preimage lines of ``f`` mapped onto the new base: {new base line: preimage line}."""
+        _, _, mapping = self._onto(f, self.rng.new)
+        return {m: n for n in lines if (m := mapping.get(n)) is not None}
 
     def _onto(self, f: FileDiff, rev: str) -> tuple[list[bytes], list[bytes], LineMap]:
         """``f``'s file at ``rev``, its preimage, and the map of preimage lines onto it (made
@@ -470,8 +586,7 @@ class Culprits:
         it (``blame --reverse``), taken run by run of lines that went at the same commit."""
         if not wanted:
             return {}
-        last = self.rng.repo.history.blame(self.rng.old, self.rng.new, path, spans(wanted),
-                                           reverse=True)
+        last = self.rng.blamed(path, wanted, reverse=True)
         gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
         out: dict[int, list[Oid]] = {}
         for keeper, group in _runs(gone):
@@ -497,8 +612,7 @@ class Culprits:
                     found.append(child)
                     children.append(child)
                 continue
-            side = [c for p in parents if p != keeper for c in self.rng.between(keeper, p, path)
-                    if len(self.rng.parents.get(c, ())) <= 1]
+            side = [c for c, _ in self.rng.side(keeper, child, path)]
             found += side or [child]
             children.append(child)
         found = list(dict.fromkeys(found))
@@ -508,11 +622,16 @@ class Culprits:
             return children
         removed: dict[str, set[bytes]] = {}
         for child in children:
-            removed.update(self.rng.removed_between(keeper, child, path))
+            removed.update(self.rng.side(keeper, child, path))
         score = {c: sum(1 for t in texts if t in removed.get(c, set())) for c in found}
         best = max(score.values())
         # none of them removed the text: the merge that lost the lines is what changed them
         return [c for c in found if score[c] == best] if best else children
+
+
+def _lines_of(items: Iterable[tuple[int, int] | None]) -> set[int]:
+    """Every line of the given spans (None: no lines)."""
+    return {n for span in items if span is not None for n in range(span[0], span[1] + 1)}
 
 
 def _runs(lines: dict[int, Oid]) -> list[tuple[Oid, list[int]]]:
@@ -528,16 +647,18 @@ def _runs(lines: dict[int, Oid]) -> list[tuple[Oid, list[int]]]:
 
 def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
               conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = (),
-              deps: SeriesLines | None = None, *, breaks: bool = True) -> Attribution:
+              deps: SeriesLines | None = None, *, breaks: bool = True,
+              finder: Culprits | None = None) -> Attribution:
     """Breaks and culprits of ``stack[target]`` across ``rng``, region by region of
     ``conflicts`` (all the patch's hunks when there are none: what touched a clean patch).
     Regions that need lines of a patch of ``failed_ids`` are that patch's, not upstream's.
-    Without ``breaks`` only the regions' culprits (an apply's stop: no scan)."""
+    Without ``breaks`` only the regions' culprits (an apply's stop: no scan). ``finder``: the
+    culprit finder several patches' attributions share (``expect``)."""
     walk = Scan(rng, stack, target)
     first, permanent = walk.breaks() if breaks else (None, None)
     patch = stack[target][1]
     lines = deps or SeriesLines(stack[:target + 1])
-    regions = _regions(Culprits(rng), patch, conflicts,
+    regions = _regions(finder or Culprits(rng), patch, conflicts,
                        lambda path, span: _caused(lines, target, path, span, set(failed_ids)))
     paths: dict[Oid, str] = {}
     for rc in regions:

@@ -7,7 +7,8 @@ Asked by ``bump`` (a patch is ``upstreamed`` only with the commit named), by the
 The question is asked of *lines*: what a change adds and what it removes, in one file (or every
 file of a patch). The evidence is the change's *telling* lines only (stripped; at least
 ``TELLING_CHARS`` characters that are not blanks or punctuation: a ``)`` or ``else:`` tells
-nothing):
+nothing; nor does a comment line, ``# ...``: upstream lands a fix in its own words, without the
+fork's comments; a ``#include`` or ``#define`` is code and counts):
 
 * an added line the old file did not have must be in the target's file (a change that adds
   only short lines is judged by those lines: its removals alone prove nothing);
@@ -222,7 +223,7 @@ class CarriedLines:
         if not wanted:
             return
         rows: dict[str, list[tuple[Oid, set[bytes], set[bytes]]]] = {p: [] for p in wanted}
-        for commit, diff in self.rng.repo.history.patches(self.rng.spec, wanted):
+        for commit, diff in self.rng.repo.history.patches(self.rng.spec, wanted, context=0):
             for path, plus, minus in _per_file(diff):
                 if path in rows:
                     rows[path].append((commit, plus, minus))
@@ -234,7 +235,8 @@ class CarriedLines:
         if path not in self._diffs:
             paths = sorted({path, self.at_new(path)})
             rows = []
-            for commit, diff in self.rng.repo.history.patches(self.rng.spec, paths):
+            for commit, diff in self.rng.repo.history.patches(self.rng.spec, paths,
+                                                              context=0):
                 plus, minus = set(), set()
                 for ln in diff.split(b"\n"):
                     if ln.startswith(b"+") and not ln.startswith(b"+++"):

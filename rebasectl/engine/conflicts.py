@@ -128,14 +128,39 @@ class Engine:
             return Merge()
         present = index.entries([p for f in patch.files for p in (f.old_path, f.new_path) if p])
         merge = Merge()
+        found: list[FileConflict | FileDiff] = []  # a diff: its content conflict, marked later
         for f in patch.files:
             f = self._follow(index, f, present, merge)
             conflict = self._file(index, f, present, labels)
             if conflict is not None:
-                merge.conflicts.append(conflict)
+                found.append(conflict)
+        merge.conflicts = self._content_all(index, found, labels)
         if merge.conflicts:
             index.update({c.path: {0: None, **c.stages} for c in merge.conflicts})
         return merge
+
+    def _content_all(self, index: Index, found: list[FileConflict | FileDiff],
+                     labels: Labels) -> list[FileConflict]:
+        """The content conflicts git's 3-way apply left in ``index``, marked up together: one
+        ``ls-files -u`` and one ``checkout --conflict=diff3`` for all the patch's files."""
+        diffs = [f for f in found if isinstance(f, FileDiff)]
+        if not diffs:
+            return [c for c in found if isinstance(c, FileConflict)]
+        unmerged = index.unmerged()
+        content = [f for f in diffs if (st := unmerged.get(f.path)) is not None and
+                   st.ours is not None]
+        marked = self.repo.marked(index, [f.path for f in content]) if content else {}
+        chosen = {id(f) for f in content}
+        out = []
+        for item in found:
+            if isinstance(item, FileConflict):
+                out.append(item)
+            elif id(item) in chosen:
+                out.append(self._content(item, unmerged[item.path], labels,
+                                         marked.get(item.path)))
+            else:
+                out.append(self._no_base(index, item))
+        return out
 
     def _follow(self, index: Index, f: FileDiff, present: dict[str, Entry],
                 merge: Merge) -> FileDiff:
@@ -154,7 +179,10 @@ class Engine:
         return retarget(f, to)
 
     def _file(self, index: Index, f: FileDiff, present: dict[str, Entry],
-              labels: Labels) -> FileConflict | None:
+              labels: Labels) -> FileConflict | FileDiff | None:
+        """None when the file merges; its conflict; or, for a conflict git's 3-way apply left
+        in the index (stages, or none when it could not merge), the diff itself: the caller
+        reads every such file's stages and markers at once."""
         if f.old_path is not None and f.old_path not in present:
             return self._modify_delete(f)
         if f.old_path is None and f.new_path in present:
@@ -164,16 +192,17 @@ class Engine:
             return None
         if f.new_path is None:
             return self._delete_modify(index, f, present[f.path])
-        stages = index.unmerged().get(f.path)
-        if stages is None or stages.ours is None:
-            return self._no_base(index, f)
-        return self._content(f, stages, labels)
+        return f
 
     # -- kinds ---------------------------------------------------------------------------------
-    def _content(self, f: FileDiff, stages: Stages, labels: Labels) -> FileConflict:
+    def _content(self, f: FileDiff, stages: Stages, labels: Labels,
+                 marked: bytes | None = None) -> FileConflict:
+        """A content conflict: ``marked`` is the file git's 3-way merge of the stages writes
+        (diff3 style), as ``git apply --3way`` leaves it in a work tree."""
         base, ours = self._blob(stages.base), self._blob(stages.ours)
         assert stages.ours is not None
-        marked = self.repo.apply3(f.path, stages.ours, f.render())
+        if marked is None:
+            marked = self.repo.apply3(f.path, stages.ours, f.render())
         if marked is None:  # cannot happen: the same merge conflicted a moment ago
             marked, _ = self.repo.merge_file(ours, base, self._blob(stages.theirs),
                                              ("ours", "base", "theirs"))

@@ -55,7 +55,7 @@ def load_patches(ws: Workspace, series: Series) -> list[SeriesPatch]:
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
         loaded.append(SeriesPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
-    links.check_series((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded)
+    links.check_series((f"{PATCH_DIR}/{lp.file}", lp.patch) for lp in loaded)
     return loaded
 
 
@@ -68,7 +68,7 @@ def check_links_on(repo: Repo, base: str, loaded: list[SeriesPatch]) -> None:
     blobs = repo.objects.blobs(e.blob for e in found.values())
     base_links = {path: (blobs.get(e.blob) or b"").decode("utf-8", errors="surrogateescape")
                   for path, e in found.items()}
-    links.check_series(((f"{PATCH_DIR}/{lp.entry.file}", lp.patch) for lp in loaded),
+    links.check_series(((f"{PATCH_DIR}/{lp.file}", lp.patch) for lp in loaded),
                        base_links)
 
 
@@ -167,13 +167,20 @@ def _unique(slug: str, used: set[str]) -> str:
     return f"{slug}-{n}"
 
 
+_KIND_WORDS = (("fix", "fix"), ("revert", "fix"), ("backport", "backport"), ("compat", "compat"),
+               ("tmp", "temporary"), ("temp", "temporary"), ("feat", "feature"))
+
+
 def guess_kind(subject: str) -> str:
-    low = subject.lower().split("]")[-1].strip()
-    for prefix, kind in (("fix", "fix"), ("revert", "fix"), ("backport", "backport"),
-                         ("compat", "compat"), ("tmp", "temporary"), ("temp", "temporary")):
-        if low.startswith(prefix):
-            return kind
-    return "feature"
+    """A series entry's kind from its subject: a bracketed tag that names one (``[fix] ...``;
+    ``[1/8]`` or ``[AMD]`` do not), else the words after the tags (``fix: ...``, ``Fix ...``)."""
+    low = subject.lower()
+    for tag in re.findall(r"\[([^\]]*)\]", low):
+        for word, kind in _KIND_WORDS:
+            if tag.strip() == word:
+                return kind
+    rest = low.split("]")[-1].strip()
+    return next((kind for word, kind in _KIND_WORDS if rest.startswith(word)), "feature")
 
 
 def _next_number(names: Sequence[str]) -> int:

@@ -156,9 +156,10 @@ class Materializer:
 
     def run(self, base: Oid, patches: Sequence[tuple[str, Patch]], *, three_way: bool = True,
             keep_going: bool = False, start_index: int = 1,
-            on_step: OnStep | None = None) -> Materialised:
+            on_step: OnStep | None = None, numbers: Sequence[int] | None = None) -> Materialised:
         """Apply ``patches`` in order on ``base``. Stops at the first conflict unless
-        ``keep_going``: then a failing patch is left out and the next go on the last good one."""
+        ``keep_going``: then a failing patch is left out and the next go on the last good one.
+        Steps are numbered from ``start_index``, or by ``numbers`` (part of a series)."""
         result = Materialised(base)
         state = TreeState(self.repo, base)
         stream = self.repo.fast_import()
@@ -166,7 +167,8 @@ class Materializer:
         parent: str | int = base
         try:
             for offset, (pid, patch) in enumerate(patches):
-                step, changes = self._step(state, start_index + offset, pid, patch, three_way)
+                number = numbers[offset] if numbers else start_index + offset
+                step, changes = self._step(state, number, pid, patch, three_way)
                 mark = None
                 if step.status is not Applied.CONFLICT:
                     mark = stream.commit(parent, identity_of(patch), patch.message, changes)
@@ -266,12 +268,14 @@ class Materializer:
         exact mode a patch that only merges 3-way is a conflict with no region. Files upstream
         renamed are followed (``followed``: old -> new path). ``known``: the whole patch is
         known not to apply nor merge (git is not asked again)."""
+        recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
+            self.memory else None
+        if known and recorded is None and not self.explain(pid):
+            return [], Applied.CONFLICT, ()  # Python's verdict stands and nobody asks why
         with self.repo.index() as index:
             index.set_entries(state.entries())
             if not known and index.apply(patch.diff).ok:
                 return state.take(index, patch.paths()), Applied.CLEAN, ()
-            recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
-                self.memory else None
             if recorded is not None and index.apply(recorded).ok:
                 paths = dict.fromkeys([*patch.paths(), *diffs.parse(recorded).paths()])
                 return state.take(index, list(paths)), Applied.RERERE, ()

@@ -108,20 +108,21 @@ def compute(ws: Workspace, repo: Repo, session: Session, state: ApplyState) -> B
     with repo.index() as scratch:
         scratch.read_tree(repo.tree_of(state.tip))
         merge = session.engine(state).merge(scratch, lp.patch,
-                                            session.labels(state)(lp.entry.id))
+                                            session.labels(state)(lp.id))
         replayed = repo.rerere_replay(scratch, {c.path: c.content for c in merge.conflicts
                                                 if c.content is not None and c.regions})
     oracle = _oracle(ws, repo, state)
     found: list[Proposal | None] = []
     for c in merge.conflicts:
         if c.path in replayed and c.content is not None:
-            found += recorded(lp.entry.id, c, replayed[c.path])
+            found += recorded(lp.id, c, replayed[c.path])
         else:
-            found += propose_file(lp.entry.id, c, [], oracle)
-    consistent(found)
+            found += propose_file(lp.id, c, [], oracle)
+    consistent(found, merge.conflicts, [ln for f in lp.patch.model.files for h in f.hunks
+                                        for ln in h.added])
     if len(merge.conflicts) == len(lp.patch.files):
         superseded(found)
-    return Board(lp.entry.id, state.tip, [p for p in found if p is not None], len(found))
+    return Board(lp.id, state.tip, [p for p in found if p is not None], len(found))
 
 
 def recorded(patch_id: str, c: Any, resolved: bytes) -> list[Proposal | None]:

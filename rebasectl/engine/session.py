@@ -134,7 +134,7 @@ class Session:
         series = load(self.ws.root)
         if [p.id for p in series.patches] != state.ids:
             raise RebasectlError(series_changed(state, [p.id for p in series.patches]))
-        return {lp.entry.id: lp for lp in load_patches(self.ws, series)}
+        return {lp.id: lp for lp in load_patches(self.ws, series)}
 
     def engine(self, state: ApplyState) -> Engine:
         """On a newer upstream than the series' base, one that names the upstream commits that
@@ -164,7 +164,7 @@ class Session:
         if loaded is None:
             loaded = load_patches(self.ws, load(self.ws.root))
         check_room(self.ws, worktree)
-        state = ApplyState(base, str(worktree), [lp.entry.id for lp in loaded], cleared=False,
+        state = ApplyState(base, str(worktree), [lp.id for lp in loaded], cleared=False,
                            labels=[f"upstream {base.short()}"])
         self.save(state)  # from here on an interruption is finished by `continue` or a rerun
         clear(self.ws, worktree)
@@ -173,7 +173,7 @@ class Session:
         # the base checked out while the patches are computed (a Megatron checkout takes as
         # long as the whole materialiser); the tree then moves to the tip, changed files only
         pending = self.repo.start_worktree(worktree, base)
-        return self.run(state, {lp.entry.id: lp for lp in loaded}, pending)
+        return self.run(state, {lp.id: lp for lp in loaded}, pending)
 
     def resume(self, *, allow_empty: bool = False) -> ApplyOutcome:
         state = self.require()
@@ -283,7 +283,7 @@ class Session:
             return False
         state.in_tree = True
         self.save(state)
-        self.notify(f"{lp.entry.id}: resolved as recorded at an earlier apply")
+        self.notify(f"{lp.id}: resolved as recorded at an earlier apply")
         self.commit_resolution(state, tree, lp, allow_empty=False, how=Applied.RECORDED)
         return True
 
@@ -292,7 +292,7 @@ class Session:
         """The stopped patch merged into the work tree as git leaves it; returns the conflicts
         rerere did not resolve."""
         merge = self.engine(state).merge(tree.index(), lp.patch,
-                                         self.labels(state)(lp.entry.id))
+                                         self.labels(state)(lp.id))
         # a renamed file the merge followed is written at its new path too: staged only, the
         # work tree kept upstream's copy and `git add -A` dropped the patch's change
         write_files(tree, [*lp.patch.paths(), *merge.followed.values()], merge.conflicts)
@@ -318,7 +318,7 @@ class Session:
         new_tree = tree.index().write_tree()
         if not allow_empty and not lp.patch.is_empty and \
                 new_tree == self.repo.tree_of(state.tip):
-            raise RebasectlError(f"{lp.entry.id}: the resolution leaves nothing of the patch "
+            raise RebasectlError(f"{lp.id}: the resolution leaves nothing of the patch "
                                  "(an empty commit): `rebasectl skip` drops it from this apply, "
                                  "or `rebasectl continue --allow-empty` keeps it empty")
         rerere = tree.rerere_ids()
@@ -339,7 +339,7 @@ class Session:
         paths = list(dict.fromkeys([*lp.patch.paths(), *diffs.parse(resolved).paths()]))
         found = self.repo.entries_at(parent, paths)
         state = {p: (found[p].blob if p in found else None) for p in paths}
-        self.memory.record(lp.patch.diff, state, resolved, patch_id=lp.entry.id, rerere=rerere)
+        self.memory.record(lp.patch.diff, state, resolved, patch_id=lp.id, rerere=rerere)
 
     def _finish(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> ApplyOutcome:
         TreeMap(state.base, Path(state.worktree), [(i, Oid(c)) for i, c in state.done],

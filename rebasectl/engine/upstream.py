@@ -104,6 +104,11 @@ def _fetch_from(repo: Repo, source: str) -> None:
 
 
 def resolve(git: Repo, rev: str, *, what: str = "revision", source: str | None = None) -> Oid:
+    """The commit ``rev`` names in the mirror. Text that cannot name one commit (empty, a range,
+    an option) is said to be so: a fetch, the advice for a missing commit, would not help."""
+    if not rev.strip() or ".." in rev or rev.startswith("-") or rev != rev.strip():
+        raise RebasectlError(f"{what} {rev!r} is not a revision: give one commit, branch or tag "
+                             "of the upstream (a range A..B is not one)")
     sha = git.resolve(rev)
     if sha is None:
         hint = (

@@ -41,6 +41,7 @@ class RawCommit:
 class History:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
+        self._renames: dict[tuple[str, str], dict[str, str]] = {}
 
     # -- revisions -----------------------------------------------------------------------------
     def rev_list(self, spec: Sequence[str], *, first_parent: bool = False, reverse: bool = True,
@@ -92,12 +93,17 @@ class History:
                 result.append(RawCommit(Oid(head.strip()), tuple(changes)))
         return result
 
-    def patches(self, spec: str, paths: Sequence[str], *,
-                no_merges: bool = True) -> list[tuple[Oid, bytes]]:
+    def patches(self, spec: str, paths: Sequence[str], *, no_merges: bool = True,
+                context: int = 3, full_history: bool = False) -> list[tuple[Oid, bytes]]:
         """(commit, its diff limited to ``paths``), newest first, for the commits of ``spec``
-        touching them."""
-        args = ["log", "-p", *CANONICAL_DIFF, "--format=%x00%x01%H",
-                *(["--no-merges"] if no_merges else []), spec, "--", *paths]
+        touching them. ``context`` 0 for a caller that reads only the added and removed lines
+        (the same lines: context changes how hunks are cut, not what changed).
+        ``full_history``: every commit that changes one of the files, none left out by history
+        simplification (which, for several files, would depend on which files are asked)."""
+        diff = [f"--unified={context}" if a == "--unified=3" else a for a in CANONICAL_DIFF]
+        args = ["log", "-p", *diff, "--format=%x00%x01%H",
+                *(["--no-merges"] if no_merges else []),
+                *(["--full-history"] if full_history else []), spec, "--", *paths]
         out = self.runner.run(args).stdout
         result: list[tuple[Oid, bytes]] = []
         for record in out.split(b"\0\x01")[1:]:
@@ -156,7 +162,16 @@ class History:
 
     def renames(self, old: str, new: str) -> dict[str, str]:
         """old path -> new path for every file rename detection (git's default 50% similarity)
-        finds between two trees."""
+        finds between two trees (asked of git once per pair of full shas: the conflict engine
+        and the carried-lines engine both follow renames of one bump)."""
+        if (old, new) in self._renames:
+            return dict(self._renames[(old, new)])
+        found = self._find_renames(old, new)
+        if is_full(old) and is_full(new):
+            self._renames[(old, new)] = found
+        return dict(found)
+
+    def _find_renames(self, old: str, new: str) -> dict[str, str]:
         out = self.runner.run(["diff", "--name-status", "-z", "--find-renames", "-l0", old, new,
                                "--"]).stdout.decode("utf-8", errors="surrogateescape")
         fields = out.strip("\0").split("\0")

@@ -8,7 +8,7 @@ Every path under ``.rebasectl/`` is spelled here and nowhere else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..infra.errors import RebasectlError
@@ -20,18 +20,26 @@ STATE_DIR = ".rebasectl"
 @dataclass(frozen=True)
 class Workspace:
     root: Path
+    here: Path | None = field(default=None, compare=False)  # where the command was started
 
     @staticmethod
-    def at(directory: Path) -> Workspace:
-        root = directory.resolve()
-        if not root.is_dir():
+    def at(directory: Path, *, discover: bool = True) -> Workspace:
+        """The checkout holding ``directory``: the nearest folder at or above it with a
+        series.yaml, as git finds its repository from a subfolder. So the commands work from
+        ``patches/`` or from inside ``.rebasectl/tree``, where every stop sends the person to
+        resolve. ``discover=False`` (import, which creates a series) takes ``directory`` itself;
+        with no series.yaml above, it is ``directory`` too."""
+        here = directory.resolve()
+        if not here.is_dir():
             raise RebasectlError(f"-C {directory}: not a directory")
-        return Workspace(root)
+        found = [d for d in (here, *here.parents) if (d / SERIES_FILE).is_file()]
+        return Workspace(found[0] if discover and found else here, here)
 
     def path(self, given: Path | str) -> Path:
-        """A path the user gave on the command line, taken relative to ``-C`` (as git does)."""
+        """A path the user gave on the command line, taken relative to where the command was
+        started (``-C``, as git does), not to the checkout found above it."""
         p = Path(given).expanduser()
-        return p if p.is_absolute() else self.root / p
+        return p if p.is_absolute() else (self.here or self.root) / p
 
     @property
     def series_file(self) -> Path:

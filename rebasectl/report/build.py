@@ -269,8 +269,7 @@ class _Late:
         commit = None
         if self.ctx.related:
             path, n = found[0]
-            blamed = self.ctx.up.history.blame(self.ctx.old_base, self.ctx.new_base, path,
-                                               [(n, n)])
+            blamed = self.ctx.rng.blamed(path, [n], reverse=False)
             commit = next((x for x in blamed.values() if x in self.ctx.rng.parents), None)
         return [checks.name_used(c, item, found, commit)]
 

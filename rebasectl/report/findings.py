@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from ..model import pysyntax
 from ..model.diffs import FileDiff, Hunk
-from ..model.ids import is_abbrev
+from ..model.ids import Oid, is_abbrev
 from ..model.lines import significant
 from . import pycode
 from .lineage import Change
@@ -269,7 +269,7 @@ def revert_candidates(c: Change, old_base: str, new_base: str,
     return out
 
 
-def partial_revert(c: Change, path: str, found: list[str], commit: str | None) -> Finding:
+def partial_revert(c: Change, path: str, found: list[str], commit: Oid | None) -> Finding:
     """One finding per file; ``commit`` removed the longest of the lines (pickaxe)."""
     return Finding("partial-revert", c.side, c.index, path,
                    f"adds back {_items(found)}, which upstream removed between the bases",
@@ -377,7 +377,7 @@ def uses(item: Removed, files: Sequence[str], rev: str, lines: Lines) -> list[tu
 
 
 def name_used(c: Change, item: Removed, found: list[tuple[str, int]],
-              commit: str | None) -> Finding:
+              commit: Oid | None) -> Finding:
     """The finding, naming up to three uses and the upstream commit of the first."""
     what = {"def": f"`{item.name}`", "attribute": f"attribute `{item.name}`",
             "parameter": f"parameter `{item.name}` of `{item.owner}`"}[item.kind]

@@ -15,14 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..engine.exchange import linear, load_patches, load_series_dir, parse_range
-from ..engine.materialize import Materializer
+from ..engine.materialize import Materialised, Materializer
 from ..engine.upstream import open_for
 from ..git import Repo
 from ..infra.errors import ConflictError, RebasectlError
+from ..model.dependencies import SeriesLines
 from ..model.ids import Oid
 from ..model.patches import Patch, PatchError
 from ..model.patches import parse as parse_patch
 from ..model.series import PATCH_DIR, SERIES_FILE, Series, load, parse
+from ..model.status import Applied
 from ..model.workspace import Workspace
 from .model import Side
 
@@ -94,18 +96,33 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
                 where = "the upstream mirror" if range_git is None else str(range_git.path)
                 raise RebasectlError(f"{name} side: base {base.short()} not found in {where}: "
                                      "run `rebasectl fetch` or pass --upstream")
-            done = Materializer(git).run(base, side.patches)
-            bad = done.first_conflict()
-            if bad is not None:
-                paths = ", ".join(c.path for c in bad.conflicts)
-                raise ConflictError(f"{name} side ({side.label}): patch {bad.index} "
-                                    f"'{bad.id}' does not apply on its own base {base.short()} "
-                                    f"({paths})")
+            done = Materializer(git).run(base, side.patches, keep_going=True)
+            if not done.ok:
+                raise ConflictError(f"{name} side ({side.label}) on its own base "
+                                    f"{base.short()}: {not_applying(side.patches, done)}")
             side.base = base
             side.commits = [s.commit for s in done.steps if s.commit]
         assert side.base is not None
         sides.append(Side(side.base, list(side.commits), side.series, side.label))
     return git, sides[0], sides[1], None
+
+
+def not_applying(patches: list[tuple[str, Patch]], done: Materialised) -> str:
+    """The patches of a series that do not apply, each failing one with its files, and those
+    blocked by them: they need lines or files of a failing patch, whether git merged them or
+    not (a bump's ``blocked``, e.g. a series exported after an apply that skipped a patch)."""
+    failed = [s.id for s in done.steps if s.status is Applied.CONFLICT]
+    lines = SeriesLines(patches)
+    said = []
+    for pos, (step, (_, patch)) in enumerate(zip(done.steps, patches)):
+        needs = lines.blockers(pos, patch, failed)
+        if needs:
+            said.append(f"patch {step.index} '{step.id}' is blocked by {', '.join(needs)} "
+                        "(it needs their lines or files)")
+        elif step.status is Applied.CONFLICT:
+            paths = ", ".join(c.path for c in step.conflicts)
+            said.append(f"patch {step.index} '{step.id}' does not apply ({paths})")
+    return "; ".join(said)
 
 
 def _range_repo(ws: Workspace, repo: Path | None) -> Repo:
@@ -144,13 +161,13 @@ def _series_dir(path: Path) -> _Loaded:
     if not path.is_dir():
         raise RebasectlError(f"{path}: not a series directory")
     series, loaded = load_series_dir(path)
-    return _Loaded(str(path), series, [(lp.entry.id, lp.patch) for lp in loaded])
+    return _Loaded(str(path), series, [lp.pair() for lp in loaded])
 
 
 def _working_copy(ws: Workspace) -> _Loaded:
     series = load(ws.root)
     return _Loaded("working copy", series,
-                   [(lp.entry.id, lp.patch) for lp in load_patches(ws, series)])
+                   [lp.pair() for lp in load_patches(ws, series)])
 
 
 def _repo(ws: Workspace) -> Repo:

@@ -69,6 +69,10 @@ class Jobs:
     def tasks(self, finder: Culprits) -> list[Callable[[], dict[int, list[Oid]]]]:
         """One reverse or forward blame per question, to run on threads (``take`` the
         answers in the same order)."""
+        for (direction, f), lines in zip(self.files, self.lines):  # one blame per file
+            expect = finder.expect_needed if direction == "needed" else finder.expect_written
+            expect(f, lines)
+
         def task(k: int) -> Callable[[], dict[int, list[Oid]]]:
             direction, f = self.files[k]
             ask = finder.needed_lines if direction == "needed" else finder.written_lines

@@ -76,9 +76,9 @@ class Change:
 
     side: str  # old | new
     index: int  # 1-based
-    sha: str
+    sha: Oid
     info: CommitInfo
-    parent: str
+    parent: Oid
     diff: bytes
     patch_id: str | None
     files: tuple[FileDiff, ...]
@@ -677,8 +677,12 @@ def replay_tree(git: Repo, o: Change, parent: str) -> tuple[str | None, list[dic
     conflicts (each file with its kind and the old patch's hunks in its regions)."""
     with git.index() as index:
         index.read_tree(git.tree_of(parent))
-        merge = Engine(git).merge(index, o.patch,
-                                  Labels("upstream", f"patch {o.id}"))
+        # straight to the files: the whole-patch tries first only save processes when the
+        # patch merges as a whole, which an old patch on a new parent rarely does; file by file
+        # ends with the same index when it does (each file exactly, else 3-way, as a whole
+        # ``apply --3way`` decides it)
+        merge = Engine(git).merge(index, o.patch, Labels("upstream", f"patch {o.id}"),
+                                  tried=True)
         if merge.ok:
             return index.write_tree(), []
         return None, [{"path": c.path, "kind": c.kind.value,

@@ -39,7 +39,7 @@ class FileStat:
 class PatchInfo:
     index: int  # 1-based position in its series
     id: str  # series.yaml id, else a slug of the subject
-    commit: str | None
+    commit: Oid | None
     subject: str
     author: str
     date: str  # author date, ISO 8601
@@ -54,7 +54,7 @@ class PatchInfo:
 @dataclass(frozen=True)
 class SideInfo:
     label: str
-    base: str
+    base: Oid
     base_date: str
     base_subject: str
     patches: tuple[PatchInfo, ...]
@@ -111,7 +111,7 @@ class Finding:
     index: int
     path: str | None
     text: str
-    commit: str | None = None  # the upstream commit involved, when there is one
+    commit: Oid | None = None  # the upstream commit involved, when there is one
     items: tuple[str, ...] = ()
     # the old side states the same (kind, file, items): true before this bump as well, so it is
     # said but is no reason to review the entry now
@@ -136,7 +136,7 @@ class Review:
     needed: bool
     reasons: tuple[str, ...]
     summary: str
-    forced_by: tuple[str, ...] = ()
+    forced_by: tuple[Oid, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -175,3 +175,30 @@ def test_dependent_patch_after_a_failing_one(tmp_path: Path) -> None:
     assert first.status == "conflict" and [c.commit for c in att1.culprits] == [culprit]
     unrelated, _ = fork.attribute(shas, 1)
     assert unrelated.status == "clean"
+
+
+def test_side_branch_read_for_several_files_answers_each_alone(tmp_path: Path) -> None:
+    """``side`` reads a merge's side branch once for every file the range's reverse blames are
+    about: each file's answer (its commits, oldest first, and the lines each removed) is the
+    one that file asked alone gets, including a commit that touches the file without removing
+    a line and one that touches both files."""
+    fork = Fork(tmp_path, {"a.txt": lines(30), "b.txt": lines(20, "b"), "c.txt": "c\n"})
+    fork.up.git("checkout", "-q", "-b", "side", fork.base)
+    only_a = fork.change("side: a", {"a.txt": ("line 11\n", "ELEVEN\n")})
+    both = fork.change("side: a and b", {"a.txt": ("line 20\n", ""), "b.txt": ("b 3\n", "B3\n")})
+    fork.change("side: c", {"c.txt": ("c\n", "c side\n")})
+    adds_b = fork.change("side: adds to b", {"b.txt": ("", "b 21\n")})
+    fork.up.git("checkout", "-q", "main")
+    keeper = fork.change("main: far", {"a.txt": ("line 2\n", "line 2 main\n")})
+    fork.up.git("merge", "-q", "--no-ff", "--no-edit", "side")
+    merge = fork.up.head()
+    git = GitRepo(fork.up.path)
+
+    together = UpstreamRange(git, fork.base, merge)
+    together.expect_blame("b.txt", [3], reverse=True)
+    got_a = together.side(keeper, merge, "a.txt")
+    got_b = together.side(keeper, merge, "b.txt")
+    alone_a = UpstreamRange(git, fork.base, merge).side(keeper, merge, "a.txt")
+    alone_b = UpstreamRange(git, fork.base, merge).side(keeper, merge, "b.txt")
+    assert got_a == alone_a == [(only_a, {b"line 11"}), (both, {b"line 20"})]
+    assert got_b == alone_b == [(both, {b"b 3"}), (adds_b, set())]

@@ -316,7 +316,7 @@ CASES: list[Case] = [
     Case("bump-unknown-rev", lambda c: ["bump", "--to", "nosuchrev", "--upstream", c.up],
          "'nosuchrev' not found"),
     Case("bump-option-like-rev", lambda c: ["bump", "--to=--output=x", "--upstream", c.up],
-         "'--output=x' not found"),
+         "'--output=x' is not a revision"),
     Case("bump-ext-transport",
          lambda c: ["bump", "--to", c.sc.new_base, "--upstream", "ext::sh -c id"],
          "transport refused"),

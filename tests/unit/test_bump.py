@@ -229,3 +229,23 @@ def test_bump_test_runs_the_suite_on_the_bumped_tree(tmp_path: Path) -> None:
     assert json.loads((out / "test.json").read_text())["result"] == "failed"
     assert yaml.safe_load((series / "series.yaml").read_text())["upstream"]["base"] == \
         fork.up.head()
+
+
+def test_report_after_a_bump_names_the_blocked_patch_and_its_blocker(tmp_path: Path) -> None:
+    """The bump says one conflicts and two-on-top-of-one is blocked by it; the person skips
+    both during the apply and exports (skipped entries stay). The report cannot pair a new
+    side whose patches do not apply: it says so for each, the blocked one with its blocker."""
+    fork, series, _ = conflicted_history(tmp_path)
+    Repo(series).commit("series before the bump")
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), env=TERMINAL)
+    assert r.returncode == 1 and "two-on-top-of-one: blocked by one" in r.stderr, r.stderr
+    for step, code in ((["apply", "--base", "main"], 1), (["skip"], 1), (["skip"], 0),
+                       (["export"], 0)):
+        r = rebasectl(series, *step, env=TERMINAL)
+        assert r.returncode == code, (step, r.stderr)
+    r = rebasectl(series, "report", env=TERMINAL)
+    assert r.returncode == 1, r.stderr
+    one_error(r.stderr)
+    assert "patch 1 'one' does not apply (a.txt)" in r.stderr
+    assert "patch 3 'two-on-top-of-one' is blocked by one" in r.stderr
+    assert "c-stays-clean" not in r.stderr and "feature-line" not in r.stderr

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from rebasectl.engine import serialize
 from rebasectl.engine.attribution import UpstreamRange
-from rebasectl.engine.carried import CARRIED_SHARE, CarriedLines, Change, reverse_applies
+from rebasectl.engine.carried import (
+    CARRIED_SHARE,
+    CarriedLines,
+    Change,
+    reverse_applies,
+    telling,
+)
 from rebasectl.git import Repo as GitRepo
 from tests.harness.git import lines
 from tests.unit.test_attribution import Fork
@@ -127,3 +133,23 @@ def test_a_line_replaced_differently_upstream_is_not_carried(tmp_path: Path) -> 
     got = _engine(fork).patch(fork.stack(shas)[0][1])
     assert not got.carried and got.commit is None
     assert (got.found, got.total) == (1, 2)
+
+
+def test_comment_lines_are_no_evidence_for_bump_report_and_proposals(tmp_path: Path) -> None:
+    """Upstream lands a fork's fix in its own words: the code lines, not the fork's comments
+    (June: 2e4a5d48 made patch #22's gate-TP-slice fix without its two comment lines). The
+    patch is carried, naming that commit, by the one question bump and the report ask
+    (``patch``) and by the one the proposals ask of a region (``changes``); a preprocessor line
+    is code, not a comment."""
+    fork = Fork(tmp_path, {"a.txt": lines(30)})
+    commented = "line 20\n# gate the slice: kv heads < tp\n#\n" + FEATURE[8:]
+    shas = fork.series([("fix: gate", {"a.txt": ("line 20\n", commented)})])
+    brought = fork.change("upstream fix", {"a.txt": ("line 24\n", "line 24\n" + FEATURE[8:])})
+    engine = _engine(fork)
+    got = engine.patch(fork.stack(shas)[0][1])
+    assert got.carried and got.commit == brought and (got.found, got.total) == (2, 2)
+    region = engine.changes([Change.of_sides("a.txt", [b"line 20"],
+                                             [ln.encode() for ln in commented.splitlines()])])
+    assert region.commit == brought
+    assert not telling(b"# gate the slice: kv heads < tp") and not telling(b"#")
+    assert telling(b"#include <cuda_runtime.h>") and telling(b"#define WARP 32")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
+from rebasectl.engine.exchange import guess_kind
 from tests.synth import Repo, lines, rebasectl
 
 
@@ -40,3 +42,16 @@ def test_import_from_a_checkout_and_from_a_bare_clone(tmp_path: Path) -> None:
     upstream = yaml.safe_load((again / "series.yaml").read_text())["upstream"]
     # a clone names where it came from (its origin), not its own folder
     assert (upstream["name"], upstream["branch"]) == ("proj", "dev")
+
+
+@pytest.mark.parametrize(("subject", "kind"), [
+    ("[fix] Add detach() to fp32 param shard", "fix"),  # June #15: was "feature"
+    ("[fix] attention_output_gate TP slice (#22)", "fix"),
+    ("[feat] distributed optimizer low GPU memory resume", "feature"),
+    ("[1/8] fix: misc compatibility fixes", "fix"),
+    ("[AMD] Fix QuantizedTensor import for ROCm", "fix"),
+    ("fix(dist-ckpt): handle bare BytesIO", "fix"),
+    ("Upgrade Megatron from Dec 17 to Feb 13", "feature"),
+])
+def test_kind_from_the_subject_tag_or_words(subject: str, kind: str) -> None:
+    assert guess_kind(subject) == kind

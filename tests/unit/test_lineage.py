@@ -77,3 +77,31 @@ def test_entries_by_title_when_a_patch_is_missing(tmp_path: Path) -> None:
     assert "- why: first reason" in md and "- drop when: upstream ships three" in md
     assert '"id": "three-id"' in to_json(report)
     assert [e.status for e in report.mapping] == ["identical", "identical"]
+
+
+def test_replay_reproduces_differs_or_conflicts(tmp_path: Path) -> None:
+    """An old patch replayed on the new one's parent, file by file (one file exactly, one by a
+    3-way merge) gives the tree a whole-patch ``apply --3way`` gives (here the new commit's:
+    'reproduces'), or the conflicting files with their hunks."""
+    from rebasectl.report.lineage import replay_tree
+
+    up = Repo(tmp_path / "up")
+    body = "".join(f"line {n}\n" for n in range(1, 31))
+    base = up.commit("base", {"a.txt": body, "b.txt": body})
+    old = up.commit("patch", {"a.txt": body.replace("line 5\n", "FIVE\n"),
+                              "b.txt": body.replace("line 20\n", "TWENTY\n")})
+    up.git("checkout", "-q", "-b", "new", base)
+    parent = up.commit("upstream", {"b.txt": "line 0\n" + body.replace("line 25\n", "X\n")})
+    merged = {"a.txt": body.replace("line 5\n", "FIVE\n"),
+              "b.txt": "line 0\n" + body.replace("line 20\n", "TWENTY\n").replace("line 25\n",
+                                                                                  "X\n")}
+    same = up.commit("patch again", merged)
+    git = GitRepo(up.path)
+    (o,) = load_changes(git, "old", [old], None)
+    tree, conflicts = replay_tree(git, o, parent)
+    assert tree == up.tree(same) and conflicts == []
+    up.git("checkout", "-q", "-b", "clash", parent)
+    clash = up.commit("upstream clash", {"b.txt": "line 0\n" + body.replace("line 20\n", "T\n")})
+    tree, conflicts = replay_tree(git, o, clash)
+    assert tree is None and [(c["path"], c["kind"]) for c in conflicts] == [("b.txt", "content")]
+    assert conflicts[0]["hunks"] and conflicts[0]["hunks"][0].startswith("@@ -17,7 +17,7 @@")

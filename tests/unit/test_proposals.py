@@ -416,6 +416,10 @@ def test_a_blocked_patchs_regions_are_made_on_the_earlier_patchs_resolution(
     assert any(rule == "context-only" and "    return 2" in lines and "    return 1" not in lines
                for rule, lines in got), got
     assert all(reg["proposal"]["evidence"]["needs"] == ["add-c-and-helper"] for reg in blocked)
+    # the evidence says which patch and how: its proposal, or its own lines
+    contexts = sorted(reg["proposal"]["evidence"]["context"] for reg in blocked)
+    assert "its proposal add-c-and-helper/mod.py/1 resolves them" in contexts[0] + contexts[1]
+    assert all("lines of add-c-and-helper, which does not apply" in c for c in contexts)
 
 
 def test_statements_added_next_to_an_earlier_patchs_lines_are_left_to_a_person() -> None:
@@ -522,3 +526,80 @@ def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path
     assert prop["evidence"]["drop"] is True
     r = rebasectl(series, *args, "--artifacts", str(tmp_path / "art2"))
     assert "dropped_regions" not in json.loads(r.stdout)["patches"][0]
+
+
+def test_a_parameter_used_only_in_regions_left_to_a_person_is_not_proposed_alone(
+        tmp_path: Path) -> None:
+    """The patch adds parameter ``extra`` (both sides add one at that point) and uses it only in a
+    line upstream rewrote too (a region no rule resolves): keeping the parameter is part of what
+    a person decides there, so the both-insert is withdrawn. Used also in lines that merged
+    cleanly, it stays."""
+    body = "def build(\n    a: int = 0,\n) -> int:\n    x = a + 1\n    y = 2\n    y = 3\n" \
+        "    return x\n"
+
+    def bump(name: str, also: bool) -> dict[str, dict[str, object]]:
+        up = Repo(tmp_path / name / "up")
+        base = up.commit("base", {"mod.py": body})
+        up.git("checkout", "-q", "-b", "fork")
+        mine = body.replace("    a: int = 0,\n", "    a: int = 0,\n    extra: int = 0,\n")
+        mine = mine.replace("x = a + 1", "x = a + extra")
+        if also:
+            mine = mine.replace("    y = 3\n", "    y = 3 + extra\n")
+        tip = up.commit("add extra", {"mod.py": mine})
+        up.checkout("main")
+        new = up.commit("upstream", {"mod.py": body.replace(
+            "    a: int = 0,\n", "    a: int = 0,\n    b: int = 0,\n").replace(
+            "x = a + 1", "x = a + b + 1")})
+        series = series_of(tmp_path / name, up, base, tip)
+        r = rebasectl(series, "bump", "--to", new, "--upstream", str(up.path), "--propose",
+                      "--json", "--artifacts", str(tmp_path / name / "art"))
+        assert r.returncode == 1, r.stderr
+        return {reg["id"]: reg for p in json.loads(r.stdout)["patches"]
+                for c in p["conflicts"] for reg in c["regions"]}
+
+    alone = bump("alone", also=False)
+    assert sorted(alone) == ["add-extra/mod.py/1", "add-extra/mod.py/2"]
+    assert not any("proposal" in reg for reg in alone.values())
+    used = bump("used", also=True)
+    assert used["add-extra/mod.py/1"]["proposal"]["rule"] == "both-insert"
+    assert "proposal" not in used["add-extra/mod.py/2"]
+
+
+def test_a_keyword_for_a_parameter_whose_declaration_is_left_to_a_person_is_not_proposed(
+        tmp_path: Path) -> None:
+    """Both sides add a positional parameter to ``build`` (no rule orders those) and a keyword
+    for it at the call: the call's both-insert is withdrawn, since whether ``build`` keeps the
+    patch's parameter is decided in the signature's region."""
+    text = "def build(\n    a: int,\n) -> int:\n    total = a\n    total += 1\n    total += 2\n" \
+        "    total += 3\n    return total\n\n\ndef run():\n    return build(\n        a=1,\n    )\n"
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"mod.py": text})
+    up.git("checkout", "-q", "-b", "fork")
+    tip = up.commit("add names", {"mod.py": text.replace(
+        "    a: int,\n", "    a: int,\n    names: dict,\n").replace(
+        "total += 3", "total += len(names)").replace("a=1,\n", "a=1,\n        names={},\n")})
+    up.checkout("main")
+    new = up.commit("upstream", {"mod.py": text.replace(
+        "    a: int,\n", "    a: int,\n    extra: list,\n").replace(
+        "a=1,\n", "a=1,\n        extra=[],\n")})
+    series = series_of(tmp_path, up, base, tip)
+    r = rebasectl(series, "bump", "--to", new, "--upstream", str(up.path), "--propose",
+                  "--json", "--artifacts", str(tmp_path / "art"))
+    assert r.returncode == 1, r.stderr
+    regions = {reg["id"]: reg for p in json.loads(r.stdout)["patches"]
+               for c in p["conflicts"] for reg in c["regions"]}
+    assert sorted(regions) == ["add-names/mod.py/1", "add-names/mod.py/2"]
+    assert not any("proposal" in reg for reg in regions.values())
+
+
+def test_a_patch_that_only_reformats_lines_upstream_rewrote_keeps_upstreams_side() -> None:
+    """The patch only re-wraps a call (the same tokens, a formatter's trailing comma) that
+    upstream rewrote: nothing of the patch's to carry. A change of a token is not layout."""
+    base = ["    y, _ = roll(y, shifts=-1, dims=-1)"]
+    wrapped = ["    y, _ = roll(", "        y,", "        shifts=-1,", "        dims=-1,", "    )"]
+    ours = ["    y = process(y, group=group)"]
+    found = first(case(base, ours, wrapped), Oracle())
+    assert found is not None and found.rule == "context-only" and found.lines == ours
+    changed = ["    y, _ = roll(", "        y,", "        shifts=-2,", "        dims=-1,", "    )"]
+    other = first(case(base, ours, changed), Oracle())
+    assert other is None or other.lines != ours

@@ -15,6 +15,7 @@ order): the same series on the same base and target gives the same regions, so t
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from ..carried import CarriedLines, Change
 from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
 from .evidence import ProposalEvidence
 from .merge import norm
-from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names
+from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names, names
 
 STATES = tuple(ProposalState)
 
@@ -207,17 +208,68 @@ def earlier_of(patches: Sequence[str], adds: Sequence[bytes],
     return Earlier(list(patches), frozenset(norm(x) for x in text if x.strip()), sides)
 
 
-def consistent(props: list[Proposal | None]) -> None:
-    """One patch, one story: when upstream already made the patch's change about a name in one
+def consistent(props: list[Proposal | None], conflicts: Sequence[FileConflict] = (),
+               added: Sequence[bytes] = ()) -> None:
+    """One patch, one story. When upstream already made the patch's change about a name in one
     region, an insertion about that same name elsewhere in the patch (a parameter's docstring
-    entry, its keyword at a call) is upstream's business too: that proposal is withdrawn."""
+    entry, its keyword at a call) is upstream's business too: that proposal is withdrawn. And
+    an inserted item (a parameter, a keyword) whose name the patch uses nowhere but in regions
+    left to a person (``conflicts``: the regions, in ``props``' order; ``added``: every line
+    the patch adds) only makes sense with what that person decides there: withdrawn too."""
     made = {n for p in props if p is not None and p.rule == "already-upstream"
             for n in ProposalEvidence(p.evidence).names}
+    regions = region_additions(conflicts) if conflicts else []
     for i, p in enumerate(props):
-        if p is not None and p.rule == "both-insert" and made:
-            inserted = [ln for at in ProposalEvidence(p.evidence).insertions for ln in at["patch"]]
-            if item_names(inserted) & made:
-                props[i] = None
+        if p is None or p.rule != "both-insert":
+            continue
+        inserted = [ln for at in ProposalEvidence(p.evidence).insertions for ln in at["patch"]]
+        if item_names(inserted) & made or \
+                len(regions) == len(props) and (
+                    _only_left(item_names(inserted), props, regions, added)
+                    or _declared_left(inserted, props, regions)):
+            props[i] = None
+
+
+def region_additions(conflicts: Sequence[FileConflict]) -> list[list[str]]:
+    """Per region (in ``propose_file``'s order), the lines the patch's side adds there."""
+    out: list[list[str]] = []
+    for c in conflicts:
+        if c.kind not in (ConflictKind.CONTENT, ConflictKind.ADD_ADD) or c.content is None:
+            out += [[] for _ in c.regions]
+            continue
+        for b in blocks(c.content.decode("utf-8", "surrogateescape")):
+            before = set(b.sides.base)
+            out.append([x for x in b.sides.theirs if x not in before])
+    return out
+
+
+def _only_left(wanted: set[str], props: list[Proposal | None], regions: list[list[str]],
+               added: Sequence[bytes]) -> bool:
+    """Some name of ``wanted`` is used by the patch in a region without a proposal, and by no
+    line the patch adds outside its regions."""
+    inside = {x for lines in regions for x in lines}
+    outside = [x for x in (ln.decode("utf-8", "surrogateescape") for ln in added)
+               if x not in inside]
+    for name in wanted:
+        left = any(name in names(lines) for p, lines in zip(props, regions) if p is None)
+        if left and not any(name in names([x]) for x in outside):
+            return True
+    return False
+
+
+KEYWORD = re.compile(r"^\s*(\w+)=[^=]")
+DECLARED = re.compile(r"^\s*(\w+)\s*:")
+
+
+def _declared_left(inserted: list[str], props: list[Proposal | None],
+                   regions: list[list[str]]) -> bool:
+    """A keyword argument the insertion passes is a parameter the patch declares in a region
+    without a proposal: whether the callee keeps that parameter is for the person resolving
+    that region, and the call must follow."""
+    passed = {m.group(1) for m in (KEYWORD.match(x) for x in inserted) if m}
+    declared = {m.group(1) for p, lines in zip(props, regions) if p is None
+                for m in (DECLARED.match(x) for x in lines) if m}
+    return bool(passed & declared)
 
 
 def superseded(props: list[Proposal | None]) -> bool:

@@ -338,6 +338,11 @@ def _layout(tokens: list[tuple[str, int, int]]) -> list[str]:
             if not (w == "," and i + 1 < len(words) and words[i + 1] in ")]}")]
 
 
+def layout_tokens(text: str) -> list[str]:
+    """The code tokens of a text, layout aside (whitespace, a formatter's trailing comma)."""
+    return _layout(_tokens(text))
+
+
 Span = tuple[int, int, int, int]  # preimage tokens [i1, i2) became the patch's [j1, j2)
 
 

@@ -32,7 +32,19 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from .merge import CLOSE, Edit, Merged, defined, edits, indent, merge, norm, token_merge, twins
+from .merge import (
+    CLOSE,
+    Edit,
+    Merged,
+    defined,
+    edits,
+    indent,
+    layout_tokens,
+    merge,
+    norm,
+    token_merge,
+    twins,
+)
 
 NAME = re.compile(r"[A-Za-z_]\w*")
 # names that say nothing about what a change is (Python's keywords and common builtins)
@@ -584,13 +596,29 @@ def on_earlier(case: Case, oracle: Oracle) -> Found | None:
     if all(x.insertion for x in pa) and not all(_items(x.lines) for x in pa):
         return None
     return Found("context-only", result.lines,
-                 {"context": "the region holds lines of earlier patches that do not apply: "
-                             "the patch's change made on them as they would be carried",
+                 {"context": f"the region holds lines of {', '.join(e.patches)}, which does "
+                             "not apply: the patch's change made on them as "
+                             + ("that patch adds them" if via == "their lines" else
+                                f"its proposal {via} resolves them"),
                   "needs": list(e.patches), "on": via})
 
 
-RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, on_earlier, merged,
-                                                       moved]
+def layout_only(case: Case, oracle: Oracle) -> Found | None:
+    """The patch's change here is layout only (the same code tokens, re-wrapped or re-indented,
+    a formatter's trailing comma), and upstream changed these lines: there is nothing of the
+    patch's to carry, upstream's side is kept."""
+    s = case.sides
+    if not any(x.strip() for x in s.base) or s.base == s.theirs:
+        return None
+    if layout_tokens("\n".join(s.base)) != layout_tokens("\n".join(s.theirs)):
+        return None
+    return Found("context-only", list(s.ours),
+                 {"context": "the patch only re-formats these lines (the same code): "
+                             "upstream's side, its own text of them"})
+
+
+RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, on_earlier,
+                                                       layout_only, merged, moved]
 
 
 def first(case: Case, oracle: Oracle) -> Found | None:
