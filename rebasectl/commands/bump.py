@@ -63,7 +63,7 @@ from ..model.dependencies import SeriesLines
 from ..model.ids import Oid, short
 from ..model.patches import Patch
 from ..model.series import PATCH_DIR, Series, load
-from ..model.series_patch import SeriesPatch
+from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied, BumpStatus
 from ..model.words import commits
 from ..model.workspace import Workspace
@@ -79,7 +79,7 @@ FAILED = (BumpStatus.CONFLICT, BumpStatus.BLOCKED)
 
 
 @dataclass
-class PatchOutcome:
+class PatchOutcome(AboutPatch):
     """What became of one patch (held, not copied) in a bump."""
 
     index: int
@@ -97,18 +97,6 @@ class PatchOutcome:
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
     dropped: list[FileConflict] = field(default_factory=list)  # upstreamed: its merge's regions
     # (in bump.json as "dropped_regions" once --propose gave each its proposed drop)
-
-    @property
-    def id(self) -> str:
-        return self.patch.id
-
-    @property
-    def file(self) -> str:
-        return self.patch.file
-
-    @property
-    def subject(self) -> str:
-        return self.patch.subject
 
     def region_culprits(self, c: FileConflict) -> list[list[Oid]]:
         att = self.attribution

@@ -39,7 +39,7 @@ from ..model import diffs
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid
 from ..model.series import load
-from ..model.series_patch import SeriesPatch
+from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied
 from ..model.workspace import Workspace
 from .attribution import RegionCulprits, UpstreamRange, attribute
@@ -60,7 +60,7 @@ class Result(str, Enum):
 
 
 @dataclass
-class Stop:
+class Stop(AboutPatch):
     """The patch an apply stopped at (held, not copied), and its conflicts as they are in the
     work tree."""
 
@@ -70,18 +70,6 @@ class Stop:
     conflicts: list[FileConflict]
     regions: list[RegionCulprits] = field(default_factory=list)  # why, region by region
     blocked_by: list[str] = field(default_factory=list)  # skipped earlier patches it needs
-
-    @property
-    def id(self) -> str:
-        return self.patch.id
-
-    @property
-    def file(self) -> str:
-        return self.patch.file
-
-    @property
-    def subject(self) -> str:
-        return self.patch.subject
 
     def why(self, region: object) -> RegionCulprits | None:
         return next((rc for rc in self.regions if rc.region is region), None)

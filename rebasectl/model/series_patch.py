@@ -67,3 +67,22 @@ class SeriesPatch:
     def pair(self) -> tuple[str, Patch]:
         """(id, patch): the form the materialiser and the attribution stack take."""
         return self.entry.id, self.patch
+
+
+class AboutPatch:
+    """What a run's record about one patch (a stop, a bump's outcome) answers through the patch
+    it holds: its id, file and subject, read from the ``SeriesPatch``, never copied."""
+
+    patch: SeriesPatch
+
+    @property
+    def id(self) -> str:
+        return self.patch.id
+
+    @property
+    def file(self) -> str:
+        return self.patch.file
+
+    @property
+    def subject(self) -> str:
+        return self.patch.subject
