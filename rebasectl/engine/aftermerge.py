@@ -52,11 +52,21 @@ def risks(carried: CarriedLines, patch: Patch, merged: bool) -> list[Risk]:
             first = lines[0].decode(errors="replace")
             shown = f"`{first[:77]}...`" if len(first) > 80 else f"`{first}`"
             more = f" and {len(lines) - 1} more line(s)" if len(lines) > 1 else ""
-            out.append(Risk("re-adds-removed", f.path, commit, rng.subject(commit), "",
-                            shown + more))
+            out.append(Risk("re-adds-removed", f.path, commit, rng.subject(commit),
+                            _adding(f, lines[0]), shown + more))
         if merged:
             out += _duplicates(rng, f)
     return out
+
+
+def _adding(f: FileDiff, line: bytes) -> str:
+    """The header of the patch's first hunk that adds ``line`` (so an annotation lands on it),
+    "" when none does (the whole file is meant)."""
+    want = line.strip()
+    for h in f.hunks:
+        if any(ln[:1] == b"+" and ln[1:].strip() == want for ln in h.lines):
+            return h.header
+    return ""
 
 
 def _duplicates(rng: UpstreamRange, f: FileDiff) -> list[Risk]:

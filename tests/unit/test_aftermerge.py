@@ -26,14 +26,21 @@ def test_readding_a_line_upstream_removed_is_named(tmp_path: Path) -> None:
     series = imported(tmp_path, fork, tip)
     removed = fork.change("get rid of weights_only=False", {"a.py": (UNSAFE, LOAD)})
     out = tmp_path / "art"
+    patch_file = next((series / "patches").iterdir())
+    patch_text = patch_file.read_text().splitlines()  # as the bump reads it (it exports after)
     r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
-                  "--artifacts", str(out), env=TERMINAL)
+                  "--artifacts", str(out), "--annotations", env=TERMINAL)
     assert r.returncode == 0, r.stderr
     assert f"re-adds `{UNSAFE.strip()}`, which upstream {removed[:12]} (get rid of " \
         "weights_only=False) removed" in r.stderr
     (risk,) = json.loads((out / "bump.json").read_text())["patches"][0]["risks"]
     assert (risk["kind"], risk["commit"], risk["path"]) == ("re-adds-removed", removed, "a.py")
     assert (out / "risks.txt").read_text().count("\n") == 1
+    # the annotation lands on the hunk that adds the line back, not on the patch file's top
+    assert risk["hunk"].startswith("@@ ")
+    hunk_at = patch_text.index(risk["hunk"]) + 1
+    (note,) = [ln for ln in r.stderr.splitlines() if ln.startswith("patches/")]
+    assert note.startswith(f"patches/{patch_file.name}:{hunk_at}: ") and "re-adds" in note, note
 
 
 def test_clean_hunk_beside_an_upstream_duplicate_of_its_context(tmp_path: Path) -> None:
