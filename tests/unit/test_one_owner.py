@@ -56,6 +56,16 @@ def assigned(tree: ast.Module) -> Iterator[tuple[int, str]]:
                             yield stmt.lineno, name.id
 
 
+def names(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """Every name the code reads or binds (a second scanner reading the owner's constants is a
+    second scanner all the same)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.alias):
+            yield getattr(node, "lineno", 0), node.name
+
+
 def functions(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Module-level functions (a method of the same name answers a question of its class)."""
     for node in tree.body:
@@ -128,7 +138,9 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
         "model/ids.py",
         _where(assigned, lambda s: s in ("SHORT", "SHORT_PROSE", "SHA_LEN", "ABBREV_LEN"))),
     "the conflict-marker prefixes (the marker scanner)": (
-        "engine/conflicts.py", _where(constants, lambda s: s.strip() in MARKERS)),
+        "engine/conflicts.py", lambda tree: iter([
+            *_where(constants, lambda s: s.strip() in MARKERS)(tree),
+            *_where(names, lambda s: s.startswith("MARK_"))(tree)])),
     "the regex for a Python definition (def/class)": (
         "model/pysyntax.py", _where(constants, lambda s: re.search(r"def\)?\|", s) is not None
                                   or "(?:def|class)" in s)),

@@ -25,7 +25,7 @@ from ...model.diffs import parse
 from ...model.status import ProposalState
 from .. import serialize
 from ..carried import CarriedLines, Change
-from ..conflicts import MARK_BASE, MARK_END, MARK_SEP, MARK_START, ConflictKind, FileConflict
+from ..conflicts import ConflictKind, FileConflict, marked_blocks
 from .evidence import ProposalEvidence
 from .merge import norm
 from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names, names
@@ -83,29 +83,13 @@ class Block:
 
 
 def blocks(text: str) -> list[Block]:
-    """The conflict blocks of a ``merge-file --diff3`` output, in file order."""
+    """The conflict blocks of a marked-up file, in file order, as the one marker scanner
+    (``conflicts.marked_blocks``) reads them."""
     lines = text.split("\n")
     out: list[Block] = []
-    i = 0
-    starts = tuple(m.decode() for m in (MARK_START, MARK_BASE, MARK_END))
-    sep = MARK_SEP.decode()
-    while i < len(lines):
-        if not lines[i].startswith(starts[0]):
-            i += 1
-            continue
-        start, part = i, 0
-        sides: list[list[str]] = [[], [], []]
-        i += 1
-        while i < len(lines) and not lines[i].startswith(starts[2]):
-            if lines[i].startswith(starts[1]):
-                part = 1
-            elif lines[i] == sep:
-                part = 2
-            else:
-                sides[part].append(lines[i])
-            i += 1
-        out.append(Block(start, i, Sides(sides[0], sides[1], sides[2]), lines[start:i + 1]))
-        i += 1
+    for start, end, parts in marked_blocks(_b(lines)):
+        ours, base, theirs = (_s(parts[k]) for k in ("ours", "base", "theirs"))
+        out.append(Block(start - 1, end - 1, Sides(ours, base, theirs), lines[start - 1:end]))
     return out
 
 
@@ -153,6 +137,10 @@ def _b(lines: list[str]) -> list[bytes]:
     return [ln.encode("utf-8", "surrogateescape") for ln in lines]
 
 
+def _s(lines: list[bytes]) -> list[str]:
+    return [ln.decode("utf-8", "surrogateescape") for ln in lines]
+
+
 def propose_file(patch_id: str, c: FileConflict, culprits: Sequence[Sequence[str]],
                  oracle: Oracle, earlier: Sequence[Earlier | None] = ()) -> list[Proposal | None]:
     """One entry per region of a content conflict: its proposal, or None. ``earlier``: per
@@ -181,18 +169,13 @@ def _proposal(case: Case, hit: Found, block: Block) -> Proposal:
 
 def _upstream_file(text: str) -> list[str]:
     """Upstream's file, rebuilt from the marked-up one (each block's upstream side)."""
+    lines = text.split("\n")
     out: list[str] = []
-    part = None
-    for line in text.split("\n"):
-        if line.startswith(MARK_START.decode()):
-            part = "ours"
-        elif line.startswith(MARK_BASE.decode()) or line == MARK_SEP.decode():
-            part = "skip"
-        elif line.startswith(MARK_END.decode()):
-            part = None
-        elif part in (None, "ours"):
-            out.append(line)
-    return out
+    at = 0
+    for start, end, parts in marked_blocks(_b(lines)):
+        out += lines[at:start - 1] + _s(parts["ours"])
+        at = end
+    return out + lines[at:]
 
 
 def earlier_of(patches: Sequence[str], adds: Sequence[bytes],
