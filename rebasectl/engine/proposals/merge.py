@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from ..carried import telling
+
 CLOSE = 0.6  # how alike two lines must be to count as one line rewritten
 CLOSE_PAIRED = 0.5  # the same, when a block is rewritten into as many lines (count aligns it)
 
@@ -309,8 +311,9 @@ def twins(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[set[str], set[str]]:
 
 
 def _telling(line: str) -> bool:
-    s = norm(line)
-    return len(s) > 3 and not re.fullmatch(r"[\W_]*(?:pass|else:|return|\w+:)?[\W_]*", s)
+    """The carried-lines engine's test of a line that is evidence (one answer to "does this line
+    say anything"), on a line of text."""
+    return telling(norm(line).encode("utf-8", "surrogateescape"))
 
 
 # -- within lines: a token change re-applied on upstream's re-wrapped text ----------------------
