@@ -14,3 +14,18 @@ EQUALS = r"=(?!=)"  # an ``=`` that binds (``name=`` in a call too), never ``==`
 BINDS = rf"\s*(?::[^=]+)?{EQUALS}"  # what follows the name in ``name = ...``/``name: T = ...``
 DEF = rf"^\s*(?:async\s+)?(?P<kind>def|class)\s+(?P<name>{IDENT})"  # a def/class header
 ASSIGN = rf"^\s*(?P<name>{IDENT}){BINDS}"  # ``name = ...`` rebinds
+
+
+def import_names(line: str) -> list[str]:
+    """The names an ``import`` / ``from ... import`` line binds (``import a.b`` binds ``a``,
+    ``... as z`` binds ``z``); none for any other line."""
+    text = line.split("#")[0].strip()
+    if not text.startswith(("import ", "from ")):
+        return []
+    body = text.split(" import ", 1)[1] if text.startswith("from ") else text[7:]
+    out = []
+    for part in body.strip("() \\").split(","):
+        words = part.split()
+        if words:
+            out.append(words[-1] if len(words) > 1 else words[0].split(".")[0])
+    return out

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from ...model.pysyntax import import_names
 from ..carried import telling
 
 CLOSE = 0.6  # how alike two lines must be to count as one line rewritten
@@ -286,11 +287,7 @@ def defined(lines: tuple[str, ...]) -> set[str]:
             names.add(text[1:].split(text[0])[0])
             continue
         if text.startswith(("import ", "from ")):
-            body = text.split(" import ", 1)[1] if text.startswith("from ") else text[7:]
-            for part in body.split("#")[0].strip("() \\").split(","):
-                words = part.split()
-                if words:
-                    names.add(words[-1] if len(words) > 1 else words[0].split(".")[0])
+            names.update(import_names(text))
             continue
         words = TOKEN.findall(text)
         words = words[1:] if words[:1] == ["async"] else words

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from ...model.pysyntax import import_names
 from .merge import (
     CLOSE,
     Edit,
@@ -206,12 +207,8 @@ def module_names(lines: Sequence[str]) -> set[str]:
         words = words[1:] if words[:1] == ["async"] else words
         if len(words) > 1 and words[0] in ("def", "class"):
             out.add(words[1])
-        elif line.startswith(("import ", "from ")):
-            body = line.split(" import ", 1)[1] if line.startswith("from ") else line[7:]
-            for part in body.strip("() \\").split(","):
-                words = part.split()
-                if words:
-                    out.add(words[-1].split(".")[0] if len(words) == 1 else words[-1])
+        else:
+            out.update(import_names(line))
     return out
 
 
