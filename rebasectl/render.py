@@ -15,7 +15,7 @@ from .commands import serialize
 from .engine import serialize as engine_json
 from .engine.conflicts import ConflictKind, FileConflict
 from .model.ids import short
-from .model.words import commits
+from .model.words import commits, upstream_lines
 
 
 def json(data: Any) -> None:
@@ -93,7 +93,7 @@ def conflict_lines(conflicts: list[FileConflict], why: Any = None) -> list[str]:
             continue
         for r in c.regions:
             line = r.start or (r.base[0] if r.base else 1)
-            up = f" (work tree line; upstream {_lines(r.ours)})" if r.start and r.ours else ""
+            up = f" (work tree line; {upstream_lines(r.ours)})" if r.start and r.ours else ""
             hunks = ("; patch hunk" + ("s " if len(r.hunks) > 1 else " ") +
                      " and ".join(r.hunks)) if r.hunks else ""
             out.append(f"{c.path}:{line}: {c.kind.value} conflict{up}{hunks}"
@@ -101,10 +101,6 @@ def conflict_lines(conflicts: list[FileConflict], why: Any = None) -> list[str]:
         if not c.regions:
             out.append(f"{c.path}: {c.kind.value} conflict")
     return out
-
-
-def _lines(span: tuple[int, int]) -> str:
-    return f"line {span[0]}" if span[0] == span[1] else f"lines {span[0]}-{span[1]}"
 
 
 def _stop_why(rc: Any) -> str:
@@ -333,9 +329,7 @@ def blame(data: dict[str, Any]) -> None:
                 f"{c['subject']}")
     for c in data["conflicts"]:
         for r in c["regions"]:
-            up = r.get("upstream_lines")
-            where = ("upstream line" + (f"s {up[0]}-{up[1]}" if up[1] > up[0] else f" {up[0]}")
-                     ) if up else "no upstream lines"
+            where = upstream_lines(r.get("upstream_lines"))
             marked = f", work tree lines {r['start']}-{r['end']} with markers" \
                 if r.get("start") else ""
             why = f"needs lines of {', '.join(r['blocked_by'])}" if r.get("blocked_by") else \

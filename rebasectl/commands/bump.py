@@ -65,7 +65,7 @@ from ..model.patches import Patch
 from ..model.series import PATCH_DIR, Series, load
 from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied, BumpStatus
-from ..model.words import commits
+from ..model.words import commits, upstream_lines
 from ..model.workspace import Workspace
 from ..report.markdown import code_span, escape
 from ..report.names import NameUse, uses_of_removed
@@ -199,21 +199,10 @@ def _where(c: FileConflict, r: Region | None) -> str:
     markers), each labelled; a huge region also names the lines in it that differ."""
     if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING) or r is None:
         return f"{c.path}: {c.kind.value}"
-    up = _upstream(r.ours) if r.ours else "upstream: none"
+    up = upstream_lines(r.ours)
     marked = f", work tree lines {r.start}-{r.end} with markers" if r.start else ""
     trim = _trimmed(c, r)
     return f"{c.path}: {c.kind.value}, {up}{marked}{trim}"
-
-
-def _upstream(span: tuple[int, int]) -> str:
-    """``upstream line 7`` or ``upstream lines 7-9``: one line is not a range."""
-    return f"upstream line {span[0]}" if span[0] == span[1] else f"upstream lines {_span(span)}"
-
-
-def _span(span: tuple[int, int] | None) -> str:
-    if span is None:
-        return "-"
-    return f"{span[0]}" if span[0] == span[1] else f"{span[0]}-{span[1]}"
 
 
 def _why(p: PatchOutcome, c: FileConflict, r: Region | None) -> str:
@@ -682,7 +671,7 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
                      else f"- {code_span(c.path)}: {c.kind.value}")
         for r in c.regions if c.kind not in (ConflictKind.MODIFY_DELETE,
                                              ConflictKind.MISSING) else ():
-            up = _upstream(r.ours) if r.ours else "no upstream lines"
+            up = upstream_lines(r.ours)
             where = f"work tree lines {r.start}-{r.end} of {code_span('files/' + c.path)} ({up})"
             where += _trimmed(c, r)
             lines.append(f"  - {where}{_why(p, c, r)}")

@@ -7,3 +7,12 @@ from __future__ import annotations
 def commits(n: int) -> str:
     """``1 upstream commit`` / ``1227 upstream commits``: how every message counts a range."""
     return f"{n} upstream commit{'' if n == 1 else 's'}"
+
+
+def upstream_lines(span: tuple[int, int] | list[int] | None) -> str:
+    """Where a region is in upstream's file, as every surface says it: ``upstream line 7``,
+    ``upstream lines 7-9``, or ``no upstream lines`` (the region only adds)."""
+    if not span:
+        return "no upstream lines"
+    first, last = span[0], span[1]
+    return f"upstream line {first}" if first == last else f"upstream lines {first}-{last}"
