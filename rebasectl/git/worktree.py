@@ -122,8 +122,29 @@ class Worktree:
         """Index and files from HEAD to ``commit`` (a two-way merge: only changed files are
         written, and git refuses to overwrite an untracked file), then HEAD."""
         self.runner.run(["update-index", "-q", "--refresh"], check=False)  # stat info current
+        self._drop_partial_checkout(commit)
         self.runner.run([*CHECKOUT, "read-tree", "-m", "-u", "HEAD", commit])
         self.set_head(commit)
+
+    def _drop_partial_checkout(self, commit: str) -> None:
+        """A ``read-tree -u`` killed mid-way has written some of the files ``commit`` adds but
+        not the index that would track them: untracked, they make git refuse the same move
+        forever. Such a file holds ``commit``'s content or the start of it (a write cut short);
+        it is removed so the move writes it whole. Any other untracked file is the person's and
+        stays, and git refuses as it would."""
+        raw = self.runner.out(["diff-tree", "-r", "-z", "--no-renames", "--diff-filter=A",
+                               "HEAD", commit])
+        fields = raw.split("\0")
+        for meta, path in zip(fields[0::2], fields[1::2]):
+            target = self.path / path
+            if not meta or not target.is_file() or target.is_symlink():
+                continue
+            blob = self.runner.run(["cat-file", "blob", meta.split()[3]]).stdout
+            if blob.startswith(target.read_bytes()) and not self._tracked(path):
+                target.unlink()
+
+    def _tracked(self, path: str) -> bool:
+        return bool(self.runner.out(["--literal-pathspecs", "ls-files", "--", path]))
 
     def discard_changes(self) -> None:
         """Back to HEAD: tracked changes, unmerged entries and files added to the index go;
