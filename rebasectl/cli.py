@@ -348,7 +348,8 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
 
 
 # -- entry point -----------------------------------------------------------------------------------
-INTERRUPTED_MSG = "interrupted; state is saved: rerun the command or `rebasectl continue`/`abort`"
+INTERRUPTED_MSG = ("interrupted; what was done is saved: `rebasectl status` says where things "
+                   "stand, and running the command again goes on")
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -389,7 +390,7 @@ def _main() -> None:
     except RebasectlError as exc:
         _fail(exc.message, exc.exit_code, as_json)
     except click.exceptions.Abort:
-        _fail("interrupted", ExitCode.INTERRUPTED, as_json)
+        _fail(INTERRUPTED_MSG, ExitCode.INTERRUPTED, as_json)
     except click.ClickException as exc:
         _fail(exc.format_message().replace("\n", " "), ExitCode.BAD_INPUT, as_json)
     except KeyboardInterrupt:

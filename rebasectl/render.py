@@ -35,10 +35,16 @@ def status(data: dict[str, Any]) -> None:
                 "it again")
     if not progress:
         return
-    stopped = progress["stopped_at"] if progress.get("conflict_written") else None
+    committed = progress.get("committed") or []
+    stopped = progress["stopped_at"] if progress.get("conflict_written") and not committed \
+        else None
     where = f"stopped at {stopped}" if stopped else "interrupted"
-    ui.line(f"apply in progress on {short(progress['base'])}: {progress['applied']}/"
-            f"{progress['total']} applied, {where} in {progress['worktree']}")
+    ui.line(f"apply in progress on {short(progress['base'])}: "
+            f"{progress['applied'] + len(committed)}/{progress['total']} applied, {where} in "
+            f"{progress['worktree']}")
+    for item in committed:
+        ui.line(f"  {item['index']}/{progress['total']} {item['id']}: committed "
+                f"{short(item['commit'])} (the run was interrupted before it said so)")
     for item in progress["unmerged"]:
         ui.line(f"  unmerged: {item['path']} ({item['kind']})")
     if progress["skipped"]:

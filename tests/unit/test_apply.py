@@ -130,7 +130,7 @@ def test_apply_refuses_to_replace_unexported_work(tpl: Scenario, tmp_path: Path)
     tree.commit("local work", {"f.txt": "mine\n"})
     assert "not exported" in fails(series, 2, "apply")
     (tree.path / "a.txt").write_text("dirty\n")
-    assert "not exported" in fails(series, 2, "apply")
+    assert "uncommitted changes to a.txt" in fails(series, 2, "apply")
     assert (tree.path / "a.txt").read_text() == "dirty\n"  # nothing of it lost
 
 
