@@ -82,8 +82,8 @@ def abort_lines(result: AbortResult) -> list[str]:
         lines.append("aborted; cleared " + ", ".join(p.name for p in result.cleared))
     if result.kept is not None:
         what = [f"{n} {noun}" for n, noun in ((result.kept_files, "untracked file(s)"),
-                                              (result.kept_edits, "file(s) edited since the "
-                                               "stop (copies in edited/)"),
+                                              (result.kept_edits, "file(s) you changed "
+                                               "(copies in edited/)"),
                                               (result.kept_commits, "commit(s)")) if n]
         hint = " (`git am` the commits in commits/)" if result.kept_commits else ""
         lines.append(f"kept {' and '.join(what)} of the removed work tree in {result.kept}{hint}")

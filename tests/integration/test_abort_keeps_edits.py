@@ -45,7 +45,7 @@ def test_abort_keeps_a_resolution_in_progress(world: World, tmp_path: Path) -> N
     stopped = state.stat().st_mtime_ns
     os.utime(a, ns=(stopped + 10**9, stopped + 10**9))  # edited a second after the stop
     out = ok(series, "abort").stdout
-    assert "1 file(s) edited since the stop (copies in edited/)" in out, out
+    assert "1 file(s) you changed (copies in edited/)" in out, out
     assert (kept_folder(out) / "edited" / "a.txt").read_text() == half
 
 
