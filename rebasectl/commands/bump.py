@@ -49,7 +49,7 @@ from ..engine.proposals import (
     propose_file,
     superseded,
 )
-from ..engine.proposals.evidence import ProposalEvidence
+from ..engine.proposals.evidence import BothInsert, ContextOnly, Moved, Superseded, Upstream
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -691,19 +691,21 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
 
 def evidence_line(p: Proposal) -> str:
     """A proposal's evidence in one line (README, stop message)."""
-    ev = ProposalEvidence(p.evidence)
-    by = f" by {short(ev.commit)}" if ev.commit else ""
-    if p.rule == "superseded":
+    ev = p.evidence
+    by = f" by {short(ev.commit)}" if isinstance(ev, (Upstream, Moved)) and ev.commit else ""
+    if isinstance(ev, Superseded):
         return "the whole patch is upstream already: drop it (" + \
             ", ".join(short(c) for c in ev.commits) + ")"
-    if p.rule == "already-upstream":
+    if isinstance(ev, Upstream):
         what = ", ".join(ev.names[:4]) or "the patch's lines"  # `how: lines` names none
         return f"upstream already has {what}{by}: keep upstream's side"
-    if p.rule == "both-insert":
+    if isinstance(ev, BothInsert):
         return "both sides insert here: both kept, " + ev.order
-    if p.rule == "moved":
+    if isinstance(ev, Moved):
         return f"the code moved to {ev.to}:{ev.line}{by}: the edit goes there"
-    return ev.context(p.rule)
+    if isinstance(ev, ContextOnly):
+        return ev.context
+    return p.rule
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
