@@ -492,8 +492,17 @@ class _Scratch:
 
 
 # -- culprits --------------------------------------------------------------------------------------
-def _meaningful(text: bytes) -> bool:
-    return len(re.sub(rb"[\s()\[\]{}:,.;#'\"]", b"", text)) >= 4
+TELLING_CHARS = 4  # a line tells something when it has this many non-punctuation characters
+_NOISE = re.compile(rb"[\s()\[\]{}:,.;#'\"]")
+
+
+def worth_blaming(line: bytes) -> bool:
+    """Whether a line can name its author: at least ``TELLING_CHARS`` characters that are not
+    blanks, brackets or punctuation (a ``):`` or a blank line was last touched by whoever
+    touched anything near it). The culprit search asks blame only about such lines, and so do
+    the report's interdiffs; the carried-lines engine's ``telling`` is this test less comment
+    lines."""
+    return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
 
 
 class Culprits:
@@ -590,7 +599,7 @@ class Culprits:
         gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
         out: dict[int, list[Oid]] = {}
         for keeper, group in _runs(gone):
-            texts = [t for t in (wanted[n].strip() for n in group) if _meaningful(t)]
+            texts = [t for t in (wanted[n].strip() for n in group) if worth_blaming(t)]
             commits = self._successors(keeper, path, texts)
             for n in group:
                 out[n] = commits

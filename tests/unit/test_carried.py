@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rebasectl.engine import serialize
-from rebasectl.engine.attribution import UpstreamRange
+from rebasectl.engine.attribution import UpstreamRange, worth_blaming
 from rebasectl.engine.carried import (
     CARRIED_SHARE,
     CarriedLines,
@@ -153,3 +153,8 @@ def test_comment_lines_are_no_evidence_for_bump_report_and_proposals(tmp_path: P
     assert region.commit == brought
     assert not telling(b"# gate the slice: kv heads < tp") and not telling(b"#")
     assert telling(b"#include <cuda_runtime.h>") and telling(b"#define WARP 32")
+    # blame names a comment's author as well as code's (the attribution engine and the report's
+    # interdiffs ask about these lines); only the carried evidence leaves comments out
+    assert worth_blaming(b"# gate the slice: kv heads < tp") and not worth_blaming(b"# ):")
+    for line in (b"):", b"else:", b"x = 1", b"return compute(a)", b"#define WARP 32"):
+        assert telling(line) == worth_blaming(line), line
