@@ -51,12 +51,29 @@ def _memory_basetemp() -> Path | None:
     return Path(tempfile.mkdtemp(prefix="rebasectl-tests-", dir=MEMORY_TMP))
 
 
+def _bytecode_beside() -> None:
+    """Where PYTHONDONTWRITEBYTECODE keeps bytecode out of the source tree, the Python processes
+    of the run (xdist's workers, the ``python -m rebasectl``, pytest and ci/*.sh processes the
+    tests start) keep it in a folder of the system's tmp instead (PYTHONPYCACHEPREFIX, one per
+    user, kept between runs): the tree stays clean, and rebasectl, the test modules and their
+    assertion rewriting are compiled once, not by every worker of every run (about 3.7 s of
+    CPU per worker)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        prefix = Path(tempfile.gettempdir()) / f"rebasectl-pycache-{os.getuid()}"
+        prefix.mkdir(mode=0o700, exist_ok=True)
+        del os.environ["PYTHONDONTWRITEBYTECODE"]
+        os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """The test processes' temporary folders in memory (see ``_memory_basetemp``). Only the
     controlling process chooses (xdist's workers get a folder under it); an explicit
     ``--basetemp`` always wins. The folder goes at the end of the run."""
-    if config.option.basetemp or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        return
+    _bytecode_beside()
+    if config.option.basetemp:
         return
     chosen = _memory_basetemp()
     if chosen is not None:
@@ -73,20 +90,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _CHOSEN = pytest.StashKey[Path]()
 
 
-@pytest.fixture(scope="session")
-def child_pycache(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
-    """Where the Python processes the tests start (``python -m rebasectl``, pytest, ci/*.sh)
-    keep their bytecode when PYTHONDONTWRITEBYTECODE keeps it out of the source tree: a folder of
-    this test process (PYTHONPYCACHEPREFIX), so that the tree stays clean and yet only the first
-    of them compiles rebasectl (0.15 s of CPU of every later one); None without that variable."""
-    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        return None
-    return tmp_path_factory.mktemp("pycache")
-
-
 @pytest.fixture(autouse=True)
-def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-                 child_pycache: Path | None) -> Iterator[None]:
+def hermetic_git(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
@@ -97,9 +103,6 @@ def hermetic_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     for key in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "REBASECTL_UPSTREAM",
                 "REBASECTL_DEBUG"):
         monkeypatch.delenv(key, raising=False)
-    if child_pycache is not None:
-        monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
-        monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(child_pycache))
     yield
 
 
