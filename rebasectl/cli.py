@@ -348,7 +348,8 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
 
 # -- entry point -----------------------------------------------------------------------------------
 INTERRUPTED_MSG = ("interrupted; what was done is saved: `rebasectl status` says where things "
-                   "stand, and running the command again goes on")
+                   "stand and, with an apply in progress, what goes on from there; any other "
+                   "command goes on when run again")
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -417,7 +417,8 @@ class Session:
         patches = self.patches(state)
         tree = self.reconcile(state, patches)
         if state.current is None:
-            raise RebasectlError("no patch is stopped at a conflict: nothing to skip")
+            raise RebasectlError("no patch is stopped at a conflict: nothing to skip "
+                                 "(`rebasectl continue` goes on with the apply in progress)")
         skipped = state.current
         state.written = list(dict.fromkeys([*state.written, *patches[skipped].patch.paths()]))
         kept = self._keep_resolution(state, tree) if tree is not None else None

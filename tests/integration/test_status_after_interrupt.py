@@ -66,3 +66,21 @@ def test_an_interruption_before_the_command_began_says_to_run_it_again(
     line = one_error(r.stderr, "interrupted before the command began", "run it again")
     assert "nothing changed" in line
     ok(series, "status")
+
+
+def test_skip_interrupted_after_it_was_recorded(world: World, tmp_path: Path) -> None:
+    """Ctrl-C right after `skip` saved the skip: status says the apply was interrupted and
+    names continue; `skip` again names continue too (there is nothing left to skip, and
+    skipping again must never take the next patch); following it finishes, patch 1 skipped."""
+    series = conflicted(world, tmp_path)
+    r = run(series, "skip", env={"REBASECTL_FAULT": "int@state"}, want=130)
+    assert advised(one_error(r.stderr, "interrupted")) == ["rebasectl status"]
+    out = ok(series, "status").stdout
+    assert "0/5 applied, interrupted" in out and "skipped: change-a-line-3" in out, out
+    assert advised(out.strip().splitlines()[-1])[0] == "rebasectl continue", out
+    again = run(series, "skip", want=2)
+    assert advised(one_error(again.stderr, "nothing to skip")) == ["rebasectl continue"]
+    ok(series, "continue")
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
+    assert "PATCH 3\n" not in (tree(series) / "a.txt").read_text()
+    assert "PATCHED b 10" in (tree(series) / "b.txt").read_text()
