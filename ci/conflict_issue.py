@@ -75,7 +75,7 @@ def _regions(conflict: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render(data: dict[str, Any]) -> str:
-    failing = [p for p in data["patches"] if p["status"] not in ("clean", "empty", "resolved")]
+    failing = [p for p in data["patches"] if p["status"] not in ("clean", "empty")]
     for p in data["patches"]:
         for c in p.get("culprits", []):
             if isinstance(c, dict) and c.get("subject"):

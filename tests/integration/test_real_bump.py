@@ -196,7 +196,9 @@ def test_apply_resolve_skip_export_and_replay(tmp_path: Path) -> None:
     _ok(series, "abort")
     data = json.loads(_ok(series, "bump", "--to", JUNE, "--json", code=1).stdout)
     statuses = {p["id"]: p["status"] for p in data["patches"]}
-    assert statuses["compat"] == statuses["partial-ckpt-load"] == "resolved"
+    assert statuses["compat"] == statuses["partial-ckpt-load"] == "clean"  # the contract's word
+    hows = {p["id"]: p["how"] for p in data["patches"]}
+    assert hows["compat"] == hows["partial-ckpt-load"] == "rerere"  # a recorded resolution
     assert [k for k, v in statuses.items() if v == "conflict"] == [
         "post-layernorm", "mla-rope-triton", "mtp-rl"]
 
