@@ -279,6 +279,8 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
         return
     ui.line(f"series carried to {result.new.short()}; exported ({len(result.changed)} files "
             f"changed); work tree {result.worktree}")
+    for p in result.upstreamed():
+        ui.line(p.upstreamed_line(len(result.patches), carried=True))
 
 
 def _bump_summary(result: Any, verbose: bool) -> None:

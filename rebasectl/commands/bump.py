@@ -104,15 +104,19 @@ class PatchOutcome(AboutPatch):
         count the answer keys and every surface of bump use."""
         return sum(len(c.regions) or 1 for c in [*self.conflicts, *self.dropped])
 
-    def upstreamed_line(self, total: int) -> str:
-        """What became of an upstreamed patch and what to do, in one line."""
+    def upstreamed_line(self, total: int, carried: bool = False) -> str:
+        """What became of an upstreamed patch and what to do (``carried``: the clean bump
+        dropped it), in one line."""
         assert self.upstream_commit is not None and self.attribution is not None
         subject = self.attribution.culprits[0].subject if self.attribution.culprits else ""
         n = self.region_count()
         had = f"; its {n} merge region{'' if n == 1 else 's'} already upstream" if n else ""
-        return (f"{self.index}/{total} {self.id}: upstreamed by {self.upstream_commit.short()} "
-                f"{_clip(subject)}{had}; drop it: a clean bump drops it itself, else "
-                f"`rebasectl skip` at apply's stop on it, then `rebasectl export --drop {self.id}`")
+        head = f"{self.index}/{total} {self.id}: upstreamed by {self.upstream_commit.short()} " \
+            f"{_clip(subject)}{had}"
+        if carried:
+            return f"{head}; dropped from the series (its entry and file removed)"
+        return (f"{head}; drop it: a clean bump drops it itself, else `rebasectl skip` at "
+                f"apply's stop on it, then `rebasectl export --drop {self.id}`")
 
     def region_culprits(self, c: FileConflict) -> list[list[Oid]]:
         att = self.attribution

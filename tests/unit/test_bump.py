@@ -135,6 +135,8 @@ def test_clean_bump_exports_reports_and_drops_an_upstreamed_patch(tmp_path: Path
                   "--artifacts", str(out))
     assert r.returncode == 0, r.stderr
     assert "series carried to" in r.stdout
+    assert f"2/2 feature-line: upstreamed by {landed[:12]} upstream lands the feature; dropped " \
+        "from the series" in r.stdout  # which commit carries it, and what became of it
     data = json.loads((out / "bump.json").read_text())
     assert data["result"] == "clean"
     assert [p["status"] for p in data["patches"]] == ["clean", "upstreamed"]
