@@ -56,6 +56,8 @@ def test_patch_23_is_blocked_by_patch_14(june: dict[str, object]) -> None:
     (gone,) = p23["conflicts"]
     assert gone["path"] == "megatron/core/optimizer/fused_adam_patch.py"
     assert gone["kind"] == "missing" and gone["deleted_by"] is None
+    (region,) = gone["regions"]  # the preimage lines of its hunk, not 1 to the hunk's length
+    assert region["hunks"][0].startswith("@@ -19,7 ") and region["preimage_lines"] == [19, 25]
     assert gone["blocked_by"] == p14["id"] and p23["culprits"] == []
     assert all(p["status"] != "upstreamed" or p["upstream_commit"] for p in patches)
     # the commit that upstreamed patch 16 is no break of it; its one merge region is kept

@@ -358,3 +358,19 @@ def test_an_upstreamed_patch_is_explained_counted_and_its_advice_works(tmp_path:
     ids = [p["id"] for p in yaml.safe_load((series / "series.yaml").read_text())["patches"]]
     assert ids == ["wider-slice"]
     assert [p.name for p in (series / "patches").iterdir()] == ["0002-wider-slice.patch"]
+
+
+def test_a_file_level_region_holds_its_hunks_preimage_lines(tmp_path: Path) -> None:
+    """Hostile 5 #12: a modify/delete (or missing-file) region's preimage_lines are the lines its
+    hunks cover (``@@ -19,7`` -> 19-25, as on a content region), not 1 to the hunks' length."""
+    fork = Fork(tmp_path, {"d.txt": lines(40, "d"), "a.txt": lines(10)})
+    shas = fork.series([("fix: d 22", {"d.txt": ("d 22\n", "D 22\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    fork.up.commit("upstream deletes d", {"d.txt": None})
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                  env=TERMINAL)
+    assert r.returncode == 1, r.stderr
+    (c,) = json.loads(r.stdout)["patches"][0]["conflicts"]
+    (region,) = c["regions"]
+    assert c["kind"] == "modify/delete" and region["hunks"][0].startswith("@@ -19,7 ")
+    assert region["preimage_lines"] == [19, 25]

@@ -503,7 +503,7 @@ def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path
     """Upstream made the patch's fix without its comment: git's merge still marks a region, the
     bump drops the patch as upstreamed (the commit named). With --propose, bump.json lists that
     region under dropped_regions with a proposed drop (upstream's side), the commit named;
-    without, nothing more than before."""
+    without, the region is still listed (bump counts it: the answer keys' count), unproposed."""
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"run.py": CALL})
     up.git("checkout", "-q", "-b", "fork")
@@ -525,7 +525,9 @@ def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path
     assert prop["lines"] == [fixed.rstrip("\n")] and prop["evidence"]["commit"] == new
     assert prop["evidence"]["drop"] is True
     r = rebasectl(series, *args, "--artifacts", str(tmp_path / "art2"))
-    assert "dropped_regions" not in json.loads(r.stdout)["patches"][0]
+    [bare] = [reg for c in json.loads(r.stdout)["patches"][0]["dropped_regions"]
+              for reg in c["regions"]]
+    assert bare["id"] == "compute-fast/run.py/1" and "proposal" not in bare
 
 
 def test_a_parameter_used_only_in_regions_left_to_a_person_is_not_proposed_alone(
