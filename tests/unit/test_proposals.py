@@ -258,6 +258,34 @@ def test_resolve_accept_then_continue(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["proposals"] == []
 
 
+def test_reject_of_an_accepted_region_restores_the_conflict(tmp_path: Path) -> None:
+    """Hostile 5 #12: `resolve --reject` of an accepted proposal takes it back: the file has its
+    markers again as apply left them, its unmerged index entries are back (git status shows the
+    conflict), continue refuses as at the stop, and resolving by hand then continues."""
+    up, base, tip, new = fork(tmp_path)
+    series = series_of(tmp_path, up, base, tip)
+    assert rebasectl(series, "apply", "--base", new, "--upstream", str(up.path)).returncode == 1
+    tree = Repo.__new__(Repo)
+    tree.path, tree.clock = series / ".rebasectl" / "tree", 0
+    at_stop = (tree.path / "mod.py").read_text()
+    unmerged = tree.git("ls-files", "-u")
+    assert "<<<<<<<" in at_stop and unmerged
+    assert rebasectl(series, "resolve", "--accept", "--all").returncode == 0
+    assert tree.git("ls-files", "-u") == ""
+    r = rebasectl(series, "resolve", "--reject", "add-parameter-c/mod.py/1", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["proposals"] == [] and data["unresolved"] == ["mod.py"]
+    assert (tree.path / "mod.py").read_text() == at_stop
+    assert tree.git("ls-files", "-u") == unmerged
+    assert rebasectl(series, "continue").returncode == 1  # the conflict is open again
+    (tree.path / "mod.py").write_text(SIG.replace(
+        "    b: int = 0,\n", "    b: int = 0,\n    c: int = 0,\n    e: int = 0,\n"))
+    tree.git("add", "mod.py")
+    r = rebasectl(series, "continue")
+    assert r.returncode == 1 and "compute-fast" in r.stdout, r.stdout + r.stderr
+
+
 def test_no_key_branch_sha_or_path_in_the_proposing_code() -> None:
     """Only bench/resolve.py's scoring step names the keys and the maintainers' branches; the
     rules carry no sha, PR number or path of these series."""
