@@ -297,8 +297,8 @@ def _bump_summary(result: Any, verbose: bool) -> None:
         ui.note(f"  +{len(risky) - SHOWN_RISKS} more warnings: {result.artifacts / 'risks.txt'}")
     shown = regions if verbose else regions[:SHOWN_REGIONS]
     if shown:
-        ui.note("  regions:" if len(shown) == len(regions) else
-                f"  regions (the first {len(shown)} of {len(regions)}):")
+        ui.note("  regions to resolve:" if len(shown) == len(regions) else
+                f"  regions to resolve (the first {len(shown)} of {len(regions)}):")
     for text in shown:
         ui.note(f"    {text}")
     if len(regions) > len(shown):

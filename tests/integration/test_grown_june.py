@@ -119,6 +119,7 @@ def test_terminal_stderr_is_a_summary(june: dict[str, object]) -> None:
     assert "16/24 attention-output-gate-tp-slice-when-num-kv-heads: upstreamed by " \
         "2e4a5d48c919" in stderr
     assert "`rebasectl export --drop attention-output-gate-tp-slice-when-num-kv-heads`" in stderr
+    assert "regions to resolve (the first 5 of 143):" in stderr  # the failing patches' ones
     assert f"+138 more: {june['art']}/regions.txt" in stderr
     assert not [ln for ln in stderr.splitlines() if ln.startswith("patches/")]
     regions = (Path(str(june["art"])) / "regions.txt").read_text().splitlines()
