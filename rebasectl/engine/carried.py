@@ -33,6 +33,7 @@ between ``old`` and ``new``).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
