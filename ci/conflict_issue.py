@@ -102,7 +102,8 @@ def render(data: dict[str, Any]) -> str:
              + (" Proposals below: `rebasectl resolve --list`." if proposals else ""), ""]
     body = "\n".join(head + [x for p in failing for x in patch(p)])
     if len(body) > LIMIT:
-        body = body[:LIMIT] + "\n\n_(truncated: the run's artifacts hold bump.json and README.md)_\n"
+        body = (body[:LIMIT]
+                + "\n\n_(truncated: the run's artifacts hold bump.json and README.md)_\n")
     return body
 
 
