@@ -269,12 +269,13 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
     """The rebase report: every patch of the old series mapped to the new one, with evidence."""
     from .commands.report import report as make_report
 
-    text = make_report(ws, old_rev=old_rev, new_rev=new_rev, old_series=old_series,
-                       new_series=new_series, old_range=old_range, new_range=new_range,
-                       repo=repo, upstream=upstream, fmt="json" if as_json else fmt,
-                       verbose=verbose, output=output)
+    text, code = make_report(ws, old_rev=old_rev, new_rev=new_rev, old_series=old_series,
+                             new_series=new_series, old_range=old_range, new_range=new_range,
+                             repo=repo, upstream=upstream, fmt="json" if as_json else fmt,
+                             verbose=verbose, output=output)
     if text is not None:
         sys.stdout.write(text)
+    finish(code)
 
 
 @cli.command()

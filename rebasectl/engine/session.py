@@ -352,7 +352,7 @@ class Session:
         new_tree = tree.index().write_tree()
         if not allow_empty and not lp.patch.is_empty and \
                 new_tree == self.repo.tree_of(state.tip):
-            raise RebasectlError(f"{lp.id}: the resolution leaves nothing of the patch "
+            raise ConflictError(f"{lp.id}: the resolution leaves nothing of the patch "
                                  "(an empty commit): `rebasectl skip` drops it from this apply, "
                                  "or `rebasectl continue --allow-empty` keeps it empty")
         rerere = tree.rerere_ids()
@@ -470,10 +470,10 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
     moved = f"{tree.path}: HEAD moved to {head.short() if head else '?'} while patch " \
         f"{state.current} waits on {state.tip.short()}"
     if head is not None and tree.descends_from(state.tip):
-        raise RebasectlError(
+        raise ConflictError(
             f"{moved}: `git -C {tree.path} reset --soft {state.tip.short()}` keeps your "
             "resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
-    raise RebasectlError(
+    raise ConflictError(
         f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
         f"`rebasectl abort`, then `rebasectl apply --base {state.base.short()}` stops at the "
         "patch again (resolutions continue recorded are replayed)")
