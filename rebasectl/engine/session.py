@@ -271,7 +271,7 @@ class Session:
         blocked = tree.in_the_way(state.tip, also)
         if blocked:
             done = "".join(f"{what}; " for what in self.settled)
-            raise RebasectlError(done + in_the_way_message(tree.path, blocked))
+            raise ConflictError(done + in_the_way_message(tree.path, blocked))
 
     def _materialise(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Step | None:
         remaining = [i for i in state.remaining() if i != state.current]
