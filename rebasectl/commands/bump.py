@@ -33,7 +33,6 @@ from ..engine.attribution import (
     Scan,
     UpstreamRange,
     attribute,
-    landing,
     relevant_stack,
 )
 from ..engine.carried import Carried, CarriedLines
@@ -50,7 +49,7 @@ from ..engine.proposals import (
     propose_file,
     superseded,
 )
-from ..engine.proposals.evidence import ProposalEvidence
+from ..engine.proposals.evidence import BothInsert, ContextOnly, Moved, Superseded, Upstream
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -86,6 +85,7 @@ class PatchOutcome(AboutPatch):
     index: int
     patch: SeriesPatch
     status: BumpStatus
+    how: Applied = Applied.CLEAN  # the materialiser's word: rerere = a recorded resolution
     conflicts: list[FileConflict] = field(default_factory=list)
     attribution: Attribution | None = None
     upstream_commit: Oid | None = None  # upstreamed: the commit holding the change
@@ -98,6 +98,26 @@ class PatchOutcome(AboutPatch):
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
     dropped: list[FileConflict] = field(default_factory=list)  # upstreamed: its merge's regions
     # (in bump.json as "dropped_regions" once --propose gave each its proposed drop)
+
+    def region_count(self) -> int:
+        """The regions of this patch's 3-way merge: each content region, one per file-level
+        conflict (modify/delete, missing), an upstreamed patch's included (``dropped``): the
+        count the answer keys and every surface of bump use."""
+        return sum(len(c.regions) or 1 for c in [*self.conflicts, *self.dropped])
+
+    def upstreamed_line(self, total: int, carried: bool = False) -> str:
+        """What became of an upstreamed patch and what to do (``carried``: the clean bump
+        dropped it), in one line."""
+        assert self.upstream_commit is not None and self.attribution is not None
+        subject = self.attribution.culprits[0].subject if self.attribution.culprits else ""
+        n = self.region_count()
+        had = f"; its {n} merge region{'' if n == 1 else 's'} already upstream" if n else ""
+        head = f"{self.index}/{total} {self.id}: upstreamed by {self.upstream_commit.short()} " \
+            f"{_clip(subject)}{had}"
+        if carried:
+            return f"{head}; dropped from the series (its entry and file removed)"
+        return (f"{head}; drop it: a clean bump drops it itself, else `rebasectl skip` at "
+                f"apply's stop on it, then `rebasectl export --drop {self.id}`")
 
     def region_culprits(self, c: FileConflict) -> list[list[Oid]]:
         att = self.attribution
@@ -136,6 +156,23 @@ class BumpResult:
 
     def failing(self) -> list[PatchOutcome]:
         return [p for p in self.patches if p.status in FAILED]
+
+    def upstreamed(self) -> list[PatchOutcome]:
+        return [p for p in self.patches if p.status is BumpStatus.UPSTREAMED]
+
+    def summary(self) -> str:
+        """The one count line: failing patches and their regions, then upstreamed patches and
+        theirs, then every region of the merges (the answer keys' count)."""
+        failing, ups = self.failing(), self.upstreamed()
+        blocked = sum(1 for p in failing if p.status is BumpStatus.BLOCKED)
+        mine = sum(p.region_count() for p in failing)
+        text = (f"{len(failing)} of {len(self.patches)} patches fail ({len(failing) - blocked} "
+                f"conflict, {blocked} blocked), {mine} region{'' if mine == 1 else 's'}")
+        if ups:
+            theirs = sum(p.region_count() for p in ups)
+            text += (f"; {len(ups)} upstreamed ({theirs} region{'' if theirs == 1 else 's'}, "
+                     f"upstream's already); {mine + theirs} merge regions in all")
+        return text
 
     def annotations(self) -> list[str]:
         """One short ``file:line: message`` per conflict region (CI annotates the patch file)."""
@@ -305,25 +342,24 @@ class Planner:
         looked for removed names, and the checks after the merge (bump's warnings, not its
         question) are not run. ``numbers``: the patches' positions in the series (1-based),
         when ``loaded`` is part of it."""
-        stack = [lp.pair() for lp in loaded]
         # the series on its old base first, unless the mirror has them: it puts every patch's
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
-        pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
+        pre = [f.old_blob or "" for lp in loaded for f in lp.files if f.old_path]
         if self.repo.missing_objects(pre):  # an imported series' blobs are there already
-            self.notify(f"materialising {len(stack)} patches on the old base {self.old.short()}")
-            Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
-        asked = stack[only][0] if only is not None else None
-        total = max(numbers or [len(stack)])
+            self.notify(f"materialising {len(loaded)} patches on the old base {self.old.short()}")
+            Materializer(self.repo).run(self.old, loaded, three_way=False, keep_going=True)
+        asked = loaded[only].id if only is not None else None
+        total = max(numbers or [len(loaded)])
         part = f" (of the first {total}: those that share files with {asked})" \
-            if asked and total > len(stack) else ""
-        self.notify(f"applying {len(stack)} patches on {self.new.short()}{part}")
+            if asked and total > len(loaded) else ""
+        self.notify(f"applying {len(loaded)} patches on {self.new.short()}{part}")
         labels = Labels(f"upstream {self.new.short()}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay if self.replay else self._probe,
                            self.memory if self.replay else None,
                            explain=lambda pid: asked is None or pid == asked).run(
-            self.new, stack, keep_going=True, on_step=self._announce(total), numbers=numbers)
-        deps = SeriesLines(stack)
+            self.new, loaded, keep_going=True, on_step=self._announce(total), numbers=numbers)
+        deps = SeriesLines(loaded)
         outcomes, failed = self._classify_all(loaded, mat, deps, only)
         for pos, out in enumerate(outcomes):
             for c in out.conflicts:
@@ -334,7 +370,7 @@ class Planner:
         if todo:
             self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
-        self._attribute(outcomes, stack, failed, deps, todo)
+        self._attribute(outcomes, loaded, failed, deps, todo)
         self._check(loaded, outcomes, mat, only)
         return outcomes, mat
 
@@ -355,7 +391,7 @@ class Planner:
                 if out.risks and not out.hunk_lines:
                     out.hunk_lines = hunk_lines(lp)
 
-    def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
+    def _attribute(self, outcomes: list[PatchOutcome], stack: list[SeriesPatch], failed: list[str],
                    deps: SeriesLines, todo: list[int]) -> None:
         """The failing patches' attributions, side by side (each is git processes, mostly
         waiting). A region an earlier failed patch caused is that patch's: the patch is
@@ -363,7 +399,7 @@ class Planner:
         finder = Culprits(self.rng)
         for pos in todo:  # every failing patch's regions of a file blamed in one git each way
             for c in outcomes[pos].conflicts:
-                f = stack[pos][1].model.file(c.path)
+                f = stack[pos].patch.model.file(c.path)
                 if f is not None and c.kind not in (ConflictKind.MODIFY_DELETE,
                                                     ConflictKind.MISSING):
                     finder.expect(f, c.regions)
@@ -426,12 +462,10 @@ class Planner:
         """Its status from the step; ``needs``: the failed earlier patches whose lines or files
         its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
         Upstream's copy of its lines is looked for when it is ``asked`` about."""
-        out = PatchOutcome(step.index, lp, BumpStatus.CLEAN)
+        out = PatchOutcome(step.index, lp, BumpStatus.CLEAN, how=step.status)
         out.followed = dict(step.followed)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
-        elif step.status is Applied.RERERE:
-            out.status = BumpStatus.RESOLVED
         elif step.status is Applied.CONFLICT:
             out.status = BumpStatus.CONFLICT
             out.conflicts = list(step.conflicts)
@@ -448,16 +482,14 @@ class Planner:
             out.carried = self.carried.patch(lp.patch)
             if out.carried.commit is not None:
                 self._upstreamed(out, lp, out.carried.commit)
-            else:
-                out.status = BumpStatus.NOOP
         return out
 
     def _upstreamed(self, out: PatchOutcome, lp: SeriesPatch, commit: Oid) -> None:
         """Upstream carries the patch's lines: named by the commit that brought them."""
         out.status, out.upstream_commit = BumpStatus.UPSTREAMED, commit
-        first = landing(self.rng, commit)
+        # no break: the commit that upstreamed it is named as its culprit and upstream_commit
         out.attribution = Attribution(
-            first_break=self.rng.ref(first), permanent_break=self.rng.ref(first),
+            first_break=None, permanent_break=None,
             culprits=[Culprit(commit, self.rng.subject(commit), lp.patch.paths()[0])])
 
 
@@ -594,8 +626,7 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Ser
     """report.md / report.json of the bump: old series on the old base, new on the new."""
     from ..report import Side, build_report, render_markdown, to_json
 
-    old_mat = Materializer(repo).run(result.old, [lp.pair() for lp in loaded],
-                                     keep_going=True)
+    old_mat = Materializer(repo).run(result.old, loaded, keep_going=True)
     new_series = load(ws.root)
     tmap = TreeMap.load(ws.tree_map)
     new_commits = [c for _, c in tmap.commits] if tmap else []
@@ -650,17 +681,23 @@ def conflict_readme(result: BumpResult) -> str:
     bad = [p for p in result.patches if p.status in FAILED]
     lines = [f"# Bump {result.old.short()} -> {result.new.short()}: {len(bad)} patch(es) do not "
              "apply",
-             "", f"{commits(result.upstream_commits)} in the range.", "",
+             "", f"{commits(result.upstream_commits)} in the range: {result.summary()}. A "
+             "region is one conflict of a patch's 3-way merge (a file-level conflict counts "
+             "one); an upstreamed patch's regions are upstream's own copy of its change.", "",
              "Reproduce locally (stops at the first conflict in `.rebasectl/tree`, with markers "
              "and unmerged entries as git leaves them):", "", "```", result.reproduce, "```", "",
-             "| # | patch | status | first break | permanent break |", "|---|---|---|---|---|"]
+             "| # | patch | status | regions | first break | permanent break |",
+             "|---|---|---|---|---|---|"]
     for p in result.patches:
         att = p.attribution
         fb = f"`{att.first_break.commit.short()}`" if att and att.first_break else ""
         pb = f"`{att.permanent_break.commit.short()}`" if att and att.permanent_break else ""
-        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | {fb} | {pb} |")
+        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | "
+                     f"{p.region_count()} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
+    for p in result.upstreamed():
+        lines += _readme_upstreamed(p)
     if any(p.risks for p in result.patches):
         lines += ["", "## Risks after the merge", ""]
         lines += [f"- {text}" for text in result.risk_lines()]
@@ -705,21 +742,43 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
     return lines
 
 
+def _readme_upstreamed(p: PatchOutcome) -> list[str]:
+    """An upstreamed patch: the commit that carries it, and how it leaves the series."""
+    assert p.upstream_commit is not None
+    subject = p.attribution.culprits[0].subject if p.attribution and p.attribution.culprits \
+        else ""
+    lines = ["", f"## {p.index}. {escape(p.id)}: upstreamed", "",
+             f"- upstream `{p.upstream_commit.short()}` {escape(subject)} carries its change "
+             "(not a break: nothing of the patch is left to carry)"]
+    for c in p.dropped:
+        for n, _ in enumerate(c.regions, 1):
+            pr = p.proposals.get(region_id(p.id, c.path, n))
+            what = f": {pr.rule}, {evidence_line(pr)}" if pr is not None else ""
+            lines.append(f"  - {code_span(region_id(p.id, c.path, n))} is upstream's "
+                         f"already{what}")
+    lines.append("- drop it: a bump where every other patch applies drops it itself; here, "
+                 "`rebasectl skip` at the stop `rebasectl apply` makes on it, then "
+                 f"`rebasectl export --drop {p.id}` removes its entry and file")
+    return lines
+
+
 def evidence_line(p: Proposal) -> str:
     """A proposal's evidence in one line (README, stop message)."""
-    ev = ProposalEvidence(p.evidence)
-    by = f" by {short(ev.commit)}" if ev.commit else ""
-    if p.rule == "superseded":
+    ev = p.evidence
+    by = f" by {short(ev.commit)}" if isinstance(ev, (Upstream, Moved)) and ev.commit else ""
+    if isinstance(ev, Superseded):
         return "the whole patch is upstream already: drop it (" + \
             ", ".join(short(c) for c in ev.commits) + ")"
-    if p.rule == "already-upstream":
+    if isinstance(ev, Upstream):
         what = ", ".join(ev.names[:4]) or "the patch's lines"  # `how: lines` names none
         return f"upstream already has {what}{by}: keep upstream's side"
-    if p.rule == "both-insert":
+    if isinstance(ev, BothInsert):
         return "both sides insert here: both kept, " + ev.order
-    if p.rule == "moved":
+    if isinstance(ev, Moved):
         return f"the code moved to {ev.to}:{ev.line}{by}: the edit goes there"
-    return ev.context(p.rule)
+    if isinstance(ev, ContextOnly):
+        return ev.context
+    return p.rule
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
@@ -735,7 +794,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify, replay=False)
-    stack = [lp.pair() for lp in loaded[:pos + 1]]
+    stack = loaded[:pos + 1]
     keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
     outcomes, mat = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
                                 numbers=[k + 1 for k in keep])

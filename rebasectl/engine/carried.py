@@ -5,10 +5,11 @@ Asked by ``bump`` (a patch is ``upstreamed`` only with the commit named), by the
 (a dropped patch: was it upstreamed, by which commit).
 
 The question is asked of *lines*: what a change adds and what it removes, in one file (or every
-file of a patch). The evidence is the change's *telling* lines only (stripped; at least
-``TELLING_CHARS`` characters that are not blanks or punctuation: a ``)`` or ``else:`` tells
-nothing; nor does a comment line, ``# ...``: upstream lands a fix in its own words, without the
-fork's comments; a ``#include`` or ``#define`` is code and counts):
+file of a patch). The evidence is the change's *telling* lines only (stripped; lines the
+attribution engine would blame, ``worth_blaming``: at least ``TELLING_CHARS`` characters that
+are not blanks or punctuation, so a ``)`` or ``else:`` tells nothing; nor, here, does a comment
+line, ``# ...``: upstream lands a fix in its own words, without the fork's comments; a
+``#include`` or ``#define`` is code and counts):
 
 * an added line the old file did not have must be in the target's file (a change that adds
   only short lines is judged by those lines: its removals alone prove nothing);
@@ -41,11 +42,9 @@ from ..git import Repo
 from ..model.diffs import FileDiff, Hunk, text_lines
 from ..model.ids import Oid
 from ..model.patches import Patch
-from .attribution import UpstreamRange
+from .attribution import UpstreamRange, worth_blaming
 
 CARRIED_SHARE = 0.8  # the one threshold: the part of the telling lines the target must carry
-TELLING_CHARS = 4  # a line tells something when it has this many non-punctuation characters
-_NOISE = re.compile(rb"[\s()\[\]{}:,.;#'\"]")
 
 
 def telling(line: bytes) -> bool:
@@ -55,7 +54,25 @@ def telling(line: bytes) -> bool:
     patch #22 line for line, without the patch's two comment lines)."""
     if line.startswith(b"# ") or line == b"#":
         return False
-    return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
+    return worth_blaming(line)
+
+
+# a lone argument, parameter or list item (``qk_head_dim,``, ``cp_group=self.cp_group,``,
+# ``"megatron.core",``, ``dims=-1,``), an opener (``include = [``) or a line of prose
+# (``Defaults to False.``): each found in a thousand places
+_PIECE = re.compile(
+    rb"""^(?:[\w.]+(?:=[-\w.\[\]]+|:\s*[\w.\[\]]+|\s*=\s*[\[({])?|"[^"]*"|'[^']*'),?$""")
+_PROSE = re.compile(rb"^[A-Za-z][\w\s,'-]*[.:]?$")
+
+
+def telling_alone(line: bytes) -> bool:
+    """Whether a (stripped) line tells something read alone, out of its change: telling, and
+    neither a lone argument or list item nor a line of prose, which many call sites and
+    docstrings share. A change's evidence is judged as a whole (``telling``); one added line
+    said to undo an upstream removal (``removed_upstream``) must tell on its own (June: the
+    warning named ``Defaults to False.`` and ``cp_group=self.cp_group,``)."""
+    return telling(line) and not _PIECE.match(line) and not (
+        _PROSE.match(line) and b" " in line)
 
 
 def _evidence(added: Iterable[bytes]) -> set[bytes]:
@@ -157,12 +174,13 @@ class CarriedLines:
         return Carried(commit, self.rng.subject(commit), share, found, total, "lines", lines)
 
     def removed_upstream(self, change: Change) -> list[tuple[Oid, list[bytes]]]:
-        """The change's telling added lines that a commit of the range *removed* and the target
-        does not have, grouped by that commit: a port of them reverts upstream (a patch that
-        turns ``f(x)`` into ``f(x, weights_only=False)`` after upstream took that argument out).
+        """The change's added lines that tell alone (``telling_alone``) that a commit of the
+        range *removed* and the target does not have, grouped by that commit: a port of them
+        reverts upstream (a patch that turns ``f(x)`` into ``f(x, weights_only=False)`` after
+        upstream took that argument out).
         ``prefetch`` reads the histories of many files in one process."""
         new = self._text(self.rng.new, self.at_new(change.path))
-        back = {t for t in (ln.strip() for ln in change.added) if telling(t)} - new
+        back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new
         if not back:
             return []
         found: dict[Oid, list[bytes]] = {}

@@ -243,7 +243,7 @@ class Session:
                                 f"{followed_words(step.followed)}", step.index, total))
 
         mat = Materializer(self.repo, self.labels(state), self.engine(state)).run(
-            state.tip, [(i, patches[i].patch) for i in remaining],
+            state.tip, [patches[i] for i in remaining],
             start_index=total - len(remaining) + 1, on_step=announce)
         for step in mat.steps:
             if step.commit:
@@ -306,7 +306,7 @@ class Session:
         new_tree = tree.index().write_tree()
         if not allow_empty and not lp.patch.is_empty and \
                 new_tree == self.repo.tree_of(state.tip):
-            raise RebasectlError(f"{lp.id}: the resolution leaves nothing of the patch "
+            raise ConflictError(f"{lp.id}: the resolution leaves nothing of the patch "
                                  "(an empty commit): `rebasectl skip` drops it from this apply, "
                                  "or `rebasectl continue --allow-empty` keeps it empty")
         rerere = tree.rerere_ids()
@@ -352,7 +352,7 @@ class Session:
         """Why the stopped patch conflicts, region by region, as bump says it: the upstream
         commits that changed each region's lines (on a newer upstream than the series' base),
         or the skipped earlier patch whose lines it needs (it is blocked by that one)."""
-        stack = [(i, patches[i].patch) for i in state.ids]
+        stack = [patches[i] for i in state.ids]
         pos = state.ids.index(pid)
         deps = SeriesLines(stack[:pos + 1])
         gone = list(state.skipped)
@@ -362,7 +362,7 @@ class Session:
             att = attribute(UpstreamRange(self.repo, pinned, state.base), stack, pos, conflicts,
                             gone, deps, breaks=False)
             return att.regions, att.blocked_by
-        return [], deps.blockers(pos, stack[pos][1], gone)
+        return [], deps.blockers(pos, stack[pos].patch, gone)
 
     # -- skip / abort --------------------------------------------------------------------------
     def skip(self) -> ApplyOutcome:
@@ -407,10 +407,10 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
     moved = f"{tree.path}: HEAD moved to {head.short() if head else '?'} while patch " \
         f"{state.current} waits on {state.tip.short()}"
     if head is not None and tree.descends_from(state.tip):
-        raise RebasectlError(
+        raise ConflictError(
             f"{moved}: `git -C {tree.path} reset --soft {state.tip.short()}` keeps your "
             "resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
-    raise RebasectlError(
+    raise ConflictError(
         f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
         f"`rebasectl abort`, then `rebasectl apply --base {state.base.short()}` stops at the "
         "patch again (resolutions continue recorded are replayed)")
