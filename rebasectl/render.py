@@ -319,19 +319,13 @@ def _first(p: Any) -> str:
 def blame(data: dict[str, Any]) -> None:
     ui.line(f"{data['id']}: {data['status']} on {short(data['to'])} "
             f"({commits(data['upstream_commits'])} since {short(data['from'])})")
-    for key in ("first_break", "permanent_break"):
-        if data[key]:
-            ui.line(f"{key.replace('_', ' ')}: {short(data[key]['commit'])} "
-                    f"{data[key]['subject']}")
-    if data["blocked_by"]:
-        ui.line(f"blocked: needs lines or files of earlier failing patch(es) "
-                f"{', '.join(data['blocked_by'])}")
-    for c in data["culprits"]:
-        when = "" if c.get("by_first_break", True) else " (after the first break)"
-        ui.line(f"culprit {short(c['commit'])} {c['path']}{when}: {c['subject']}")
-    for c in data.get("touched_by", []):
-        ui.line(f"changed its lines (it still applies) {short(c['commit'])} {c['path']}: "
-                f"{c['subject']}")
+    if data["status"] == "upstreamed":
+        _blame_upstreamed(data)
+    else:
+        _blame_breaks(data)
+    if data.get("recorded_resolution"):
+        ui.line("a resolution recorded in this checkout resolves this conflict (bump replays "
+                "it; blame does not)")
     for c in data["conflicts"]:
         for r in c["regions"]:
             where = upstream_lines(r.get("upstream_lines"))
@@ -342,3 +336,35 @@ def blame(data: dict[str, Any]) -> None:
                 if r.get("culprits") else "no upstream commit found"
             ui.line(f"  {c['path']}: {c['kind']}, {where}{marked}; {why}")
     ui.line(f"{len(data['touching'])} first-parent commits touch its files")
+
+
+def _blame_upstreamed(data: dict[str, Any]) -> None:
+    """Upstream carries the patch: the commit that brought its change, not a break."""
+    commit = data["upstream_commit"]
+    subject = next((c["subject"] for c in data["culprits"] if c["commit"] == commit), "")
+    ui.line(f"upstream carries it: {short(commit)} {subject}".rstrip())
+
+
+def _blame_breaks(data: dict[str, Any]) -> None:
+    """The breaks and culprits, or, for a patch that applies, the commits that changed its
+    lines; at a ``--from`` where the patch fails already no commit of the range broke it."""
+    if not data.get("applies_at_from", True):
+        ui.line(f"it does not apply at {short(data['from'])} already: no commit of the range "
+                "broke it (blame it --from an older revision to find what did)")
+    for key in ("first_break", "permanent_break"):
+        if data[key]:
+            ui.line(f"{key.replace('_', ' ')}: {short(data[key]['commit'])} "
+                    f"{data[key]['subject']}")
+    if data["blocked_by"]:
+        ui.line(f"blocked: needs lines or files of earlier failing patch(es) "
+                f"{', '.join(data['blocked_by'])}")
+    for c in data["culprits"]:
+        if not data.get("applies_at_from", True) and not c.get("by_first_break", True):
+            ui.line(f"changed its lines since {short(data['from'])} {short(c['commit'])} "
+                    f"{c['path']}: {c['subject']}")
+            continue
+        when = "" if c.get("by_first_break", True) else " (after the first break)"
+        ui.line(f"culprit {short(c['commit'])} {c['path']}{when}: {c['subject']}")
+    for c in data.get("touched_by", []):
+        ui.line(f"changed its lines (it still applies) {short(c['commit'])} {c['path']}: "
+                f"{c['subject']}")

@@ -30,6 +30,7 @@ from ..engine.attribution import (
     Culprit,
     Culprits,
     RegionCulprits,
+    Scan,
     UpstreamRange,
     attribute,
     relevant_stack,
@@ -321,9 +322,15 @@ class Planner:
     """Materialise the series on the new base, classify every patch, attribute the failures."""
 
     def __init__(self, repo: Repo, old: Oid, new: Oid, notify: Notify,
-                 memory: Memory | None = None) -> None:
+                 memory: Memory | None = None, *, replay: bool = True) -> None:
+        """``memory`` and ``replay``: resolutions recorded at earlier applies (whole, and
+        rerere's) are replayed, as bump does. Blame asks which upstream commits broke a patch,
+        an answer no local record may change: without ``replay`` a conflict rerere would resolve
+        stays a conflict, and ``rerere_would`` says that rerere would have resolved it."""
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
         self.memory = memory
+        self.replay = replay
+        self.rerere_would = False
         self.rng = UpstreamRange(repo, old, new)
         self.carried = CarriedLines(self.rng)
         self.engine = engine_for(repo, old, new)
@@ -348,7 +355,8 @@ class Planner:
         self.notify(f"applying {len(loaded)} patches on {self.new.short()}{part}")
         labels = Labels(f"upstream {self.new.short()}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
-                           self.engine, self._replay, self.memory,
+                           self.engine, self._replay if self.replay else self._probe,
+                           self.memory if self.replay else None,
                            explain=lambda pid: asked is None or pid == asked).run(
             self.new, loaded, keep_going=True, on_step=self._announce(total), numbers=numbers)
         deps = SeriesLines(loaded)
@@ -421,6 +429,12 @@ class Planner:
             return False
         resolved = self.repo.rerere_replay(index, files)
         return set(resolved) == set(files) and not index.unmerged()
+
+    def _probe(self, index: Index, conflicts: list[FileConflict]) -> bool:
+        """``_replay`` asked, its answer kept in ``rerere_would`` and not taken: the conflict
+        stays (only the asked patch's merge is explained, so the answer is about it)."""
+        self.rerere_would = self._replay(index, conflicts)
+        return False
 
     def _classify_all(self, loaded: list[SeriesPatch], mat: Materialised, deps: SeriesLines,
                       only: int | None) -> tuple[list[PatchOutcome], list[str]]:
@@ -771,27 +785,46 @@ def evidence_line(p: Proposal) -> str:
 def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, new: Oid,
           notify: Notify) -> dict[str, Any]:
     """Breaks and culprits of one patch (id, file name, or the id as an older import cut it)
-    between two upstream revisions. Only that patch is attributed; the ones before it are only
-    applied (a verdict each, no regions: recorded resolutions are not replayed for them). A
-    patch that applies has no culprits: the commits that changed its lines are ``touched_by``."""
+    between two upstream revisions: which upstream commits broke or touched it, an answer of
+    upstream's alone, so resolutions recorded in this checkout are not replayed (the JSON's
+    ``recorded_resolution`` says when one would resolve the conflict). Only that patch is
+    attributed; the ones before it are only applied (a verdict each, no regions). A patch that
+    applies has no culprits: the commits that changed its lines are ``touched_by``; an
+    upstreamed one is named by the commit that carries it, as bump names it."""
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
-    planner = Planner(repo, old, new, notify)
+    planner = Planner(repo, old, new, notify, replay=False)
     stack = loaded[:pos + 1]
     keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
-    outcomes, _ = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
-                              numbers=[k + 1 for k in keep])
+    outcomes, mat = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
+                                numbers=[k + 1 for k in keep])
     out = outcomes[-1]
-    att = out.attribution
-    if att is None or out.status is BumpStatus.UPSTREAMED:
-        touched = attribute(planner.rng, stack, pos, ())
-        att = att or touched
-        att.touching = touched.touching
-    failing = out.status in FAILED
-    data = serialize.blame(out, att, failing, old, new, planner.rng.count(),
-                           [(c, planner.rng.subject(c)) for c in att.touching])
+    att, touched = out.attribution, []
+    if att is None:  # it applied: the commits that changed its lines
+        att = attribute(planner.rng, stack, pos, ())
+        if out.status not in FAILED:  # touched it, broke nothing
+            touched, att.culprits = att.culprits, []
+    elif out.status is BumpStatus.UPSTREAMED:
+        att.touching = Scan(planner.rng, stack, pos).touching
+    recorded = out.status in FAILED and (planner.rerere_would or _recorded(
+        ws, repo, loaded[pos].patch, mat.steps[-1].parent))
+    data = serialize.blame(out, att, att.culprits, touched, old, new, planner.rng.count(),
+                           [(c, planner.rng.subject(c)) for c in att.touching], recorded)
     del data["risks"]  # bump's checks after the merge: not blame's question, not run
     return data
+
+
+def _recorded(ws: Workspace, repo: Repo, patch: Patch, parent: Oid | None) -> bool:
+    """Whether a resolution ``continue`` recorded for this patch on exactly this state (its
+    files at ``parent``) is in this checkout: apply and bump would replay it."""
+    if parent is None:
+        return False
+
+    def blob_of(path: str) -> str | None:
+        entry = repo.entries_at(parent, [path]).get(path)
+        return entry.blob if entry else None
+
+    return Memory(ws.resolutions).find(patch.diff, blob_of) is not None
 
 
 def find_patch(loaded: list[SeriesPatch], ref: str) -> int:

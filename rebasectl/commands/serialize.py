@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine import serialize as engine
 
 if TYPE_CHECKING:
-    from ..engine.attribution import Attribution
+    from ..engine.attribution import Attribution, Culprit
     from ..engine.conflicts import FileConflict, Region
     from ..engine.proposals import Proposal
     from ..report.names import NameUse
@@ -80,17 +80,23 @@ def bump_result(b: BumpResult) -> dict[str, Any]:
             "patches": [patch_outcome(p) for p in b.patches]}
 
 
-def blame(out: PatchOutcome, att: Attribution, failing: bool, old: str, new: str,
-          upstream_commits: int, touching: list[tuple[str, str]]) -> dict[str, Any]:
-    """One patch's outcome, its breaks and culprits (``touched_by`` when it still applies:
-    the commits that changed its lines), and the first-parent commits touching its files."""
+def blame(out: PatchOutcome, att: Attribution, culprits: list[Culprit], touched: list[Culprit],
+          old: str, new: str, upstream_commits: int, touching: list[tuple[str, str]],
+          recorded_resolution: bool) -> dict[str, Any]:
+    """One patch's outcome with its breaks and culprits as bump gives them (an upstreamed
+    patch: the commit that carries it), ``touched_by`` (a patch that applies: the commits that
+    changed its lines), whether it applies at ``from`` (when not, no commit of the range broke
+    it), whether a resolution recorded here would resolve its conflict (blame never replays
+    one), and the first-parent commits touching its files."""
     data = patch_outcome(out)
     data.update(schema=BLAME_SCHEMA, **{"from": old, "to": new},
                 upstream_commits=upstream_commits,
-                culprits=[engine.culprit(c) for c in att.culprits] if failing else [],
-                touched_by=[] if failing else [engine.culprit(c) for c in att.culprits],
+                applies_at_from=att.applies_at_old,
+                culprits=[engine.culprit(c) for c in culprits],
+                touched_by=[engine.culprit(c) for c in touched],
                 first_break=engine.commit_ref(att.first_break),
                 permanent_break=engine.commit_ref(att.permanent_break),
                 blocked_by=out.blocked_by,
+                recorded_resolution=recorded_resolution,
                 touching=[{"commit": c, "subject": s} for c, s in touching])
     return data

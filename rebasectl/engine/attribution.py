@@ -17,11 +17,13 @@ and followed with ``git blame --reverse``: the commits right after the last one 
 line changed it (a merge there is opened up to its side branch's commits that touch the file,
 narrowed to those that removed the line's text). The upstream lines now in the region are
 ``git blame``d forward for the commits of the range that wrote them. Each culprit says whether it
-came by the first break (an ancestor of it) or later. A modify/delete names the commit that deleted
-the file. A region whose preimage lines an earlier patch wrote, when that patch failed or was left
-out (or a *missing* file that patch creates), is caused by that patch, not by upstream: it has no
-upstream culprits and the patch is ``blocked_by`` it (the series' own line model,
-model/dependencies.py, says which patch wrote which lines).
+came by the first break (an ancestor of it) or later; a patch that does not apply at the old
+end already (``blame --from`` a revision where it fails) was broken by no commit of the range:
+``applies_at_old`` is false and none of its culprits came by a break. A modify/delete names the
+commit that deleted the file. A region whose preimage lines an earlier patch wrote, when that
+patch failed or was left out (or a *missing* file that patch creates), is caused by that patch,
+not by upstream: it has no upstream culprits and the patch is ``blocked_by`` it (the series' own
+line model, model/dependencies.py, says which patch wrote which lines).
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class Attribution:
     blocked_by: list[str] = field(default_factory=list)  # ids of earlier patches it needs
     touching: list[Oid] = field(default_factory=list)  # first-parent commits touching its files
     states: int = 0  # distinct states applied during the scan (for the benchmark)
+    # whether it applies at the range's old end: blame --from a revision where it already fails
+    # has no break in the range (no commit of it broke the patch), only commits that changed it
+    applies_at_old: bool = True
 
 
 class UpstreamRange:
@@ -665,6 +670,7 @@ def attribute(rng: UpstreamRange, stack: Sequence[SeriesPatch], target: int,
     culprit finder several patches' attributions share (``expect``)."""
     walk = Scan(rng, stack, target)
     first, permanent = walk.breaks() if breaks else (None, None)
+    at_old = walk.applies(0) if breaks and walk.states else True
     patch = stack[target].patch
     lines = deps or SeriesLines(stack[:target + 1])
     regions = _regions(finder or Culprits(rng), patch, conflicts,
@@ -675,9 +681,12 @@ def attribute(rng: UpstreamRange, stack: Sequence[SeriesPatch], target: int,
             paths.setdefault(commit, rc.path)
     att = Attribution(first_break=rng.ref(first) if first else None,
                       permanent_break=rng.ref(permanent) if permanent else None,
-                      regions=regions, touching=walk.touching, states=len(walk.verdicts))
+                      regions=regions, touching=walk.touching, states=len(walk.verdicts),
+                      applies_at_old=at_old)
     for commit in rng.order(paths):
-        by_break = first is None or commit in rng.ancestors(first)
+        # a patch that fails at the old end already was not broken by the range, unless it
+        # applied again inside it and broke at ``first``
+        by_break = commit in rng.ancestors(first) if first else at_old
         att.culprits.append(Culprit(commit, rng.subject(commit), paths[commit], by_break))
     blockers = {pid for rc in regions for pid in rc.blocked_by}
     att.blocked_by = [sp.id for sp in stack if sp.id in blockers]

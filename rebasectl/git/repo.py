@@ -178,7 +178,10 @@ class Repo:
         return self.diff(info.parent or EMPTY_TREE, info.sha)
 
     def files_changed(self, old: str, new: str) -> int:
-        out = self.runner.out(["diff", "--name-only", "-z", "--no-renames", old, new])
+        """Files changed between two trees, counted as ``git diff --shortstat old new`` counts
+        them (renames detected, git's default: a moved file is one file, not two), so the
+        number a person checks with git is the number the report gives."""
+        out = self.runner.out(["diff", "--name-only", "-z", "-M", old, new])
         return len([p for p in out.split("\0") if p])
 
     # -- writing objects -----------------------------------------------------------------------

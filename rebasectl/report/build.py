@@ -263,7 +263,7 @@ class _Late:
         """The finding for a removed name, if code of the tree after the patch still uses it,
         with the upstream commit that wrote the first use (forward blame)."""
         found = checks.uses(item, [f for f in files if f.endswith(".py")], c.sha,
-                            self.ctx.lines)
+                            self.ctx.lines, checks.own_lines(c))
         if not found:
             return []
         commit = None

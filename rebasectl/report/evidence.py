@@ -96,7 +96,32 @@ class Evidence(RuleMatch):
 
     @property
     def line_shift(self) -> int:
+        """The lines every hunk moved by (0: not moved, or moved by several: ``line_shifts``)."""
         return int(self.data.get("line_shift") or 0)
+
+    @property
+    def line_shifts(self) -> dict[str, list[int]]:
+        """Per file, the distinct shifts of its hunks (0: in place), when they differ."""
+        found = self.data.get("line_shifts") or {}
+        return {str(k): [int(d) for d in v] for k, v in found.items()}
+
+    def shift_words(self, *, files: bool) -> str:
+        """How far the hunks moved, true of every hunk: ``hunks moved by +88 lines`` (all
+        alike), else the range of those that moved (``some hunks moved by +57 to +235 lines``
+        when others stayed in place), with ``files`` each file's own after it (``moe_layer.py
+        +88; router.py +57, +235; rollout_routing_replay.py in place``). Empty: not moved."""
+        if self.line_shift:
+            return f"hunks moved by {self.line_shift:+d} lines"
+        moved = sorted({d for per in self.line_shifts.values() for d in per if d})
+        if not moved:
+            return ""
+        some = "some " if any(0 in per for per in self.line_shifts.values()) else ""
+        span = f"{moved[0]:+d}" + (f" to {moved[-1]:+d}" if len(moved) > 1 else "")
+        words = f"{some}hunks moved by {span} lines"
+        if files:
+            words += " (" + "; ".join(f"{path.rsplit('/', 1)[-1]} {_file_shifts(per)}"
+                                      for path, per in self.line_shifts.items()) + ")"
+        return words
 
     @property
     def changed_lines_equal(self) -> bool:
@@ -157,3 +182,10 @@ class Evidence(RuleMatch):
     @property
     def threshold(self) -> float:
         return float(self.data.get("threshold", 0.8))
+
+
+def _file_shifts(shifts: list[int]) -> str:
+    """One file's hunk shifts: ``+57, +235``, ``in place``, or ``+57, and in place``."""
+    moved = ", ".join(f"{d:+d}" for d in shifts if d)
+    still = "in place" if 0 in shifts else ""
+    return f"{moved}, and {still}" if moved and still else moved or still

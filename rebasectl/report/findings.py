@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from ..model import pysyntax
@@ -133,6 +133,26 @@ def _surroundings(c: Change, lines: Lines) -> str:
     return "\n".join(out)
 
 
+def _changes_qualified(name: str, c: Change, lines: Lines) -> bool:
+    """Whether the change changes the function a dotted name names: ``module.function`` (the
+    function around, or defined by, a hunk of the file whose module path ends with ``module``:
+    ``dict_utils.merge`` and a hunk in dict_utils.py's ``merge``) or ``Class.method`` (a hunk
+    in ``method`` of ``Class``)."""
+    *qual, func = name.split(".")
+    defines = re.compile(rf"^[+-]\s*(?:async\s+)?def\s+{re.escape(func)}\(")
+    for f in c.files:
+        module = f.path.removesuffix(".py").split("/") if f.path.endswith(".py") else []
+        post = lines(c.sha, f.path) or []
+        for h in f.hunks:
+            around = [n for _, n, _ in pycode.enclosing(post, min(hunk_line(h), len(post)))] \
+                if post else []
+            here = func in around or any(defines.match(ln.decode("utf-8", errors="replace"))
+                                         for ln in h.lines)
+            if here and (module[-len(qual):] == qual or qual[-1] in around):
+                return True
+    return False
+
+
 def stale_message(c: Change, lines: Lines) -> list[Finding]:
     """Files and identifiers the message's claims name that the change does not hold."""
     if c.empty:
@@ -149,7 +169,7 @@ def stale_message(c: Change, lines: Lines) -> list[Finding]:
     around: str | None = None
     missing: list[str] = []
     for name in message_identifiers(claims):
-        if _word(name).search(diff):
+        if _word(name).search(diff) or "." in name and _changes_qualified(name, c, lines):
             continue
         around = _surroundings(c, lines) if around is None else around
         if not _word(name).search(around):
@@ -291,6 +311,12 @@ class Removed:
     path: str
     owner: str = ""
 
+    @property
+    def called(self) -> str:
+        """The name a caller of a parameter's owner writes: the class, for ``Cls.__init__``."""
+        parts = self.owner.split(".")
+        return parts[-2] if parts[-1] == "__init__" and len(parts) > 1 else parts[-1]
+
     def used_in(self, line: str) -> bool:
         if self.kind != "def" and line.lstrip().startswith(("import ", "from ")):
             return False  # ``from x.name import y`` names a module, not the attribute
@@ -300,38 +326,61 @@ class Removed:
         return re.search(pattern, line) is not None
 
 
-def _removed_lines(f: FileDiff) -> Iterable[tuple[int, str]]:
-    """(preimage line, text) of every line the diff removes."""
+def _removed_lines(f: FileDiff) -> Iterable[tuple[int, int, str]]:
+    """(preimage line, postimage line where it stood, text) of every line the diff removes."""
     for h in f.hunks:
-        n = h.old_start
+        n, m = h.old_start, h.new_start
         for raw in h.lines:
             tag = raw[:1]
             if tag == b"-":
-                yield n, raw[1:].decode("utf-8", errors="replace")
+                yield n, m, raw[1:].decode("utf-8", errors="replace")
             if tag in (b"-", b" "):
                 n += 1
+            if tag in (b"+", b" "):
+                m += 1
 
 
 def _params(line: str) -> list[str]:
-    """Parameter names of a one-line ``def name(...)`` signature (``self`` left out)."""
+    """Parameter names of a ``def name(...)`` signature (``self`` left out)."""
     inner = line[line.find("(") + 1:line.rfind(")")] if "(" in line and ")" in line else ""
     names = [re.sub(r"[:=].*", "", p).strip().lstrip("*") for p in inner.split(",")]
     return [n for n in names if n.isidentifier() and n not in ("self", "cls")]
 
 
-def _signature_params(pre: list[str], post: list[str] | None, line: str,
+def _owners(lines: list[str], n: int) -> list[str]:
+    """The names of the defs and classes around the header at line ``n`` (itself left out)."""
+    return [name for _, name, _ in pycode.enclosing(lines, n)[1:]]
+
+
+def _signature(lines: list[str], n: int) -> str:
+    """The signature starting at line ``n``, its lines joined up to the ``)`` closing it."""
+    text = ""
+    for line in lines[n - 1:n + 40]:
+        text += " " + line.strip()
+        if text.count("(") and text.count("(") <= text.count(")"):
+            break
+    return text
+
+
+def _signature_params(pre: list[str], post: list[str] | None, at: tuple[int, int], line: str,
                       path: str) -> list[Removed]:
-    """Parameters a rewritten one-line signature no longer has."""
+    """Parameters a rewritten one-line signature (preimage line ``at[0]``, postimage line
+    ``at[1]`` where it stood) no longer has: compared with the same function's signature after
+    the patch, the ``def`` of that name in the same class nearest to where it stood (a file
+    has many ``__init__``), read whole when it spans lines."""
     m = _DEF.match(line)
-    if not m or "def " not in line:
+    if not m or "def " not in line or not post:
         return []
-    name = m.group("name")
-    now = next((ln for ln in post or [] if re.match(rf"\s*(?:async\s+)?def\s+{name}\(", ln)),
-               None)
-    if now is None:
+    name, owners = m.group("name"), _owners(pre, at[0]) if at[0] <= len(pre) else []
+    header = re.compile(rf"\s*(?:async\s+)?def\s+{name}\(")
+    found = [k for k, ln in enumerate(post, start=1) if header.match(ln)
+             and _owners(post, k) == owners]
+    if not found:
         return []
-    kept = set(_params(now))
-    return [Removed(p, "parameter", path, name) for p in _params(line) if p not in kept]
+    now = min(found, key=lambda k: abs(k - at[1]))
+    kept = set(_params(_signature(post, now)))
+    owner = ".".join([*reversed(owners), name])
+    return [Removed(p, "parameter", path, owner) for p in _params(line) if p not in kept]
 
 
 def _removed_item(pre: list[str], n: int, line: str, path: str) -> Removed | None:
@@ -355,24 +404,33 @@ def removed_names(c: Change, lines: Lines) -> list[Removed]:
         if not f.path.endswith(".py") or pre is None:
             continue
         after = "\n".join(post or [])
-        for n, line in _removed_lines(f):
+        for n, m, line in _removed_lines(f):
             item = _removed_item(pre, n, line, f.path)
             if item is not None and not re.search(rf"\b{item.name}\b", after):
                 out.append(item)
-            out += _signature_params(pre, post, line, f.path)
+            out += _signature_params(pre, post, (n, m), line, f.path)
     return list(dict.fromkeys(out))
 
 
-def uses(item: Removed, files: Sequence[str], rev: str, lines: Lines) -> list[tuple[str, int]]:
-    """(path, line) of each use of ``item`` at ``rev`` in ``files`` (its own file excluded; a
-    parameter only where the function that had it is named too)."""
+def own_lines(c: Change) -> set[tuple[str, int]]:
+    """(path, line) of every line the patch adds, in the tree after it: the patch's own code,
+    never "upstream code" that uses what it removes."""
+    return {(f.path, n) for f in c.files for n in _added_at(f)}
+
+
+def uses(item: Removed, files: Sequence[str], rev: str, lines: Lines,
+         own: Collection[tuple[str, int]] = ()) -> list[tuple[str, int]]:
+    """(path, line) of each use of ``item`` at ``rev`` in ``files`` (its own file and the
+    ``own`` lines, the patch's added ones, excluded; a parameter only where the function that
+    had it is named too: a class, for its ``__init__``)."""
     out: list[tuple[str, int]] = []
     for path in files:
         text = lines(rev, path) if path != item.path else None
         if not text or (item.kind == "parameter" and
-                        not any(item.owner in ln for ln in text)):
+                        not any(item.called in ln for ln in text)):
             continue
-        out += [(path, k) for k, ln in enumerate(text, start=1) if item.used_in(ln)]
+        out += [(path, k) for k, ln in enumerate(text, start=1)
+                if item.used_in(ln) and (path, k) not in own]
     return out
 
 

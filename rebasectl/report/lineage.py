@@ -631,14 +631,28 @@ def pair(git: Repo, old: list[Change], new: list[Change], old_base: Oid,
     return order(p.groups)
 
 
-def _moved(o: Change, n: Change) -> int | None:
-    """How far the first moved hunk moved, or None when every hunk sits at the same lines."""
+def _moved(o: Change, n: Change) -> dict[str, list[int]] | None:
+    """Per file, how far each of its hunks moved (in hunk order), or None when every hunk sits
+    at the same lines."""
+    shifts: dict[str, list[int]] = {}
+    moved = False
     for f in o.files:
         nf = n.file(f.path)
         for a, b in zip(f.hunks, nf.hunks if nf else ()):
-            if (a.old_start, a.new_start) != (b.old_start, b.new_start):
-                return b.new_start - a.new_start
-    return None
+            moved = moved or (a.old_start, a.new_start) != (b.old_start, b.new_start)
+            shifts.setdefault(f.path, []).append(b.new_start - a.new_start)
+    return shifts if moved else None
+
+
+def _shift_evidence(shifts: dict[str, list[int]], evidence: dict[str, Any]) -> None:
+    """``line_shift`` when every hunk moved by the same number of lines; else ``line_shifts``:
+    per file, the distinct shifts of its hunks, so that no sentence states one number for
+    hunks that moved by several."""
+    distinct = {d for per in shifts.values() for d in per}
+    if len(distinct) == 1:
+        evidence["line_shift"] = distinct.pop()
+    else:
+        evidence["line_shifts"] = {path: list(dict.fromkeys(per)) for path, per in shifts.items()}
 
 
 def classify(o: Change, n: Change, evidence: dict[str, Any]) -> MappingStatus:
@@ -650,10 +664,10 @@ def classify(o: Change, n: Change, evidence: dict[str, Any]) -> MappingStatus:
     evidence["changed_lines_equal"] = o.exact == n.exact
     if same_id:
         evidence["patch_id"] = o.patch_id
-        shift = _moved(o, n)
-        evidence["moved"] = shift is not None
-        if shift is not None:
-            evidence["line_shift"] = shift
+        shifts = _moved(o, n)
+        evidence["moved"] = shifts is not None
+        if shifts is not None:
+            _shift_evidence(shifts, evidence)
         if o.exact == n.exact:
             return MappingStatus.IDENTICAL
         evidence["whitespace_differs"] = True

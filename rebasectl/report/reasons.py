@@ -98,7 +98,8 @@ def describe(status: MappingStatus, ev: Evidence, old: Sequence[int],
              new: Sequence[int]) -> str:
     """The entry's sentence: what the mapping is and which rule decided it."""
     if status == MappingStatus.IDENTICAL:
-        moved = f"; hunks moved by {ev.line_shift:+d} lines" if ev.line_shift else ""
+        shift = ev.shift_words(files=True)
+        moved = f"; {shift}" if shift else ""
         return f"Same patch-id and the same +/- lines{moved}."
     if status == MappingStatus.EMPTY:
         return "No diff against its parent (an empty commit, e.g. a marker)."
@@ -180,6 +181,8 @@ def review(status: MappingStatus, ev: Evidence, files: Sequence[FileCompare],
         words = [f"the change differs: {_differs(files)}"]
     if "moved" in codes and ev.line_shift:
         words.append(f"moved {ev.line_shift:+d} lines")
+    elif "moved" in codes and ev.shift_words(files=False):
+        words.append(ev.shift_words(files=False))
     if status in (MappingStatus.MERGED, MappingStatus.SPLIT):
         merged = status == MappingStatus.MERGED
         many = (len(ev.by_patch) or len(ev.folded("folded" if merged else "split_off")) + 1)

@@ -8,12 +8,15 @@ imported as a new user would, bumped onto 3346fa8a2 (skips without REBASECTL_MEG
   lines and its upstream lines hold the key's upstream text (torch.py's load planner at 900-901,
   gpt_layer_specs.py at 739, router.py at 172: once placed at 763, 635 and 50);
 - a terminal run's stderr stays under 8 KB and points at regions.txt for the rest;
-- blame of one patch exits 1 on its conflict and accepts the id an older import cut.
+- blame of one patch exits 1 on its conflict and accepts the id an older import cut; it names
+  the commit that upstreamed patch 16, and from a revision where patch 3 already fails it
+  names no break (checked against git apply --3way).
 The answer key is read by this test only, to check locations; nothing in rebasectl reads it."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -138,3 +141,46 @@ def test_blame_exits_1_and_accepts_the_cut_id(june: dict[str, object]) -> None:
     long = "add-post-attention-and-post-mlp-layernorm-support"  # the whole subject's slug
     r = rebasectl(series, "blame", long, "--to", JUNE, timeout=600)
     assert r.returncode == 1 and "add-post-attention-and-post-mlp-layernorm-suppor:" in r.stdout
+
+
+def _applies_3way(mirror: Path, rev: str, patch: bytes, index: Path) -> bool:
+    """The brute-force truth: ``git apply --3way`` of the patch alone onto ``rev``, in the
+    checkout's own mirror (a 3-way apply writes blobs: never into the shared one)."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "--git-dir", str(mirror), "read-tree", rev], check=True, env=env)
+    return subprocess.run(["git", "--git-dir", str(mirror), "apply", "--cached", "--3way", "-"],
+                          input=patch, env=env, capture_output=True).returncode == 0
+
+
+def test_blame_states_only_what_git_confirms(june: dict[str, object], tmp_path: Path) -> None:
+    """hostile5 #4 on the real data. Patch 16, which upstream carries: upstreamed, named by
+    2e4a5d48c919, as bump says; never a break plus "changed its lines (it still applies)".
+    Patch 3 (post-attention layernorm) from a2e673fed, where it already fails (git apply --3way
+    says so): no first break and no culprit presented as one; from the base, its first break is
+    the first first-parent commit where git apply --3way fails (brute force over the 151)."""
+    series = Path(str(june["series"]))
+    mirror = series / ".rebasectl" / "upstream.git"  # the bump's fetch made it
+    patches = _patches(june)
+    r = rebasectl(series, "blame", str(patches[15]["id"]), "--to", JUNE, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "upstream carries it: 2e4a5d48c919" in r.stdout
+    assert "still applies" not in r.stdout and "break" not in r.stdout, r.stdout
+    layernorm = "add-post-attention-and-post-mlp-layernorm-suppor"
+    (found,) = (series / "patches").glob(f"*-{layernorm}.patch")
+    patch = found.read_bytes()
+    index = tmp_path / "index"
+    assert not _applies_3way(mirror, "a2e673fed", patch, index)
+    r = rebasectl(series, "blame", layernorm, "--from", "a2e673fed", "--to", JUNE, "--json",
+                  timeout=600)
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert data["applies_at_from"] is False and data["first_break"] is None
+    assert data["culprits"] and not any(c["by_first_break"] for c in data["culprits"])
+    chain = subprocess.run(["git", "--git-dir", str(mirror), "rev-list", "--first-parent",
+                            "--reverse", f"1dcf0da..{JUNE}"], check=True, capture_output=True,
+                           text=True).stdout.split()
+    assert len(chain) == 151
+    first = next(c for c in chain if not _applies_3way(mirror, c, patch, index))
+    r = rebasectl(series, "blame", layernorm, "--to", JUNE, "--json", timeout=600)
+    blamed = json.loads(r.stdout)["first_break"]["commit"]
+    assert (blamed, first) == ("a1a73f844972b7692dc50f322ac3628aa21b3292",) * 2

@@ -11,7 +11,7 @@ import yaml
 
 from tests.harness.cli import one_error
 from tests.harness.cli import run as rebasectl
-from tests.harness.git import Repo, lines
+from tests.harness.git import Repo, git, lines
 from tests.unit.test_attribution import Fork
 
 BUMP_KEYS = {"schema", "from", "to", "upstream_commits", "result", "patches"}
@@ -307,6 +307,94 @@ def test_a_kill_between_the_old_tree_and_the_new_is_named_by_status(tmp_path: Pa
     assert "ONE 10" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
     assert "is missing" not in rebasectl(series, "status").stdout
     assert json.loads(rebasectl(series, "status", "--json").stdout)["missing_worktree"] is None
+
+
+def test_blame_names_the_commit_that_upstreamed_a_patch(tmp_path: Path) -> None:
+    """A patch upstream carries (its merge conflicts on upstream's own copy of its lines) is
+    ``upstreamed`` in blame as in bump, named by the commit that carries it: not a "first
+    break", and never a commit that "changed its lines (it still applies)"."""
+    fork = Fork(tmp_path, {"b.txt": lines(30, "b")})
+    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    r = rebasectl(series, "blame", "gate", "--to", "main", "--upstream", str(fork.up.path))
+    assert r.returncode == 0, r.stderr
+    assert f"upstream carries it: {landed[:12]} upstream lands the gate" in r.stdout
+    assert "still applies" not in r.stdout and "break" not in r.stdout, r.stdout
+    r = rebasectl(series, "blame", "gate", "--to", "main", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert (data["status"], data["upstream_commit"]) == ("upstreamed", landed)
+    assert data["touched_by"] == [] and data["conflicts"] == []
+    bumped = rebasectl(series, "bump", "--to", "main", "--json", env=TERMINAL)
+    (gate,) = json.loads(bumped.stdout)["patches"]  # the same answer as bump's
+    assert (gate["status"], gate["upstream_commit"]) == ("upstreamed", landed)
+    assert data["first_break"] == gate["first_break"]
+
+
+def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
+    """blame answers which upstream commits broke the patch: the same in a checkout that has
+    resolved it before (its resolution recorded whole and by rerere) as in a fresh one, with
+    one line saying a recorded resolution resolves it. bump does replay it."""
+    fork, series, commits = conflicted_history(tmp_path)
+    fresh = json.loads(rebasectl(series, "blame", "one", "--to", "main", "--upstream",
+                                 str(fork.up.path), "--json").stdout)
+    assert fresh["status"] == "conflict" and fresh["recorded_resolution"] is False
+    assert rebasectl(series, "apply", "--base", "main").returncode == 1
+    tree = series / ".rebasectl" / "tree"
+    (tree / "a.txt").write_text(lines(30).replace("line 9\n", "NINE\n")
+                                .replace("line 10\n", "ONE 10\n"))
+    Repo.existing(tree).git("add", "a.txt")
+    rebasectl(series, "continue")
+    assert list((series / ".rebasectl" / "resolutions").glob("*.json"))
+    for kept in ("both", "rerere"):
+        if kept == "rerere":  # the whole record gone: rerere's alone still resolves it
+            for record in (series / ".rebasectl" / "resolutions").glob("*.json"):
+                record.unlink()
+        r = rebasectl(series, "blame", "one", "--to", "main", "--json")
+        assert r.returncode == 1, (kept, r.stderr)
+        data = json.loads(r.stdout)
+        assert data["status"] == "conflict" and data["recorded_resolution"] is True, kept
+        for key in ("first_break", "culprits", "touched_by", "conflicts"):
+            assert data[key] == fresh[key], (kept, key)
+    text = rebasectl(series, "blame", "one", "--to", "main").stdout
+    assert "a resolution recorded in this checkout resolves this conflict" in text
+    assert f"culprit {commits['culprit'][:12]}" in text
+    # what the line says: bump replays it (--propose: shown, nothing carried)
+    bumped = rebasectl(series, "bump", "--to", "main", "--propose", "--json", env=TERMINAL)
+    one = json.loads(bumped.stdout)["patches"][0]
+    assert (one["status"], one["how"]) in {("clean", "rerere"), ("clean", "recorded")}, one
+
+
+def test_blame_from_a_revision_where_the_patch_fails_already(tmp_path: Path) -> None:
+    """``--from REV`` where the patch no longer applies: no commit of REV..TO broke it, so
+    there is no first break and no culprit came by one; the commits that changed its lines
+    since REV are named as that. The advice (an older --from) finds the break."""
+    fork, series, commits = conflicted_history(tmp_path)
+    later = fork.change("rewrite line 11", {"a.txt": ("line 11\n", "ELEVEN\n")})
+    broke = commits["culprit"]
+    # the truth, by git: the patch fails at --from already
+    patch = (series / "patches" / "0001-one.patch").read_bytes()
+    index = tmp_path / "probe-index"
+    env = {"GIT_INDEX_FILE": str(index)}
+    git(fork.up.path, "read-tree", broke, env=env)
+    assert git(fork.up.path, "apply", "--cached", "--3way", "-", input=patch, env=env,
+               check=False).returncode != 0
+    r = rebasectl(series, "blame", "one", "--from", broke, "--to", "main", "--upstream",
+                  str(fork.up.path), "--json")
+    assert r.returncode == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert data["status"] == "conflict" and data["applies_at_from"] is False
+    assert data["first_break"] is None and data["permanent_break"] is None
+    assert [(c["commit"], c["by_first_break"]) for c in data["culprits"]] == [(later, False)]
+    text = rebasectl(series, "blame", "one", "--from", broke, "--to", "main").stdout
+    assert f"it does not apply at {broke[:12]} already: no commit of the range broke it" in text
+    assert "first break" not in text and "culprit" not in text
+    assert f"changed its lines since {broke[:12]} {later[:12]} a.txt" in text
+    older = json.loads(rebasectl(series, "blame", "one", "--from", fork.base, "--to", "main",
+                                 "--json").stdout)
+    assert older["applies_at_from"] is True and older["first_break"]["commit"] == broke
 
 
 def test_an_upstreamed_patch_is_explained_counted_and_its_advice_works(tmp_path: Path) -> None:

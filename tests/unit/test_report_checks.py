@@ -150,6 +150,104 @@ def test_removed_parameter_still_used_upstream(tmp_path: Path) -> None:
     assert used[0].commit == base2
 
 
+def test_a_rewritten_signature_is_read_in_its_own_class(tmp_path: Path) -> None:
+    """hostile5 #5 (June's partial-ckpt-load): the patch adds a parameter to the second class's
+    one-line ``__init__``; the first ``def __init__(`` of the file is another class's, over
+    several lines. Nothing is removed, so nothing is "still used", and a line the patch itself
+    adds (a call passing the parameter, in another file) is never cited as upstream code."""
+    lib = ("class Saver:\n    def __init__(\n        self,\n        *args,\n"
+           "        dedup: bool = True,\n    ) -> None:\n        self.dedup = dedup\n\n\n"
+           "class Loader:\n    def __init__(self, cache_metadata: bool = False):\n"
+           "        self.cache = cache_metadata\n")
+    caller = text("c") + "strategy = Loader(cache_metadata=True)\nsetup = object.__init__\n"
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("base", {"lib.py": lib, "caller.py": caller})
+    new = repo.commit("feat: partial load", {
+        "lib.py": lib.replace("def __init__(self, cache_metadata: bool = False):",
+                              "def __init__(self, cache_metadata: bool = False, "
+                              "partial: bool = False):"),
+        "caller.py": caller + "again = Loader(cache_metadata=True, partial=True)\n"})
+    r = _report(repo, base, [], base, [new])
+    assert _found(r, "removed-name-used") == []
+    # a parameter it does take away is found in that class, and the patch's own line is not
+    # upstream code: only upstream's untouched call (line 31) is cited, never its own (33)
+    gone = repo.commit("feat: drop the cache flag", {
+        "lib.py": lib.replace("def __init__(self, cache_metadata: bool = False):",
+                              "def __init__(self):"),
+        "caller.py": caller + "again = Loader(cache_metadata=False)\n"})
+    r = _report(repo, base, [], new, [gone])
+    used = [f for e in r.mapping for f in e.findings if f.kind == "removed-name-used"]
+    assert [f.items for f in used] == [("cache_metadata", "caller.py:31")], used
+    assert "parameter `cache_metadata` of `Loader.__init__`" in used[0].text
+
+
+def test_a_module_qualified_function_the_diff_changes_is_not_stale(tmp_path: Path) -> None:
+    """hostile5 #5 (June's dp-reshardable-compat): the message names ``dict_utils.merge`` and
+    the diff changes ``merge`` in dict_utils.py; the same name for a module the diff does not
+    touch is stale."""
+    body = ("def merge(x1, x2, key=()):\n    if isinstance(x1, dict):\n"
+            "        x1.update(x2)\n    return x1\n")
+    repo = Repo(tmp_path / "r")
+    base = repo.commit("base", {"pkg/dict_utils.py": text("d") + body,
+                                "pkg/other.py": text("o")})
+    c = repo.commit("fix: compat\n\n- dict_utils.merge: keep entries\n"
+                    "- list_utils.merge: likewise",
+                    {"pkg/dict_utils.py": text("d") + body.replace("x1.update(x2)",
+                                                                   "x1.update(dict(x2))")})
+    r = _report(repo, base, [c], base, [c])
+    assert _found(r, "stale-message") == [
+        "message names `list_utils.merge`, in neither the diff nor the functions it changes"]
+
+
+def test_hunk_shifts_are_said_true_of_every_hunk(tmp_path: Path) -> None:
+    """hostile5 #5 (June's routing-replay: +88 in moe_layer.py, +57 and +235 in router.py, a
+    new file in place): one number only when every hunk moved by it; else the range of those
+    that moved and each file's own shifts, and that some stayed in place."""
+    repo = Repo(tmp_path / "r")
+    files = {"a.py": text("a", 40), "b.py": text("b")}
+    base1 = repo.commit("base", files)
+
+    def patch_on(texts: dict[str, str]) -> dict[str, str]:
+        return {"a.py": texts["a.py"].replace("a_value_10 =", "a_value_10: int =")
+                .replace("a_value_35 =", "a_value_35: int ="),
+                "b.py": texts["b.py"].replace("b_value_5 =", "b_value_5: int =")}
+
+    old = repo.commit("feat: typed", patch_on(files))
+    shifted = {"a.py": "import x\n" * 3 + text("a", 20) + "pad = 1\n" * 10
+               + text("a", 40).split("\n", 20)[20], "b.py": files["b.py"]}
+    repo.git("checkout", "-q", base1)
+    base2 = repo.commit("upstream: imports and padding", shifted)
+    new = repo.commit("feat: typed", patch_on(shifted))
+    (e,) = _report(repo, base1, [old], base2, [new]).mapping
+    assert e.status == "identical" and e.moved
+    assert "line_shift" not in e.evidence.to_json()
+    assert e.evidence.line_shifts == {"a.py": [3, 13], "b.py": [0]}
+    assert e.details.endswith("some hunks moved by +3 to +13 lines (a.py +3, +13; b.py in "
+                              "place)."), e.details
+    assert "some hunks moved by +3 to +13 lines" in e.review.summary
+    repo.git("checkout", "-q", base1)  # every hunk 3 lines down: one number, as before
+    base3 = repo.commit("upstream: imports", {"a.py": "import x\n" * 3 + files["a.py"],
+                                              "b.py": "import x\n" * 3 + files["b.py"]})
+    moved = repo.commit("feat: typed", patch_on({"a.py": "import x\n" * 3 + files["a.py"],
+                                                 "b.py": "import x\n" * 3 + files["b.py"]}))
+    (e,) = _report(repo, base1, [old], base3, [moved]).mapping
+    assert e.evidence.line_shift == 3 and "line_shifts" not in e.evidence.to_json()
+    assert e.details.endswith("hunks moved by +3 lines.") and "moved +3 lines" in \
+        e.review.summary
+
+
+def test_upstream_files_changed_counts_as_git_diff_shortstat(tmp_path: Path) -> None:
+    """hostile5 #11: a file upstream renamed is one changed file, as ``git diff --shortstat A B``
+    says (renames detected, git's default), not a deletion plus an addition."""
+    repo = Repo(tmp_path / "r")
+    base1 = repo.commit("base", {"old_name.py": text("m"), "b.py": text("b")})
+    repo.git("mv", "old_name.py", "new_name.py")
+    base2 = repo.commit("upstream: rename, edit b", {"b.py": text("b") + "extra = 1\n"})
+    r = _report(repo, base1, [], base2, [])
+    stat = repo.git("diff", "--shortstat", base1, base2)
+    assert stat.startswith("2 files changed") and r.upstream.files_changed == 2, stat
+
+
 def test_attribution_follows_merge_side_branch(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "r")
     base1 = repo.commit("base", {"m.py": text("m"), "other.py": text("o")})
