@@ -28,7 +28,7 @@ from ..infra.fsutil import FileTransaction, atomic_write, read_regular
 from ..model import lines, links
 from ..model.ids import Oid, short
 from ..model.lines import significant_lines
-from ..model.patches import SYMLINK, Patch, PatchError, parse
+from ..model.patches import SYMLINK, Patch, PatchError, diff_start_in_message, parse
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -216,6 +216,7 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
                                kind=guess_kind(patch.subject))
         used.add(entry.id)
         entries.append(entry)
+        _writable_message(info, patch)
         files[entry.file] = patch.render()
         try:  # refuse now what the series could not load back
             back = parse(files[entry.file], f"{PATCH_DIR}/{entry.file}")
@@ -224,6 +225,20 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
         except PatchError as exc:
             raise PatchError(f"commit {short(info.sha)} ({patch.subject}): {exc.message}") from None
     return entries, files
+
+
+def _writable_message(info: CommitInfo, patch: Patch) -> None:
+    """A message that quotes a diff at the start of a line cannot be a patch file's message:
+    the file's reader (and git am) take that line for the start of the diff. Refused by name
+    before anything is written, rather than written as a file that reads back as another
+    commit."""
+    found = diff_start_in_message(patch.message)
+    if found is not None:
+        line, text = found
+        raise PatchError(f"commit {short(info.sha)} ({patch.subject}): message line {line} "
+                         f"{text[:60]!r} would be read as the start of the diff (git am reads "
+                         "it so too): indent the quoted diff in that commit's message (git "
+                         "rebase -i, reword), then run this again")
 
 
 # -- writing ---------------------------------------------------------------------------------------
