@@ -53,6 +53,7 @@ def prepare(ws: Workspace, against: str, upstream: str | None, tree: Path | None
     from ..engine.testing import preflight
 
     preflight(jobs)
+    load(ws.root, check_tests=True)  # a test path that is not there: one line, before any work
     return test_tree(ws, against, upstream, tree)
 
 
