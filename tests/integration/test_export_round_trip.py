@@ -18,6 +18,7 @@ from tests.harness.scenes import (
     conflicted,
     tree,
 )
+from tests.june import copy_series
 from tests.sfix import Scenario, copy, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,10 +210,7 @@ def test_crlf_file_of_upstream_carried(tmp_path: Path) -> None:
     """A patch to megatron/legacy/fp16_deprecated/loss_scaler.py (CRLF at 1dcf0da): exported,
     `check --apply` ok, re-applied byte for byte."""
     mirror = real_mirror()
-    series = tmp_path / "series"
-    series.mkdir()
-    shutil.copy(ROOT / "series.yaml", series)
-    shutil.copytree(ROOT / "patches", series / "patches")
+    series = copy_series(tmp_path / "series")
     run(series, "apply", "--upstream", str(mirror), want=0)
     path = tree(series) / "megatron/legacy/fp16_deprecated/loss_scaler.py"
     data = path.read_bytes()
