@@ -431,10 +431,26 @@ def check_model(model: Diff, source: str, first: int) -> None:
                              "text only")
         if f.new_mode == SYMLINK and f.new_path is not None:
             _check_link_hunks(f, source, first)
+        if f.git and f.hunks and not _names_both_sides(f):
+            raise PatchError(f"{source}:{first + f.line - 1}: {f.path}: hunks without the '--- '"
+                             " and '+++ ' lines of their file header (git apply: git diff header "
+                             "lacks filename information)")
         if _changes_nothing(f):
             raise PatchError(f"{source}:{first + f.line - 1}: {f.path}: a file header with no "
                              "change after it (no hunk, mode change or rename; cut short? git "
                              "apply: patch with only garbage)")
+
+
+def _names_both_sides(f: FileDiff) -> bool:
+    """git apply's rule for a git file header with hunks: its ``---`` and ``+++`` lines both
+    there or both gone (the name is then the ``diff --git`` line's), one alone only where the
+    other side is /dev/null (a new or deleted file) or a rename names it."""
+    heads = f.header.split(b"\n")
+    minus = any(h.startswith(b"--- ") for h in heads)
+    plus = any(h.startswith(b"+++ ") for h in heads)
+    Status = diffs.Status
+    return minus == plus or f.status in (Status.RENAMED, Status.COPIED) or \
+        (f.status is Status.ADDED if plus else f.status is Status.DELETED)
 
 
 def _changes_nothing(f: FileDiff) -> bool:

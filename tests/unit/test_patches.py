@@ -299,3 +299,38 @@ def test_message_quotes_read_as_git_am_reads_them(repo: Repo, tmp_path: Path) ->
 ])
 def test_diff_start_in_message(message: str, found: tuple[int, str] | None) -> None:
     assert diff_start_in_message(message) == found
+
+
+def test_hand_edits_read_as_git_apply_reads_them_or_refused(tmp_path: Path) -> None:
+    """Random one-line hand edits of the shipped patches (a `+`, `-` or context line inserted, a
+    line deleted, anywhere from the first `diff --git` on; seeded): whatever the reader accepts,
+    `git apply --numstat` accepts too with the same files and counts; whatever git refuses
+    (corrupt patch, a header without file names), the reader refuses. It refuses more than git
+    does: lines after a hunk's counts and junk inside a file header, which git drops without a
+    word."""
+    import random
+
+    rng = random.Random(7)
+    files = sorted((ROOT / "patches").glob("*.patch"))
+    seen = {"both accept": 0, "both refuse": 0, "only git accepts": 0}
+    for _ in range(150):
+        lines_ = rng.choice(files).read_bytes().split(b"\n")
+        start = next(i for i, ln in enumerate(lines_) if ln.startswith(b"diff --git"))
+        at = rng.randrange(start, len(lines_) - 1)
+        kind = rng.choice([b"+x", b"-x", b" x", None])
+        if kind is None:
+            del lines_[at]
+        else:
+            lines_.insert(at, kind)
+        data = b"\n".join(lines_)
+        (tmp_path / "x.patch").write_bytes(data)
+        g = git(tmp_path, "apply", "--numstat", str(tmp_path / "x.patch"), check=False)
+        theirs = None if g.returncode else sorted(
+            (int(a), int(r), p) for a, r, p in (ln.split("\t") for ln in g.stdout.splitlines()))
+        try:
+            ours = sorted((f.added, f.removed, f.path) for f in parse(data, "x.patch").files)
+        except PatchError:
+            ours = None
+        assert ours is None or ours == theirs, (at, kind)
+        seen["both accept" if ours else "only git accepts" if theirs else "both refuse"] += 1
+    assert all(seen.values()), seen
