@@ -400,10 +400,10 @@ def diff_start_in_message(message: str) -> tuple[int, str] | None:
     """The first line of ``message`` (1-based, with its text) that a patch file's reader, and
     git am, would take for the start of the diff: a commit whose message quotes a diff at the
     start of a line cannot be written as a patch file that reads back as that commit."""
-    m = _DIFF_START.search(message.encode("utf-8", errors="surrogateescape"))
+    data = message.encode("utf-8", errors="surrogateescape")
+    m = _DIFF_START.search(data)
     if m is None:
         return None
-    data = message.encode("utf-8", errors="surrogateescape")
     line = data[: m.start()].count(b"\n") + 1
     return line, data[m.start():].split(b"\n", 1)[0].decode("utf-8", errors="surrogateescape")
 
@@ -448,9 +448,9 @@ def _names_both_sides(f: FileDiff) -> bool:
     heads = f.header.split(b"\n")
     minus = any(h.startswith(b"--- ") for h in heads)
     plus = any(h.startswith(b"+++ ") for h in heads)
-    Status = diffs.Status
-    return minus == plus or f.status in (Status.RENAMED, Status.COPIED) or \
-        (f.status is Status.ADDED if plus else f.status is Status.DELETED)
+    status = diffs.Status
+    return minus == plus or f.status in (status.RENAMED, status.COPIED) or \
+        (f.status is status.ADDED if plus else f.status is status.DELETED)
 
 
 def _changes_nothing(f: FileDiff) -> bool:
