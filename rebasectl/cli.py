@@ -234,12 +234,11 @@ def test_(ws: Workspace, device: str | None, patch_id: str | None, against: str,
     from .commands import test as testing
     from .engine import serialize as engine_json
 
-    path = testing.prepare(ws, against, upstream, tree, jobs)
-    base = testing.default_path_base(ws, upstream) if against == "patched" and not tree else None
-    with ui.progress(f"test ({path})", quiet=as_json) as news:
-        run = testing.run(ws, path, against=against, device=device, patch_id=patch_id,
-                          jobs=jobs, multi_gpu=multi_gpu, base_tree=base, notify=news)
-    render.json(engine_json.test_run(run)) if as_json else render.test_run(run, path)
+    trees = testing.prepare(ws, against, upstream, tree, jobs)
+    with ui.progress(f"test ({trees.tree})", quiet=as_json) as news:
+        run = testing.run(ws, trees, against=against, device=device, patch_id=patch_id,
+                          jobs=jobs, multi_gpu=multi_gpu, notify=news)
+    render.json(engine_json.test_run(run)) if as_json else render.test_run(run, trees.tree)
     if run.exit_code:
         ui.error(run.verdict())
     finish(run.exit_code)

@@ -59,8 +59,7 @@ def _seed_blobs(repo: Repo, base: Oid, loaded: list[SeriesPatch]) -> None:
     """The series on its own base, in memory: it writes every patch's preimage and result blob
     into the mirror, which git's 3-way merge on another base needs."""
 
-    Materializer(repo).run(base, [lp.pair() for lp in loaded], three_way=False,
-                           keep_going=True)
+    Materializer(repo).run(base, loaded, three_way=False, keep_going=True)
 
 
 def install(outcome: ApplyOutcome) -> Path | None:

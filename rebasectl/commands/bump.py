@@ -49,7 +49,7 @@ from ..engine.proposals import (
     propose_file,
     superseded,
 )
-from ..engine.proposals.evidence import ProposalEvidence
+from ..engine.proposals.evidence import BothInsert, ContextOnly, Moved, Superseded, Upstream
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
 from ..engine.state import TreeMap
@@ -298,24 +298,23 @@ class Planner:
         looked for removed names, and the checks after the merge (bump's warnings, not its
         question) are not run. ``numbers``: the patches' positions in the series (1-based),
         when ``loaded`` is part of it."""
-        stack = [lp.pair() for lp in loaded]
         # the series on its old base first, unless the mirror has them: it puts every patch's
         # preimage blob in the mirror, so the 3-way merges and attribution's line mapping work
-        pre = [f.old_blob or "" for _, p in stack for f in p.files if f.old_path]
+        pre = [f.old_blob or "" for lp in loaded for f in lp.files if f.old_path]
         if self.repo.missing_objects(pre):  # an imported series' blobs are there already
-            self.notify(f"materialising {len(stack)} patches on the old base {self.old.short()}")
-            Materializer(self.repo).run(self.old, stack, three_way=False, keep_going=True)
-        asked = stack[only][0] if only is not None else None
-        total = max(numbers or [len(stack)])
+            self.notify(f"materialising {len(loaded)} patches on the old base {self.old.short()}")
+            Materializer(self.repo).run(self.old, loaded, three_way=False, keep_going=True)
+        asked = loaded[only].id if only is not None else None
+        total = max(numbers or [len(loaded)])
         part = f" (of the first {total}: those that share files with {asked})" \
-            if asked and total > len(stack) else ""
-        self.notify(f"applying {len(stack)} patches on {self.new.short()}{part}")
+            if asked and total > len(loaded) else ""
+        self.notify(f"applying {len(loaded)} patches on {self.new.short()}{part}")
         labels = Labels(f"upstream {self.new.short()}", "")
         mat = Materializer(self.repo, lambda pid: Labels(labels.upstream, f"patch {pid}"),
                            self.engine, self._replay, self.memory,
                            explain=lambda pid: asked is None or pid == asked).run(
-            self.new, stack, keep_going=True, on_step=self._announce(total), numbers=numbers)
-        deps = SeriesLines(stack)
+            self.new, loaded, keep_going=True, on_step=self._announce(total), numbers=numbers)
+        deps = SeriesLines(loaded)
         outcomes, failed = self._classify_all(loaded, mat, deps, only)
         for pos, out in enumerate(outcomes):
             for c in out.conflicts:
@@ -326,7 +325,7 @@ class Planner:
         if todo:
             self.notify(f"attributing {len(todo)} failing patch(es) over "
                         f"{commits(self.rng.count())}")
-        self._attribute(outcomes, stack, failed, deps, todo)
+        self._attribute(outcomes, loaded, failed, deps, todo)
         self._check(loaded, outcomes, mat, only)
         return outcomes, mat
 
@@ -347,7 +346,7 @@ class Planner:
                 if out.risks and not out.hunk_lines:
                     out.hunk_lines = hunk_lines(lp)
 
-    def _attribute(self, outcomes: list[PatchOutcome], stack: list[Any], failed: list[str],
+    def _attribute(self, outcomes: list[PatchOutcome], stack: list[SeriesPatch], failed: list[str],
                    deps: SeriesLines, todo: list[int]) -> None:
         """The failing patches' attributions, side by side (each is git processes, mostly
         waiting). A region an earlier failed patch caused is that patch's: the patch is
@@ -355,7 +354,7 @@ class Planner:
         finder = Culprits(self.rng)
         for pos in todo:  # every failing patch's regions of a file blamed in one git each way
             for c in outcomes[pos].conflicts:
-                f = stack[pos][1].model.file(c.path)
+                f = stack[pos].patch.model.file(c.path)
                 if f is not None and c.kind not in (ConflictKind.MODIFY_DELETE,
                                                     ConflictKind.MISSING):
                     finder.expect(f, c.regions)
@@ -580,8 +579,7 @@ def write_report(ws: Workspace, repo: Repo, old_series: Series, loaded: list[Ser
     """report.md / report.json of the bump: old series on the old base, new on the new."""
     from ..report import Side, build_report, render_markdown, to_json
 
-    old_mat = Materializer(repo).run(result.old, [lp.pair() for lp in loaded],
-                                     keep_going=True)
+    old_mat = Materializer(repo).run(result.old, loaded, keep_going=True)
     new_series = load(ws.root)
     tmap = TreeMap.load(ws.tree_map)
     new_commits = [c for _, c in tmap.commits] if tmap else []
@@ -693,19 +691,21 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
 
 def evidence_line(p: Proposal) -> str:
     """A proposal's evidence in one line (README, stop message)."""
-    ev = ProposalEvidence(p.evidence)
-    by = f" by {short(ev.commit)}" if ev.commit else ""
-    if p.rule == "superseded":
+    ev = p.evidence
+    by = f" by {short(ev.commit)}" if isinstance(ev, (Upstream, Moved)) and ev.commit else ""
+    if isinstance(ev, Superseded):
         return "the whole patch is upstream already: drop it (" + \
             ", ".join(short(c) for c in ev.commits) + ")"
-    if p.rule == "already-upstream":
+    if isinstance(ev, Upstream):
         what = ", ".join(ev.names[:4]) or "the patch's lines"  # `how: lines` names none
         return f"upstream already has {what}{by}: keep upstream's side"
-    if p.rule == "both-insert":
+    if isinstance(ev, BothInsert):
         return "both sides insert here: both kept, " + ev.order
-    if p.rule == "moved":
+    if isinstance(ev, Moved):
         return f"the code moved to {ev.to}:{ev.line}{by}: the edit goes there"
-    return ev.context(p.rule)
+    if isinstance(ev, ContextOnly):
+        return ev.context
+    return p.rule
 
 
 # -- blame: one patch ------------------------------------------------------------------------------
@@ -718,7 +718,7 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
     planner = Planner(repo, old, new, notify)
-    stack = [lp.pair() for lp in loaded[:pos + 1]]
+    stack = loaded[:pos + 1]
     keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
     outcomes, _ = planner.run([loaded[k] for k in keep], only=len(keep) - 1,
                               numbers=[k + 1 for k in keep])

@@ -39,8 +39,7 @@ def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
             repo = open_for(ws, upstream, series.upstream.url, [series.upstream.base])
         base = resolve(repo, series.upstream.base, what="base")
         check_links_on(repo, base, loaded)
-        done = Materializer(repo).run(base, [lp.pair() for lp in loaded],
-                                      three_way=False)
+        done = Materializer(repo).run(base, loaded, three_way=False)
         result["applies"] = done.ok
         result["tip"] = done.tip if done.ok else None
         result["steps"] = [serialize.step(s) for s in done.steps]

@@ -73,9 +73,9 @@ def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:
     files, as apply's stop says it)."""
     if state.current is None or not state.skipped or state.current not in state.ids:
         return []
-    loaded = {lp.id: lp.patch for lp in load_patches(ws, load(ws.root))}
+    loaded = {lp.id: lp for lp in load_patches(ws, load(ws.root))}
     if [i for i in state.ids if i not in loaded]:
         return []  # series.yaml changed under the apply: continue says so
-    stack = [(i, loaded[i]) for i in state.ids]
+    stack = [loaded[i] for i in state.ids]
     pos = state.ids.index(state.current)
-    return SeriesLines(stack[:pos + 1]).blockers(pos, stack[pos][1], state.skipped)
+    return SeriesLines(stack[:pos + 1]).blockers(pos, stack[pos].patch, state.skipped)

@@ -1,8 +1,11 @@
 """``test``: the regression suite on the tree it is asked for: given, the patched work tree
-(applied first when needed), or a checkout of the unpatched base."""
+(applied first when needed), or a checkout of the unpatched base. ``prepare`` decides every tree
+the run needs (the one tested and, for the patched tree, the unpatched base the default-path
+checks compare it with), ``run`` runs the suite on them; cli.py only parses and renders."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,14 +50,26 @@ def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | No
     return outcome.worktree
 
 
+@dataclass(frozen=True)
+class Trees:
+    """The trees a run needs: the one tested (``tree``) and the unpatched base the default-path
+    checks compare the patched tree with (``base``; None when it is not the patched work tree
+    that is tested: ``--against base`` or ``--tree``)."""
+
+    tree: Path
+    base: Path | None = None
+
+
 def prepare(ws: Workspace, against: str, upstream: str | None, tree: Path | None,
-            jobs: int) -> Path:
-    """What must hold before the suite runs (``-j`` needs pytest-xdist), then the tree."""
+            jobs: int) -> Trees:
+    """What must hold before the suite runs (``-j`` needs pytest-xdist), then the trees."""
     from ..engine.testing import preflight
 
     preflight(jobs)
     load(ws.root, check_tests=True)  # a test path that is not there: one line, before any work
-    return test_tree(ws, against, upstream, tree)
+    tested = test_tree(ws, against, upstream, tree)
+    base = default_path_base(ws, upstream) if against == "patched" and tree is None else None
+    return Trees(tested, base)
 
 
 def default_path_base(ws: Workspace, upstream: str | None) -> Path:
@@ -68,10 +83,10 @@ def default_path_base(ws: Workspace, upstream: str | None) -> Path:
         return ensure_base_tree(ws, repo, resolve(repo, series.upstream.base, what="base"))
 
 
-def run(ws: Workspace, tree: Path, *, against: str, device: str | None, patch_id: str | None,
-        jobs: int, multi_gpu: int | None, base_tree: Path | None = None,
+def run(ws: Workspace, trees: Trees, *, against: str, device: str | None,
+        patch_id: str | None, jobs: int, multi_gpu: int | None,
         notify: Notify | None = None) -> TestRun:
     from ..engine.testing import run_tests
 
-    return run_tests(ws, tree, against=against, device=device, patch_id=patch_id, jobs=jobs,
-                     multi_gpu=multi_gpu or 0, base_tree=base_tree, notify=notify)
+    return run_tests(ws, trees.tree, against=against, device=device, patch_id=patch_id,
+                     jobs=jobs, multi_gpu=multi_gpu or 0, base_tree=trees.base, notify=notify)

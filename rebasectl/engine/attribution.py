@@ -41,6 +41,7 @@ from ..model.dependencies import SeriesLines
 from ..model.diffs import FileDiff, LineMap, spans, text_lines
 from ..model.ids import Oid
 from ..model.patches import Patch
+from ..model.series_patch import SeriesPatch
 from .applier import Unsupported, apply_patch
 from .conflicts import ConflictKind, FileConflict, Region, applies
 
@@ -277,13 +278,13 @@ def _removed_per_file(diff: bytes, paths: Sequence[str]) -> dict[str, set[bytes]
 
 
 # -- the patches a patch sits on -------------------------------------------------------------------
-def relevant_stack(stack: Sequence[tuple[str, Patch]], target: int) -> list[int]:
+def relevant_stack(stack: Sequence[SeriesPatch], target: int) -> list[int]:
     """Positions (ascending, ``target`` last) of the earlier patches that share files with the
     target, directly or through each other: only they can change whether it applies."""
-    files = set(stack[target][1].paths())
+    files = set(stack[target].paths())
     chosen = [target]
     for pos in range(target - 1, -1, -1):
-        paths = set(stack[pos][1].paths())
+        paths = set(stack[pos].paths())
         if paths & files:
             chosen.append(pos)
             files |= paths
@@ -380,10 +381,9 @@ class Scan:
     most once (reverts restore earlier states), in parallel batches, and only as far as a
     question needs: ``breaks`` walks forward to the first break and back to the permanent one."""
 
-    def __init__(self, rng: UpstreamRange, stack: Sequence[tuple[str, Patch]],
-                 target: int) -> None:
+    def __init__(self, rng: UpstreamRange, stack: Sequence[SeriesPatch], target: int) -> None:
         self.repo = rng.repo
-        self.patches = [stack[p][1] for p in relevant_stack(stack, target)]
+        self.patches = [stack[p].patch for p in relevant_stack(stack, target)]
         paths = sorted({path for p in self.patches for path in p.paths()})
         self.states: list[tuple[Oid, State]] = []
         self.verdicts: dict[State, bool] = {}
@@ -492,8 +492,17 @@ class _Scratch:
 
 
 # -- culprits --------------------------------------------------------------------------------------
-def _meaningful(text: bytes) -> bool:
-    return len(re.sub(rb"[\s()\[\]{}:,.;#'\"]", b"", text)) >= 4
+TELLING_CHARS = 4  # a line tells something when it has this many non-punctuation characters
+_NOISE = re.compile(rb"[\s()\[\]{}:,.;#'\"]")
+
+
+def worth_blaming(line: bytes) -> bool:
+    """Whether a line can name its author: at least ``TELLING_CHARS`` characters that are not
+    blanks, brackets or punctuation (a ``):`` or a blank line was last touched by whoever
+    touched anything near it). The culprit search asks blame only about such lines, and so do
+    the report's interdiffs; the carried-lines engine's ``telling`` is this test less comment
+    lines."""
+    return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
 
 
 class Culprits:
@@ -590,7 +599,7 @@ class Culprits:
         gone = {line: c for line, c in last.items() if c != self.rng.new and line in wanted}
         out: dict[int, list[Oid]] = {}
         for keeper, group in _runs(gone):
-            texts = [t for t in (wanted[n].strip() for n in group) if _meaningful(t)]
+            texts = [t for t in (wanted[n].strip() for n in group) if worth_blaming(t)]
             commits = self._successors(keeper, path, texts)
             for n in group:
                 out[n] = commits
@@ -645,7 +654,7 @@ def _runs(lines: dict[int, Oid]) -> list[tuple[Oid, list[int]]]:
     return out
 
 
-def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: int,
+def attribute(rng: UpstreamRange, stack: Sequence[SeriesPatch], target: int,
               conflicts: Sequence[FileConflict], failed_ids: Iterable[str] = (),
               deps: SeriesLines | None = None, *, breaks: bool = True,
               finder: Culprits | None = None) -> Attribution:
@@ -656,7 +665,7 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
     culprit finder several patches' attributions share (``expect``)."""
     walk = Scan(rng, stack, target)
     first, permanent = walk.breaks() if breaks else (None, None)
-    patch = stack[target][1]
+    patch = stack[target].patch
     lines = deps or SeriesLines(stack[:target + 1])
     regions = _regions(finder or Culprits(rng), patch, conflicts,
                        lambda path, span: _caused(lines, target, path, span, set(failed_ids)))
@@ -671,7 +680,7 @@ def attribute(rng: UpstreamRange, stack: Sequence[tuple[str, Patch]], target: in
         by_break = first is None or commit in rng.ancestors(first)
         att.culprits.append(Culprit(commit, rng.subject(commit), paths[commit], by_break))
     blockers = {pid for rc in regions for pid in rc.blocked_by}
-    att.blocked_by = [pid for pid, _ in stack if pid in blockers]
+    att.blocked_by = [sp.id for sp in stack if sp.id in blockers]
     return att
 
 

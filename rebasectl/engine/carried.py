@@ -5,10 +5,11 @@ Asked by ``bump`` (a patch is ``upstreamed`` only with the commit named), by the
 (a dropped patch: was it upstreamed, by which commit).
 
 The question is asked of *lines*: what a change adds and what it removes, in one file (or every
-file of a patch). The evidence is the change's *telling* lines only (stripped; at least
-``TELLING_CHARS`` characters that are not blanks or punctuation: a ``)`` or ``else:`` tells
-nothing; nor does a comment line, ``# ...``: upstream lands a fix in its own words, without the
-fork's comments; a ``#include`` or ``#define`` is code and counts):
+file of a patch). The evidence is the change's *telling* lines only (stripped; lines the
+attribution engine would blame, ``worth_blaming``: at least ``TELLING_CHARS`` characters that
+are not blanks or punctuation, so a ``)`` or ``else:`` tells nothing; nor, here, does a comment
+line, ``# ...``: upstream lands a fix in its own words, without the fork's comments; a
+``#include`` or ``#define`` is code and counts):
 
 * an added line the old file did not have must be in the target's file (a change that adds
   only short lines is judged by those lines: its removals alone prove nothing);
@@ -32,7 +33,6 @@ between ``old`` and ``new``).
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -41,11 +41,9 @@ from ..git import Repo
 from ..model.diffs import FileDiff, Hunk, text_lines
 from ..model.ids import Oid
 from ..model.patches import Patch
-from .attribution import UpstreamRange
+from .attribution import UpstreamRange, worth_blaming
 
 CARRIED_SHARE = 0.8  # the one threshold: the part of the telling lines the target must carry
-TELLING_CHARS = 4  # a line tells something when it has this many non-punctuation characters
-_NOISE = re.compile(rb"[\s()\[\]{}:,.;#'\"]")
 
 
 def telling(line: bytes) -> bool:
@@ -55,7 +53,7 @@ def telling(line: bytes) -> bool:
     patch #22 line for line, without the patch's two comment lines)."""
     if line.startswith(b"# ") or line == b"#":
         return False
-    return len(_NOISE.sub(b"", line)) >= TELLING_CHARS
+    return worth_blaming(line)
 
 
 def _evidence(added: Iterable[bytes]) -> set[bytes]:

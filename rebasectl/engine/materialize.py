@@ -22,6 +22,7 @@ from ..infra.faults import boundary
 from ..model import diffs
 from ..model.ids import Oid
 from ..model.patches import Mode, Patch, rfc2822_to_raw
+from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied
 from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
@@ -29,22 +30,17 @@ from .resolutions import Memory, blob_sha
 
 
 @dataclass
-class Step:
-    """What became of one patch (its content held, not copied): its commit, or why there is
+class Step(AboutPatch):
+    """What became of one patch (the patch held, not copied): its commit, or why there is
     none."""
 
     index: int  # 1-based position in the series
-    id: str
-    patch: Patch
+    patch: SeriesPatch
     status: Applied
     commit: Oid | None
     parent: Oid | None = None  # the commit it was applied on
     conflicts: tuple[FileConflict, ...] = ()
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
-
-    @property
-    def subject(self) -> str:
-        return self.patch.subject
 
 
 @dataclass
@@ -154,7 +150,7 @@ class Materializer:
         self.resolver = resolver
         self.memory = memory
 
-    def run(self, base: Oid, patches: Sequence[tuple[str, Patch]], *, three_way: bool = True,
+    def run(self, base: Oid, patches: Sequence[SeriesPatch], *, three_way: bool = True,
             keep_going: bool = False, start_index: int = 1,
             on_step: OnStep | None = None, numbers: Sequence[int] | None = None) -> Materialised:
         """Apply ``patches`` in order on ``base``. Stops at the first conflict unless
@@ -166,11 +162,12 @@ class Materializer:
         marks: list[int | None] = []
         parent: str | int = base
         try:
-            for offset, (pid, patch) in enumerate(patches):
+            for offset, sp in enumerate(patches):
                 number = numbers[offset] if numbers else start_index + offset
-                step, changes = self._step(state, number, pid, patch, three_way)
+                step, changes = self._step(state, number, sp, three_way)
                 mark = None
                 if step.status is not Applied.CONFLICT:
+                    patch = sp.patch
                     mark = stream.commit(parent, identity_of(patch), patch.message, changes)
                     parent = mark
                 marks.append(mark)
@@ -197,11 +194,12 @@ class Materializer:
                 parent = step.commit
                 boundary("commit")
 
-    def _step(self, state: TreeState, number: int, pid: str, patch: Patch,
+    def _step(self, state: TreeState, number: int, sp: SeriesPatch,
               three_way: bool) -> tuple[Step, list[Change]]:
         def step(status: Applied, conflicts: tuple[FileConflict, ...] = ()) -> Step:
-            return Step(number, pid, patch, status, None, conflicts=conflicts)
+            return Step(number, sp, status, None, conflicts=conflicts)
 
+        pid, patch = sp.id, sp.patch
         if patch.is_empty:
             return step(Applied.EMPTY), []
         followed: dict[str, str] = {}

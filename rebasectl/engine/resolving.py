@@ -40,6 +40,7 @@ from .proposals import (
     propose_file,
     superseded,
 )
+from .proposals.evidence import Recorded
 from .session import Session
 from .state import ApplyState
 
@@ -143,7 +144,7 @@ def recorded(patch_id: str, c: Any, resolved: bytes) -> list[Proposal | None]:
         if end is None:
             return [None] * len(found)
         out.append(Proposal(f"{patch_id}/{c.path}/{n}", patch_id, c.path, n, "recorded",
-                            done[at:end], {"by": "rerere: a resolution recorded earlier"},
+                            done[at:end], Recorded("rerere: a resolution recorded earlier"),
                             block.marked))
         at = end
     return out

@@ -243,7 +243,7 @@ class Session:
                                 f"{followed_words(step.followed)}", step.index, total))
 
         mat = Materializer(self.repo, self.labels(state), self.engine(state)).run(
-            state.tip, [(i, patches[i].patch) for i in remaining],
+            state.tip, [patches[i] for i in remaining],
             start_index=total - len(remaining) + 1, on_step=announce)
         for step in mat.steps:
             if step.commit:
@@ -352,7 +352,7 @@ class Session:
         """Why the stopped patch conflicts, region by region, as bump says it: the upstream
         commits that changed each region's lines (on a newer upstream than the series' base),
         or the skipped earlier patch whose lines it needs (it is blocked by that one)."""
-        stack = [(i, patches[i].patch) for i in state.ids]
+        stack = [patches[i] for i in state.ids]
         pos = state.ids.index(pid)
         deps = SeriesLines(stack[:pos + 1])
         gone = list(state.skipped)
@@ -362,7 +362,7 @@ class Session:
             att = attribute(UpstreamRange(self.repo, pinned, state.base), stack, pos, conflicts,
                             gone, deps, breaks=False)
             return att.regions, att.blocked_by
-        return [], deps.blockers(pos, stack[pos][1], gone)
+        return [], deps.blockers(pos, stack[pos].patch, gone)
 
     # -- skip / abort --------------------------------------------------------------------------
     def skip(self) -> ApplyOutcome:

@@ -54,6 +54,7 @@ class Repo:
         self.runner = Runner(self.path)
         self.history = History(self.runner)
         self._objects: Objects | None = None
+        self._commits: set[str] = set()  # full shas known to name commits here
 
     @classmethod
     def open(cls, path: Path) -> Repo:
@@ -113,12 +114,18 @@ class Repo:
         """The commit ``rev`` names, or None (an option-like ``rev`` names nothing)."""
         if not rev or rev.startswith("-"):
             return None
+        if rev in self._commits:  # a full sha asked again (a commit does not stop being one)
+            return Oid(rev)
         if self.upstream:
             rev = namespace.dwim(self.runner, rev)
         proc = self.runner.run(["rev-parse", "--verify", "--quiet", "--end-of-options",
                                 f"{rev}^{{commit}}"], check=False)
         sha = proc.stdout.decode().strip()
-        return Oid(sha) if proc.returncode == 0 and is_full(sha) else None
+        if proc.returncode != 0 or not is_full(sha):
+            return None
+        if sha == rev:
+            self._commits.add(sha)
+        return Oid(sha)
 
     def tree_of(self, rev: str) -> str:
         return self.runner.out(["rev-parse", f"{rev}^{{tree}}"])

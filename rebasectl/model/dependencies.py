@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 
 from .diffs import FileDiff, Hunk
 from .patches import Patch
+from .series_patch import SeriesPatch
 
 Owners = list[str | None]
 
@@ -26,18 +27,18 @@ Owners = list[str | None]
 class SeriesLines:
     """Owners of every line the series touches, before each of its patches."""
 
-    def __init__(self, stack: Sequence[tuple[str, Patch]]) -> None:
-        self.ids = [pid for pid, _ in stack]
+    def __init__(self, stack: Sequence[SeriesPatch]) -> None:
+        self.ids = [sp.id for sp in stack]
         self.before: list[dict[str, Owners]] = []  # per position: path -> owners of its lines
         self.creators: list[dict[str, str]] = []  # per position: path -> the patch creating it
         owners: dict[str, Owners] = {}
         created: dict[str, str] = {}
-        for pid, patch in stack:
+        for sp in stack:
             self.before.append({f.old_path: list(owners.get(f.old_path, []))
-                                for f in patch.files if f.old_path})
+                                for f in sp.files if f.old_path})
             self.creators.append(dict(created))
-            for f in patch.files:
-                _replay(owners, created, pid, f)
+            for f in sp.files:
+                _replay(owners, created, sp.id, f)
 
     def owners(self, pos: int, path: str, lines: Iterable[int]) -> list[str]:
         """Ids of the earlier patches that wrote these preimage lines of ``path`` (1-based),

@@ -404,7 +404,21 @@ class _Dumper(yaml.SafeDumper):
     is; the safe one refuses any type it was not told about."""
 
 
-_Dumper.add_multi_representer(str, yaml.SafeDumper.represent_str)
+_YAML_BREAKS = ("\x85", "\u2028", "\u2029")  # line breaks to YAML, not to Python
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    """A string as PyYAML writes it, except one holding a character YAML reads as a line break
+    (NEL, LS, PS): with ``allow_unicode`` those are written raw in a plain or single-quoted
+    scalar, and read back folded into a space; double quotes escape them (\\N, \\L, \\P), so
+    the name loads back as it was (a property test found an upstream name "\\x85")."""
+    if any(ch in text for ch in _YAML_BREAKS):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", str(text), style='"')
+    return dumper.represent_str(str(text))
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_multi_representer(str, _represent_str)
 
 
 def _yaml(doc: Any) -> str:

@@ -9,7 +9,8 @@ and adds only what became of it in that run. Those words are one enum per questi
 ``model/status.py`` (``Applied``; ``BumpStatus`` with ``blocked`` and ``upstreamed``;
 ``MappingStatus``; ``ProposalState``: proposed, accepted, verified, hand-resolved): what became
 of a patch belongs to the run that did it, never to the patch, which is the same patch in every
-run.
+run. A series in order (a *stack*) is a sequence of ``SeriesPatch``: the materialiser, the
+attribution and the line owners (``SeriesLines``) take that, never (id, patch) pairs.
 """
 
 from __future__ import annotations
@@ -63,10 +64,6 @@ class SeriesPatch:
     @property
     def drop_when(self) -> str | None:
         return self.entry.drop_when
-
-    def pair(self) -> tuple[str, Patch]:
-        """(id, patch): the form the materialiser and the attribution stack take."""
-        return self.entry.id, self.patch
 
 
 class AboutPatch:

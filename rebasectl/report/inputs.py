@@ -21,9 +21,10 @@ from ..git import Repo
 from ..infra.errors import ConflictError, RebasectlError
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid
-from ..model.patches import Patch, PatchError
+from ..model.patches import PatchError
 from ..model.patches import parse as parse_patch
 from ..model.series import PATCH_DIR, SERIES_FILE, Series, load, parse
+from ..model.series_patch import SeriesPatch
 from ..model.status import Applied
 from ..model.workspace import Workspace
 from .model import Side
@@ -54,7 +55,7 @@ class _Loaded:
 
     label: str
     series: Series | None = None
-    patches: list[tuple[str, Patch]] | None = None
+    patches: list[SeriesPatch] | None = None
     base: Oid | None = None
     commits: list[Oid] | None = None
 
@@ -107,15 +108,15 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
     return git, sides[0], sides[1], None
 
 
-def not_applying(patches: list[tuple[str, Patch]], done: Materialised) -> str:
+def not_applying(patches: list[SeriesPatch], done: Materialised) -> str:
     """The patches of a series that do not apply, each failing one with its files, and those
     blocked by them: they need lines or files of a failing patch, whether git merged them or
     not (a bump's ``blocked``, e.g. a series exported after an apply that skipped a patch)."""
     failed = [s.id for s in done.steps if s.status is Applied.CONFLICT]
     lines = SeriesLines(patches)
     said = []
-    for pos, (step, (_, patch)) in enumerate(zip(done.steps, patches)):
-        needs = lines.blockers(pos, patch, failed)
+    for pos, (step, sp) in enumerate(zip(done.steps, patches)):
+        needs = lines.blockers(pos, sp.patch, failed)
         if needs:
             said.append(f"patch {step.index} '{step.id}' is blocked by {', '.join(needs)} "
                         "(it needs their lines or files)")
@@ -161,13 +162,12 @@ def _series_dir(path: Path) -> _Loaded:
     if not path.is_dir():
         raise RebasectlError(f"{path}: not a series directory")
     series, loaded = load_series_dir(path)
-    return _Loaded(str(path), series, [lp.pair() for lp in loaded])
+    return _Loaded(str(path), series, loaded)
 
 
 def _working_copy(ws: Workspace) -> _Loaded:
     series = load(ws.root)
-    return _Loaded("working copy", series,
-                   [lp.pair() for lp in load_patches(ws, series)])
+    return _Loaded("working copy", series, load_patches(ws, series))
 
 
 def _repo(ws: Workspace) -> Repo:
@@ -194,7 +194,7 @@ def _at_rev(ws: Workspace, rev: str, label: str | None = None) -> _Loaded:
         data = git.objects.blob(f"{sha}:{PATCH_DIR}/{entry.file}")
         if data is None:
             raise PatchError(f"{where}: not found in this revision")
-        patches.append((entry.id, parse_patch(data, where)))
+        patches.append(SeriesPatch(entry, parse_patch(data, where)))
     return _Loaded(label or f"{rev} ({sha.short()})", series, patches)
 
 

@@ -22,12 +22,11 @@ the report's time.
 from __future__ import annotations
 
 import difflib
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..engine.attribution import Culprits
+from ..engine.attribution import Culprits, worth_blaming
 from ..git import Repo
 from ..model.diffs import FileDiff, Hunk, parse
 from ..model.ids import Oid
@@ -226,9 +225,10 @@ def _differing(group: list[tuple[str, int, int, int, int]], a: list[_Line],
 
 
 def _telling(text: str) -> bool:
-    """A line that can name its author: not blank, not only brackets and punctuation (a
-    ``):`` or a blank line was last touched by whoever touched anything near it)."""
-    return len(re.sub(r"[\s()\[\]{}:,.;#'\"]", "", text[1:])) >= 4
+    """A differing line (its diff prefix first) that can name its author, as the attribution
+    engine asks it of the lines it blames (``worth_blaming``: comment lines too, since blame
+    finds who wrote a comment as well as code)."""
+    return worth_blaming(text[1:].encode("utf-8", "surrogateescape"))
 
 
 def _trim(seq: list[_Line], start: int, end: int) -> list[_Line]:

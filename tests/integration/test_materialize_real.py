@@ -14,8 +14,8 @@ import pytest
 from rebasectl.engine.exchange import load_patches
 from rebasectl.engine.materialize import Materializer, commit_patch
 from rebasectl.git import Repo
-from rebasectl.model.patches import Patch
 from rebasectl.model.series import load
+from rebasectl.model.series_patch import SeriesPatch
 from rebasectl.model.status import Applied
 from rebasectl.model.workspace import Workspace
 
@@ -23,11 +23,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 JUNE = "3346fa8a2614efe6e4f459bca0bdda4f97a2f0a8"
 
 
-def git_reference(repo: Repo, base: str, stack: list[tuple[str, Patch]]) -> list[str | None]:
+def git_reference(repo: Repo, base: str, stack: list[SeriesPatch]) -> list[str | None]:
     """Each patch with git alone (3-way, a conflicting one left out): its commit, or None."""
     out: list[str | None] = []
     parent = base
-    for _, patch in stack:
+    for patch in (sp.patch for sp in stack):
         with repo.index() as index:
             index.read_tree(repo.tree_of(parent))
             if not patch.is_empty and not index.apply(patch.diff, three_way=True).ok:
@@ -43,7 +43,7 @@ def git_reference(repo: Repo, base: str, stack: list[tuple[str, Patch]]) -> list
 def test_python_materialiser_equals_git(mirror_path: Path, base: str) -> None:
     ws = Workspace(REPO_ROOT)
     series = load(ws.root)
-    stack = [(lp.entry.id, lp.patch) for lp in load_patches(ws, series)]
+    stack = load_patches(ws, series)
     repo = Repo(mirror_path)
     start = series.upstream.base if base == "pinned" else base
     ours = Materializer(repo).run(start, stack, keep_going=True)

@@ -27,7 +27,8 @@ import pytest
 from rebasectl.engine.exchange import load_patches
 from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo
-from rebasectl.model.series import load
+from rebasectl.model.series import PatchEntry, load
+from rebasectl.model.series_patch import SeriesPatch
 from rebasectl.model.status import Applied
 from rebasectl.model.workspace import Workspace
 from tests.conftest import real_mirror
@@ -89,7 +90,7 @@ def test_bump_regions_are_what_git_apply_3way_finds(bumped: dict[str, object],
     data = bumped["data"]
     assert isinstance(data, dict)
     ws = Workspace(series)
-    stack = [(lp.entry.id, lp.patch) for lp in load_patches(ws, load(series))]
+    stack = load_patches(ws, load(series))
     steps = {s.id: s for s in Materializer(Repo(mirror)).run(JUNE, stack, keep_going=True).steps}
     checked = 0
     for p in data["patches"]:
@@ -238,7 +239,8 @@ def test_a_merge_that_uses_a_removed_name_is_named(tmp_path: Path) -> None:
     f = old.files[0]
     merged = Patch(old.author_name, old.author_email, old.date, old.message,
                    f.render(list(f.hunks[:2])))
-    (step,) = Materializer(repo).run(JUNE, [("ipc-tms", merged)]).steps
+    entry = PatchEntry("ipc-tms", "ipc-tms.patch", merged.subject)
+    (step,) = Materializer(repo).run(JUNE, [SeriesPatch(entry, merged)]).steps
     assert step.commit is not None
     base = load(SERIES).upstream.base
     uses = uses_of_removed(repo, merged, step.commit, base, JUNE)

@@ -18,19 +18,19 @@ from tests.harness.cli import run as rebasectl
 from tests.harness.git import git_out as git
 from tests.sfix import Scenario, copy
 
-SHM = Path("/dev/shm")
-
-
+ELSEWHERE = [Path("/dev/shm"), Path(tempfile.gettempdir()), Path("/var/tmp")]
 
 
 @pytest.fixture
 def elsewhere(tmp_path: Path) -> Iterator[Path]:
-    """A folder on another file system than tmp_path (a tmpfs: /dev/shm)."""
-    if not SHM.is_dir() or not os.access(SHM, os.W_OK):
-        pytest.skip("no writable /dev/shm")
-    if os.stat(SHM).st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("/dev/shm is on the same file system as the tests' tmp")
-    where = Path(tempfile.mkdtemp(prefix="rebasectl-otherfs-", dir=SHM))
+    """A folder on another file system than tmp_path: a tmpfs (/dev/shm) when the tests' tmp
+    is on disk, the disk's tmp when the tests' tmp is in memory (tests/conftest.py)."""
+    here = os.stat(tmp_path).st_dev
+    found = [d for d in ELSEWHERE if d.is_dir() and os.access(d, os.W_OK)
+             and os.stat(d).st_dev != here]
+    if not found:
+        pytest.skip("no writable folder on another file system than the tests' tmp")
+    where = Path(tempfile.mkdtemp(prefix="rebasectl-otherfs-", dir=found[0]))
     yield where
     shutil.rmtree(where, ignore_errors=True)
 

@@ -15,11 +15,12 @@ from rebasectl.engine.attribution import (
 from rebasectl.engine.exchange import patch_from_commit
 from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo as GitRepo
-from rebasectl.model.patches import Patch
+from rebasectl.model.series import PatchEntry
+from rebasectl.model.series_patch import SeriesPatch
 from tests.harness.git import Repo, lines
 
 
-def scan(rng: UpstreamRange, stack: list[tuple[str, Patch]],
+def scan(rng: UpstreamRange, stack: list[SeriesPatch],
          target: int) -> tuple[list[tuple[str, bool]], int]:
     """Every state of the walk decided (``Scan.breaks`` decides only what it needs), and how
     many distinct states were tried."""
@@ -74,10 +75,14 @@ class Fork:
             files[path] = edit(current, old, new) if old else current + new
         return self.up.commit(message, files)
 
-    def stack(self, shas: list[str]) -> list[tuple[str, Patch]]:
+    def stack(self, shas: list[str]) -> list[SeriesPatch]:
+        """The commits as the series p1, p2, ... (the entry a series.yaml would hold)."""
         git = GitRepo(self.up.path)
-        return [(f"p{n}", patch_from_commit(git, info))
-                for n, info in enumerate(git.commits(shas), start=1)]
+        out = []
+        for n, info in enumerate(git.commits(shas), start=1):
+            patch = patch_from_commit(git, info)
+            out.append(SeriesPatch(PatchEntry(f"p{n}", f"p{n}.patch", patch.subject), patch))
+        return out
 
     def attribute(self, shas: list[str], target: int) -> tuple[object, object]:
         git = GitRepo(self.up.path)

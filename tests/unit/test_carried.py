@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rebasectl.engine import serialize
-from rebasectl.engine.attribution import UpstreamRange
+from rebasectl.engine.attribution import UpstreamRange, worth_blaming
 from rebasectl.engine.carried import (
     CARRIED_SHARE,
     CarriedLines,
@@ -39,11 +39,11 @@ def test_patch_carried_names_the_commit_that_brought_its_lines(tmp_path: Path) -
     later = fork.change("touches the file later", {"a.txt": ("line 28\n", "line 28 y\n")})
     engine = _engine(fork)
     stack = fork.stack(shas)
-    got = engine.patch(stack[0][1])
+    got = engine.patch(stack[0].patch)
     assert got.carried and got.commit == brought and got.how == "lines"
     assert got.commit != later and got.share == 1.0 and got.total == 2
     assert serialize.carried(got)["threshold"] == CARRIED_SHARE
-    ours = engine.patch(stack[1][1])
+    ours = engine.patch(stack[1].patch)
     assert not ours.carried and ours.commit is None and ours.share == 0.0
 
 
@@ -54,7 +54,7 @@ def test_same_patch_id_is_taken_first(tmp_path: Path) -> None:
     fork.up.git("revert", "--no-edit", same)
     fork.change("and again", {"a.txt": ("line 20\n", FEATURE)})
     engine = _engine(fork)
-    patch = fork.stack(shas)[0][1]
+    patch = fork.stack(shas)[0].patch
     got = engine.patch(patch)
     assert (got.commit, got.how) == (same, "patch-id")  # the first landing, not the re-land
     assert reverse_applies(engine.rng.repo, engine.rng.new, patch)
@@ -65,7 +65,7 @@ def test_lines_the_old_base_had_are_no_evidence(tmp_path: Path) -> None:
     fork = Fork(tmp_path, {"a.txt": base})
     shas = fork.series([("dup", {"a.txt": ("line 3\n", "line 3\nfeature = enabled()\n")})])
     fork.change("unrelated", {"a.txt": ("line 9\n", "line 9 x\n")})
-    got = _engine(fork).patch(fork.stack(shas)[0][1])
+    got = _engine(fork).patch(fork.stack(shas)[0].patch)
     assert not got.carried and got.total == 0
 
 
@@ -91,7 +91,7 @@ def test_file_renamed_upstream_is_followed(tmp_path: Path) -> None:
     fork.up.git("mv", "old.txt", "new.txt")
     fork.up.git("commit", "-q", "-m", "rename")
     brought = fork.change("lands it", {"new.txt": ("line 20\n", FEATURE)})
-    got = _engine(fork).patch(fork.stack(shas)[0][1])
+    got = _engine(fork).patch(fork.stack(shas)[0].patch)
     assert got.carried and got.commit == brought
 
 
@@ -115,12 +115,12 @@ def test_absorbed_patch_is_named_by_patch_id_or_content(tmp_path: Path) -> None:
     rng = UpstreamRange(git, fork.base, fork.up.head())
     engine = CarriedLines(rng)
     stack = fork.stack(shas)
-    assert engine.same_patch_id(stack[0][1]) == same  # the first landing, not the re-land
-    assert engine.patch(stack[0][1]).commit == same
-    assert reverse_applies(git, rng.new, stack[0][1])
-    assert engine.same_patch_id(stack[1][1]) == mixed  # its change to b.txt is exactly the patch
-    assert reverse_applies(git, rng.new, stack[1][1])
-    assert not reverse_applies(git, fork.base, stack[1][1])
+    assert engine.same_patch_id(stack[0].patch) == same  # the first landing, not the re-land
+    assert engine.patch(stack[0].patch).commit == same
+    assert reverse_applies(git, rng.new, stack[0].patch)
+    assert engine.same_patch_id(stack[1].patch) == mixed  # its change to b.txt is exactly the patch
+    assert reverse_applies(git, rng.new, stack[1].patch)
+    assert not reverse_applies(git, fork.base, stack[1].patch)
 
 
 def test_a_line_replaced_differently_upstream_is_not_carried(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_a_line_replaced_differently_upstream_is_not_carried(tmp_path: Path) -> 
     fork = Fork(tmp_path, {"a.txt": lines(12)})
     shas = fork.series([("feat: line 3", {"a.txt": ("line 3\n", "P 3\n")})])
     fork.change("upstream: line 3", {"a.txt": ("line 3\n", "UP 3\n")})
-    got = _engine(fork).patch(fork.stack(shas)[0][1])
+    got = _engine(fork).patch(fork.stack(shas)[0].patch)
     assert not got.carried and got.commit is None
     assert (got.found, got.total) == (1, 2)
 
@@ -146,10 +146,15 @@ def test_comment_lines_are_no_evidence_for_bump_report_and_proposals(tmp_path: P
     shas = fork.series([("fix: gate", {"a.txt": ("line 20\n", commented)})])
     brought = fork.change("upstream fix", {"a.txt": ("line 24\n", "line 24\n" + FEATURE[8:])})
     engine = _engine(fork)
-    got = engine.patch(fork.stack(shas)[0][1])
+    got = engine.patch(fork.stack(shas)[0].patch)
     assert got.carried and got.commit == brought and (got.found, got.total) == (2, 2)
     region = engine.changes([Change.of_sides("a.txt", [b"line 20"],
                                              [ln.encode() for ln in commented.splitlines()])])
     assert region.commit == brought
     assert not telling(b"# gate the slice: kv heads < tp") and not telling(b"#")
     assert telling(b"#include <cuda_runtime.h>") and telling(b"#define WARP 32")
+    # blame names a comment's author as well as code's (the attribution engine and the report's
+    # interdiffs ask about these lines); only the carried evidence leaves comments out
+    assert worth_blaming(b"# gate the slice: kv heads < tp") and not worth_blaming(b"# ):")
+    for line in (b"):", b"else:", b"x = 1", b"return compute(a)", b"#define WARP 32"):
+        assert telling(line) == worth_blaming(line), line

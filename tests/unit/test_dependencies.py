@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rebasectl.engine.exchange import patch_from_commit
 from rebasectl.git import Repo as GitRepo
 from rebasectl.model.dependencies import SeriesLines
 from tests.synth import lines, rebasectl
@@ -44,14 +43,13 @@ def _series(tmp: Path) -> tuple[Fork, Path, dict[str, str]]:
 def test_series_lines_know_who_wrote_what(tmp_path: Path) -> None:
     fork, _, _ = _series(tmp_path)
     git = GitRepo(fork.up.path)
-    infos = git.commits(git.history.rev_list([f"{fork.base}..fork"]))
-    stack = [(f"p{n}", patch_from_commit(git, i)) for n, i in enumerate(infos, start=1)]
+    stack = fork.stack(git.history.rev_list([f"{fork.base}..fork"]))
     deps = SeriesLines(stack)
     assert deps.creator(1, "new.txt") == "p1" and deps.creator(0, "new.txt") is None
     assert deps.owners(2, "a.txt", [10, 11]) == ["p1"]  # p1 wrote "feature = enabled()"
     assert deps.owners(2, "a.txt", [9, 12]) == []  # upstream's lines
-    assert deps.blockers(1, stack[1][1], ["p1"]) == ["p1"]
-    assert deps.blockers(3, stack[3][1], ["p1"]) == []
+    assert deps.blockers(1, stack[1].patch, ["p1"]) == ["p1"]
+    assert deps.blockers(3, stack[3].patch, ["p1"]) == []
 
 
 def test_bump_blocked_by_an_earlier_conflict_never_upstreamed_or_deleted(tmp_path: Path) -> None:

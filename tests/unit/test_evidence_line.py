@@ -7,21 +7,20 @@ from __future__ import annotations
 
 from rebasectl.commands.bump import evidence_line
 from rebasectl.engine.proposals import Proposal
+from rebasectl.engine.proposals.evidence import Upstream
 
 
-def proposal(evidence: dict[str, object]) -> Proposal:
-    return Proposal("p/f.py/1", "p", "f.py", 1, "already-upstream", ["x = 1"], dict(evidence),
+def proposal(evidence: Upstream) -> Proposal:
+    return Proposal("p/f.py/1", "p", "f.py", 1, "already-upstream", ["x = 1"], evidence,
                     ["<<<<<<< upstream", "x = 1", "=======", "x = 2", ">>>>>>> patch p"])
 
 
 def test_lines_verdict_says_what_upstream_has() -> None:
-    line = evidence_line(proposal({"commit": "f4502eb1c92f77e0", "how": "lines", "share": 1.0,
-                                   "names": []}))
+    line = evidence_line(proposal(Upstream("f4502eb1c92f77e0", "lines", share=1.0)))
     assert "  " not in line, line
     assert line.startswith("upstream already has the patch's lines by f4502eb1c92f"), line
 
 
 def test_names_verdict_names_them() -> None:
-    line = evidence_line(proposal({"commit": "c0ffee00", "how": "names",
-                                   "names": ["fast", "slow"]}))
+    line = evidence_line(proposal(Upstream("c0ffee00", "names", ("fast", "slow"))))
     assert line.startswith("upstream already has fast, slow by c0ffee0"), line

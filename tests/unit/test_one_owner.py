@@ -165,6 +165,10 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
             "Applied", "StepStatus", "BumpStatus", "MappingStatus", "ProposalState"))),
     "does a patch apply (exactly, else 3-way)": (
         "engine/conflicts.py", _where(functions, lambda s: s.lstrip("_") in ("applies",))),
+    "is a line worth blaming (its punctuation pattern, TELLING_CHARS)": (
+        "engine/attribution.py", lambda tree: iter([
+            *_where(constants, lambda s: "{}:,.;#" in s)(tree),
+            *_where(assigned, lambda s: s == "TELLING_CHARS")(tree)])),
 }
 
 
@@ -211,6 +215,8 @@ def test_a_second_definition_is_caught() -> None:
             'D = re.compile(r"\\d+ [+-]\\d{4}")',
         "a file's git mode (its spelling: 100644, 100755, 120000)": 'mode = "100644"',
         "does a patch apply (exactly, else 3-way)": "def _applies(index, patch):\n    return 1",
+        "is a line worth blaming (its punctuation pattern, TELLING_CHARS)":
+            'NOISE = re.compile(r"[\\s()\\[\\]{}:,.;#\'\\"]")',
         "the words for what became of a patch (status enums)":
             "class BumpStatus(str, Enum):\n    CLEAN = 'clean'",
     }

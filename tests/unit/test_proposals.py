@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from rebasectl.engine.proposals.evidence import Upstream
 from rebasectl.engine.proposals.merge import merge, norm
 from rebasectl.engine.proposals.rules import Case, Earlier, Oracle, Sides, first
 from tests.harness.cli import run as rebasectl
@@ -168,7 +169,8 @@ def test_already_upstream_needs_the_names_and_a_commit() -> None:
     assert first(c, Oracle()) is None or first(c, Oracle()).rule != "already-upstream"  # type: ignore[union-attr]
     found = first(c, Brought())
     assert found is not None and found.rule == "already-upstream"
-    assert found.lines == c.sides.ours and found.evidence["commit"] == "c0ffee"
+    assert found.lines == c.sides.ours and isinstance(found.evidence, Upstream)
+    assert found.evidence.commit == "c0ffee"
     # a name the patch removes is still upstream's: not the same change
     kept = case(["    y = old(a)"], ["    y = old(a)", "    z = new(a)"], ["    y = new(a)"])
     assert first(kept, Brought()) is None or first(kept, Brought()).rule != "already-upstream"  # type: ignore[union-attr]
@@ -365,8 +367,8 @@ def test_already_upstream_when_upstream_documents_the_same_argument_in_its_own_w
                    "                                          Defaults to None."]
     found = first(case(base, ours, theirs), Brought())
     assert found is not None and found.rule == "already-upstream", found
-    assert found.lines == ours and found.evidence["how"] == "items"
-    assert found.evidence["names"] == ["input_ids"] and found.evidence["commit"] == "c0ffee"
+    assert found.lines == ours and found.evidence == Upstream(
+        "c0ffee", "items", ("input_ids",), (ours[1],))  # upstream's line that holds it
     nothing = first(case(base, ours, theirs), Oracle())
     assert nothing is None or nothing.rule != "already-upstream"
     # another argument documented upstream: both entries are kept, not upstream's alone

@@ -295,3 +295,54 @@ def test_unclaimed_failures_are_unmapped_and_fail_the_run() -> None:
     run = TestRun("patched", "t", results, [], 1, "", unmapped)
     assert run.result == "failed" and run.categories()["unmapped"] == 1
     assert serialize.test_run(run)["unmapped"][0]["category"] == "unmapped"
+
+
+BASE_TREE_TEST = """
+import os
+from pathlib import Path
+
+import pytest
+
+@pytest.mark.cpu
+def test_compares_with_the_unpatched_base():
+    init = Path("megatron") / "core" / "__init__.py"
+    tested = Path(os.environ["REBASECTL_TEST_TREE"]) / init
+    base = Path(os.environ.get("REBASECTL_BASE_TREE", "none given")) / init
+    assert tested.read_text() == "FEATURE = True\\n"
+    assert base.read_text() == "FEATURE = False\\n", "no unpatched base tree"
+"""
+
+
+def test_the_patched_tree_is_compared_with_a_checkout_of_its_base(tmp_path: Path) -> None:
+    """`rebasectl test` with no --tree tests the patched work tree (applying the series first)
+    and hands the default-path checks the unpatched base (REBASECTL_BASE_TREE): the command
+    decides both trees (commands/test.py ``prepare``), cli.py only renders. With --tree or
+    --against base there is no patched work tree to compare, so no base is given."""
+    from rebasectl.commands.test import prepare
+    from rebasectl.model.workspace import Workspace
+    from tests.unit.test_attribution import Fork
+    from tests.unit.test_bump import imported
+
+    init = "megatron/core/__init__.py"
+    fork = Fork(tmp_path, {init: "FEATURE = False\n"})
+    (tip,) = fork.series([("feat: the feature", {init: ("False", "True")})])
+    series = imported(tmp_path, fork, tip)
+    yaml = (series / "series.yaml").read_text()
+    assert yaml.count("  tests: []\n") == 1
+    (series / "series.yaml").write_text(yaml.replace(
+        "  tests: []\n", "  tests: [tests/regression/test_one.py]\n"))
+    reg = series / "tests" / "regression"
+    reg.mkdir(parents=True)
+    (reg / "conftest.py").write_text(CONFTEST)
+    (reg / "test_one.py").write_text(BASE_TREE_TEST)
+    up = str(fork.up.path)
+    proc = rebasectl(series, "test", "--upstream", up, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["patches"][0]["passed"] == 1
+    ws = Workspace(series)
+    patched = prepare(ws, "patched", up, None, 1)  # the work tree the run made, as it is
+    assert patched.base == ws.base_tree and (patched.tree / "megatron").is_dir()
+    given = prepare(ws, "patched", up, tmp_path / "up", 1)
+    assert (given.tree, given.base) == (tmp_path / "up", None)
+    on_base = prepare(ws, "base", up, None, 1)
+    assert on_base.base is None and on_base.tree == ws.base_tree

@@ -26,7 +26,8 @@ from ...model.status import ProposalState
 from .. import serialize
 from ..carried import CarriedLines, Change
 from ..conflicts import ConflictKind, FileConflict, marked_blocks
-from .evidence import ProposalEvidence
+from . import evidence
+from .evidence import BothInsert, Evidence, Superseded, Upstream
 from .merge import norm
 from .rules import Case, Earlier, Found, Oracle, Sides, first, item_names, names
 
@@ -41,7 +42,7 @@ class Proposal:
     n: int
     rule: str
     lines: list[str]
-    evidence: dict[str, Any]
+    evidence: Evidence
     marked: list[str]  # the region as the marked-up file holds it, markers included
     port: dict[str, Any] | None = None
     state: ProposalState = ProposalState.PROPOSED
@@ -60,16 +61,17 @@ class Proposal:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "rule": self.rule, "state": self.state.value,
-                "evidence": self.evidence, "diff": self.diff, "lines": self.lines,
-                "port": self.port}
+                "evidence": evidence.to_json(self.evidence), "diff": self.diff,
+                "lines": self.lines, "port": self.port}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Proposal:
         pid, _, rest = str(data["id"]).partition("/")
         path, _, n = rest.rpartition("/")
-        return cls(str(data["id"]), pid, path, int(n), str(data["rule"]), list(data["lines"]),
-                   dict(data["evidence"]), list(data.get("marked") or []), data.get("port"),
-                   ProposalState(str(data.get("state", "proposed"))))
+        rule = str(data["rule"])
+        return cls(str(data["id"]), pid, path, int(n), rule, list(data["lines"]),
+                   evidence.from_json(rule, data["evidence"]), list(data.get("marked") or []),
+                   data.get("port"), ProposalState(str(data.get("state", "proposed"))))
 
 
 @dataclass
@@ -199,13 +201,13 @@ def consistent(props: list[Proposal | None], conflicts: Sequence[FileConflict] =
     an inserted item (a parameter, a keyword) whose name the patch uses nowhere but in regions
     left to a person (``conflicts``: the regions, in ``props``' order; ``added``: every line
     the patch adds) only makes sense with what that person decides there: withdrawn too."""
-    made = {n for p in props if p is not None and p.rule == "already-upstream"
-            for n in ProposalEvidence(p.evidence).names}
+    made = {n for p in props if p is not None and isinstance(p.evidence, Upstream)
+            for n in p.evidence.names}
     regions = region_additions(conflicts) if conflicts else []
     for i, p in enumerate(props):
-        if p is None or p.rule != "both-insert":
+        if p is None or not isinstance(p.evidence, BothInsert):
             continue
-        inserted = [ln for at in ProposalEvidence(p.evidence).insertions for ln in at["patch"]]
+        inserted = [ln for at in p.evidence.insertions for ln in at.patch]
         if item_names(inserted) & made or \
                 len(regions) == len(props) and (
                     _only_left(item_names(inserted), props, regions, added)
@@ -259,12 +261,13 @@ def superseded(props: list[Proposal | None]) -> bool:
     """Every region of a patch is one upstream already made: the patch as a whole is redundant.
     Its proposals become one proposed drop, the commits named."""
     real = [p for p in props if p is not None]
-    if not real or len(real) != len(props) or any(p.rule != "already-upstream" for p in real):
+    found = [p.evidence for p in real if isinstance(p.evidence, Upstream)]
+    if not real or len(found) != len(props):
         return False
-    commits = sorted({c for p in real if (c := ProposalEvidence(p.evidence).commit)})
-    for p in real:
+    commits = tuple(sorted({ev.commit for ev in found if ev.commit}))
+    for p, ev in zip(real, found):
         p.rule = "superseded"
-        p.evidence = {**p.evidence, "drop": True, "commits": commits}
+        p.evidence = Superseded(commits, ev)
     return True
 
 
@@ -275,8 +278,8 @@ def dropped(patch_id: str, c: FileConflict, commit: str, subject: str) -> list[P
         return []
     found = blocks(c.content.decode("utf-8", "surrogateescape"))
     return [Proposal(f"{patch_id}/{c.path}/{n}", patch_id, c.path, n, "superseded",
-                     list(b.sides.ours), {"drop": True, "commit": commit, "commits": [commit],
-                                          "subject": subject, "how": "patch", "names": []},
+                     list(b.sides.ours),
+                     Superseded((commit,), Upstream(commit, "patch", subject=subject)),
                      b.marked) for n, b in enumerate(found, 1)]
 
 

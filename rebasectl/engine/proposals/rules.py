@@ -33,6 +33,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from ...model.pysyntax import import_names
+from .evidence import BothInsert, ContextOnly, Evidence, Moved, Upstream, insertions
 from .merge import (
     CLOSE,
     Edit,
@@ -99,7 +100,7 @@ class Found:
 
     rule: str
     lines: list[str]
-    evidence: dict[str, Any]
+    evidence: Evidence
     port: dict[str, Any] | None = None  # moved: the patch's edit carried to another place
 
 
@@ -140,15 +141,15 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
     verdict = oracle.region(case.path, s.base, s.theirs)
     if verdict is not None:
         return Found("already-upstream", list(s.ours),
-                     {"commit": verdict["commit"], "subject": verdict.get("subject"),
-                      "how": "lines", "share": verdict.get("share"), "names": []})
+                     Upstream(str(verdict["commit"]), "lines", subject=verdict.get("subject"),
+                              share=verdict.get("share")))
     items = _same_items(s)
     if items:
         commit = oracle.brought(case.path, _items_lines(s.ours, items))
         if commit is not None:
             return Found("already-upstream", list(s.ours),
-                         {"commit": commit, "how": "items", "names": sorted(items),
-                          "lines": _items_lines(s.ours, items)})
+                         Upstream(commit, "items", tuple(sorted(items)),
+                                  tuple(_items_lines(s.ours, items))))
     added = names(s.theirs) - names(s.base)
     removed = names(s.base) - names(s.theirs)
     ours = names(s.ours)
@@ -159,7 +160,7 @@ def already_upstream(case: Case, oracle: Oracle) -> Found | None:
     if commit is None:  # no commit, no verdict
         return None
     return Found("already-upstream", list(s.ours),
-                 {"commit": commit, "how": "names", "names": sorted(added), "lines": holding})
+                 Upstream(commit, "names", tuple(sorted(added)), tuple(holding)))
 
 
 def _holding(lines: list[str], wanted: set[str]) -> list[str]:
@@ -229,8 +230,8 @@ def merged(case: Case, oracle: Oracle) -> Found | None:
         if within is None:
             return None
         return Found("context-only", within,
-                     {"context": "the patch's change within its lines, made on upstream's "
-                                 "text of them (re-wrapped or re-indented)"})
+                     ContextOnly("the patch's change within its lines, made on upstream's "
+                                 "text of them (re-wrapped or re-indented)"))
     if not result.patch_edits:
         return None
     if result.same_point:
@@ -278,8 +279,8 @@ def _beside(result: Merged, s: Sides) -> Found | None:
             defined(tuple(s.ours)) or _flags(inserted) & _flags(s.ours):
         return None  # it uses a name upstream took away, or binds one upstream's side binds
     return Found("context-only", result.lines,
-                 {"context": "upstream rewrote the line the patch's insertion stands beside: "
-                             "the insertion goes beside upstream's text of it"})
+                 ContextOnly("upstream rewrote the line the patch's insertion stands beside: "
+                             "the insertion goes beside upstream's text of it"))
 
 
 def _runs(rewrites: list[Edit]) -> list[Edit]:
@@ -315,8 +316,8 @@ def _neighbours(result: Merged, s: Sides) -> Found | None:
     if names([x for p in pa for x in p.lines]) & (names(s.base) - names(s.ours)):
         return None
     return Found("context-only", result.lines,
-                 {"context": "upstream rewrote the lines next to the patch's: both rewrites "
-                             "kept"})
+                 ContextOnly("upstream rewrote the lines next to the patch's: both rewrites "
+                             "kept"))
 
 
 def _both(result: Merged, s: Sides) -> Found | None:
@@ -331,10 +332,9 @@ def _both(result: Merged, s: Sides) -> Found | None:
             return None
         if _positional(a) and _positional(b):
             return None  # both add positional items: their order is what callers bind to
-    where = [{"after_preimage_line": at, "upstream": list(a), "patch": list(b)}
-             for at, a, b in result.same_point]
     return Found("both-insert", result.lines,
-                 {"order": "upstream's lines first, then the patch's", "insertions": where})
+                 BothInsert("upstream's lines first, then the patch's",
+                            insertions(result.same_point)))
 
 
 FLAG = re.compile(r"""['"](--?[A-Za-z][\w-]*)['"]""")
@@ -409,15 +409,15 @@ def _context(result: Merged, s: Sides) -> Found | None:
     text at the patch's indentation)."""
     if result.wrapped:
         return Found("context-only", result.lines,
-                     {"context": "upstream rewrote lines the patch only wrapped in a block: "
+                     ContextOnly("upstream rewrote lines the patch only wrapped in a block: "
                                  "upstream's text of them, at the patch's indentation",
-                      "wrapped": result.wrapped})
+                                 wrapped=result.wrapped))
     if edits(s.base, s.ours, loose=True) or not (result.reindented or
                                                  _respaced(s.base, s.ours)):
         return None
     return Found("context-only", result.lines,
-                 {"context": "upstream re-indented or re-spaced the lines around the patch's "
-                             "edit", "reindented": result.reindented})
+                 ContextOnly("upstream re-indented or re-spaced the lines around the patch's "
+                             "edit", reindented=result.reindented))
 
 
 def _respaced(base: list[str], ours: list[str]) -> bool:
@@ -443,7 +443,7 @@ def moved(case: Case, oracle: Oracle) -> Found | None:
     ported = _port(s, block, lines, at)
     if ported is None:
         return None
-    evidence = {"to": path, "line": at + 1, "commit": commit, "block": block}
+    evidence = Moved(path, at + 1, commit, block=tuple(block))
     return Found("moved", list(s.ours), evidence, {"path": path, "line": at + 1,
                                                     "old": lines[at:at + len(block)],
                                                     "new": ported})
@@ -497,7 +497,7 @@ def _moved_call(case: Case, oracle: Oracle) -> Found | None:
         return None  # no argument list to extend, or the call passes those names already
     delta = indent(lines[i + 1]) - indent(added[0])
     moved_in = [" " * delta + x if delta >= 0 else x[-delta:] for x in added]
-    evidence = {"to": path, "line": end + 1, "commit": commit, "call": head}
+    evidence = Moved(path, end + 1, commit, call=head)
     return Found("moved", list(s.ours), evidence,
                  {"path": path, "line": i + 1, "old": lines[i:end + 1],
                   "new": lines[i:end] + moved_in + [lines[end]]})
@@ -595,11 +595,11 @@ def on_earlier(case: Case, oracle: Oracle) -> Found | None:
     if all(x.insertion for x in pa) and not all(_items(x.lines) for x in pa):
         return None
     return Found("context-only", result.lines,
-                 {"context": f"the region holds lines of {', '.join(e.patches)}, which does "
+                 ContextOnly(f"the region holds lines of {', '.join(e.patches)}, which does "
                              "not apply: the patch's change made on them as "
                              + ("that patch adds them" if via == "their lines" else
                                 f"its proposal {via} resolves them"),
-                  "needs": list(e.patches), "on": via})
+                             needs=tuple(e.patches), on=via))
 
 
 def layout_only(case: Case, oracle: Oracle) -> Found | None:
@@ -612,8 +612,8 @@ def layout_only(case: Case, oracle: Oracle) -> Found | None:
     if layout_tokens("\n".join(s.base)) != layout_tokens("\n".join(s.theirs)):
         return None
     return Found("context-only", list(s.ours),
-                 {"context": "the patch only re-formats these lines (the same code): "
-                             "upstream's side, its own text of them"})
+                 ContextOnly("the patch only re-formats these lines (the same code): "
+                             "upstream's side, its own text of them"))
 
 
 RULES: list[Callable[[Case, Oracle], Found | None]] = [already_upstream, on_earlier,
