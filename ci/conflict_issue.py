@@ -75,7 +75,7 @@ def _regions(conflict: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render(data: dict[str, Any]) -> str:
-    failing = [p for p in data["patches"] if p["status"] not in ("clean", "empty", "resolved")]
+    failing = [p for p in data["patches"] if p["status"] not in ("clean", "empty")]
     for p in data["patches"]:
         for c in p.get("culprits", []):
             if isinstance(c, dict) and c.get("subject"):
@@ -102,7 +102,8 @@ def render(data: dict[str, Any]) -> str:
              + (" Proposals below: `rebasectl resolve --list`." if proposals else ""), ""]
     body = "\n".join(head + [x for p in failing for x in patch(p)])
     if len(body) > LIMIT:
-        body = body[:LIMIT] + "\n\n_(truncated: the run's artifacts hold bump.json and README.md)_\n"
+        body = (body[:LIMIT]
+                + "\n\n_(truncated: the run's artifacts hold bump.json and README.md)_\n")
     return body
 
 

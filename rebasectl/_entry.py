@@ -11,9 +11,11 @@ import os
 import signal
 import sys
 
+EARLY = "rebasectl: error: interrupted before the command began (nothing changed): run it again\n"
+
 
 def _early(signum: int, frame: object) -> None:
-    sys.stderr.write("rebasectl: error: interrupted\n")
+    sys.stderr.write(EARLY)
     os._exit(130)
 
 
@@ -31,7 +33,7 @@ def main() -> None:
         boundary("ready")
         cli_main()
     except Interrupted:  # after the handler is on, before the command's own mapping of it
-        sys.stderr.write("rebasectl: error: interrupted\n")
+        sys.stderr.write(EARLY)
         sys.exit(130)
     finally:  # the exit code is decided: a Ctrl-C now must not kill Python's shutdown (exit -2)
         signal.signal(signal.SIGINT, signal.SIG_IGN)

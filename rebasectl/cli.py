@@ -268,12 +268,13 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
     """The rebase report: every patch of the old series mapped to the new one, with evidence."""
     from .commands.report import report as make_report
 
-    text = make_report(ws, old_rev=old_rev, new_rev=new_rev, old_series=old_series,
-                       new_series=new_series, old_range=old_range, new_range=new_range,
-                       repo=repo, upstream=upstream, fmt="json" if as_json else fmt,
-                       verbose=verbose, output=output)
+    text, code = make_report(ws, old_rev=old_rev, new_rev=new_rev, old_series=old_series,
+                             new_series=new_series, old_range=old_range, new_range=new_range,
+                             repo=repo, upstream=upstream, fmt="json" if as_json else fmt,
+                             verbose=verbose, output=output)
     if text is not None:
         sys.stdout.write(text)
+    finish(code)
 
 
 @cli.command()
@@ -346,7 +347,9 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
 
 
 # -- entry point -----------------------------------------------------------------------------------
-INTERRUPTED_MSG = "interrupted; state is saved: rerun the command or `rebasectl continue`/`abort`"
+INTERRUPTED_MSG = ("interrupted; what was done is saved: `rebasectl status` says where things "
+                   "stand and, with an apply in progress, what goes on from there; any other "
+                   "command goes on when run again")
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -387,7 +390,7 @@ def _main() -> None:
     except RebasectlError as exc:
         _fail(exc.message, exc.exit_code, as_json)
     except click.exceptions.Abort:
-        _fail("interrupted", ExitCode.INTERRUPTED, as_json)
+        _fail(INTERRUPTED_MSG, ExitCode.INTERRUPTED, as_json)
     except click.ClickException as exc:
         _fail(exc.format_message().replace("\n", " "), ExitCode.BAD_INPUT, as_json)
     except KeyboardInterrupt:

@@ -35,10 +35,16 @@ def status(data: dict[str, Any]) -> None:
                 "it again")
     if not progress:
         return
-    stopped = progress["stopped_at"] if progress.get("conflict_written") else None
+    committed = progress.get("committed") or []
+    stopped = progress["stopped_at"] if progress.get("conflict_written") and not committed \
+        else None
     where = f"stopped at {stopped}" if stopped else "interrupted"
-    ui.line(f"apply in progress on {short(progress['base'])}: {progress['applied']}/"
-            f"{progress['total']} applied, {where} in {progress['worktree']}")
+    ui.line(f"apply in progress on {short(progress['base'])}: "
+            f"{progress['applied'] + len(committed)}/{progress['total']} applied, {where} in "
+            f"{progress['worktree']}")
+    for item in committed:
+        ui.line(f"  {item['index']}/{progress['total']} {item['id']}: committed "
+                f"{short(item['commit'])} (the run was interrupted before it said so)")
     for item in progress["unmerged"]:
         ui.line(f"  unmerged: {item['path']} ({item['kind']})")
     if progress["skipped"]:
@@ -266,8 +272,7 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
     ui.line(f"bump {result.old.short()} -> {result.new.short()} "
             f"({commits(result.upstream_commits)}): {verdict}")
     ui.table(None, ["#", "id", "status", "first break", "regions", "culprits"],
-             [[p.index, p.id, p.status.value, _first(p), sum(len(c.regions) for c in
-                                                              p.conflicts),
+             [[p.index, p.id, p.status.value, _first(p), p.region_count(),
                len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
     for p in result.patches:
         for a, b in p.followed.items():
@@ -285,17 +290,17 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
         return
     ui.line(f"series carried to {result.new.short()}; exported ({len(result.changed)} files "
             f"changed); work tree {result.worktree}")
+    for p in result.upstreamed():
+        ui.line(p.upstreamed_line(len(result.patches), carried=True))
 
 
 def _bump_summary(result: Any, verbose: bool) -> None:
-    failing = result.failing()
-    blocked = sum(1 for p in failing if p.status.value == "blocked")
     regions = result.region_lines()
-    ui.note(f"bump {result.old.short()} -> {result.new.short()}: {len(failing)} of "
-            f"{len(result.patches)} patches fail ({len(failing) - blocked} conflict, "
-            f"{blocked} blocked), {len(regions)} regions")
+    ui.note(f"bump {result.old.short()} -> {result.new.short()}: {result.summary()}")
     for text in result.patch_lines():
         ui.note(f"  {text}")
+    for p in result.upstreamed():
+        ui.note(f"  {p.upstreamed_line(len(result.patches))}")
     risky = result.warning_lines()
     for text in risky if verbose else risky[:SHOWN_RISKS]:
         ui.note(f"  warning: {text}")
@@ -303,8 +308,8 @@ def _bump_summary(result: Any, verbose: bool) -> None:
         ui.note(f"  +{len(risky) - SHOWN_RISKS} more warnings: {result.artifacts / 'risks.txt'}")
     shown = regions if verbose else regions[:SHOWN_REGIONS]
     if shown:
-        ui.note("  regions:" if len(shown) == len(regions) else
-                f"  regions (the first {len(shown)} of {len(regions)}):")
+        ui.note("  regions to resolve:" if len(shown) == len(regions) else
+                f"  regions to resolve (the first {len(shown)} of {len(regions)}):")
     for text in shown:
         ui.note(f"    {text}")
     if len(regions) > len(shown):

@@ -32,7 +32,6 @@ from ..engine.attribution import (
     RegionCulprits,
     UpstreamRange,
     attribute,
-    landing,
     relevant_stack,
 )
 from ..engine.carried import Carried, CarriedLines
@@ -85,6 +84,7 @@ class PatchOutcome(AboutPatch):
     index: int
     patch: SeriesPatch
     status: BumpStatus
+    how: Applied = Applied.CLEAN  # the materialiser's word: rerere = a recorded resolution
     conflicts: list[FileConflict] = field(default_factory=list)
     attribution: Attribution | None = None
     upstream_commit: Oid | None = None  # upstreamed: the commit holding the change
@@ -97,6 +97,26 @@ class PatchOutcome(AboutPatch):
     proposals: dict[str, Proposal] = field(default_factory=dict)  # region id -> proposal
     dropped: list[FileConflict] = field(default_factory=list)  # upstreamed: its merge's regions
     # (in bump.json as "dropped_regions" once --propose gave each its proposed drop)
+
+    def region_count(self) -> int:
+        """The regions of this patch's 3-way merge: each content region, one per file-level
+        conflict (modify/delete, missing), an upstreamed patch's included (``dropped``): the
+        count the answer keys and every surface of bump use."""
+        return sum(len(c.regions) or 1 for c in [*self.conflicts, *self.dropped])
+
+    def upstreamed_line(self, total: int, carried: bool = False) -> str:
+        """What became of an upstreamed patch and what to do (``carried``: the clean bump
+        dropped it), in one line."""
+        assert self.upstream_commit is not None and self.attribution is not None
+        subject = self.attribution.culprits[0].subject if self.attribution.culprits else ""
+        n = self.region_count()
+        had = f"; its {n} merge region{'' if n == 1 else 's'} already upstream" if n else ""
+        head = f"{self.index}/{total} {self.id}: upstreamed by {self.upstream_commit.short()} " \
+            f"{_clip(subject)}{had}"
+        if carried:
+            return f"{head}; dropped from the series (its entry and file removed)"
+        return (f"{head}; drop it: a clean bump drops it itself, else `rebasectl skip` at "
+                f"apply's stop on it, then `rebasectl export --drop {self.id}`")
 
     def region_culprits(self, c: FileConflict) -> list[list[Oid]]:
         att = self.attribution
@@ -135,6 +155,23 @@ class BumpResult:
 
     def failing(self) -> list[PatchOutcome]:
         return [p for p in self.patches if p.status in FAILED]
+
+    def upstreamed(self) -> list[PatchOutcome]:
+        return [p for p in self.patches if p.status is BumpStatus.UPSTREAMED]
+
+    def summary(self) -> str:
+        """The one count line: failing patches and their regions, then upstreamed patches and
+        theirs, then every region of the merges (the answer keys' count)."""
+        failing, ups = self.failing(), self.upstreamed()
+        blocked = sum(1 for p in failing if p.status is BumpStatus.BLOCKED)
+        mine = sum(p.region_count() for p in failing)
+        text = (f"{len(failing)} of {len(self.patches)} patches fail ({len(failing) - blocked} "
+                f"conflict, {blocked} blocked), {mine} region{'' if mine == 1 else 's'}")
+        if ups:
+            theirs = sum(p.region_count() for p in ups)
+            text += (f"; {len(ups)} upstreamed ({theirs} region{'' if theirs == 1 else 's'}, "
+                     f"upstream's already); {mine + theirs} merge regions in all")
+        return text
 
     def annotations(self) -> list[str]:
         """One short ``file:line: message`` per conflict region (CI annotates the patch file)."""
@@ -411,12 +448,10 @@ class Planner:
         """Its status from the step; ``needs``: the failed earlier patches whose lines or files
         its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
         Upstream's copy of its lines is looked for when it is ``asked`` about."""
-        out = PatchOutcome(step.index, lp, BumpStatus.CLEAN)
+        out = PatchOutcome(step.index, lp, BumpStatus.CLEAN, how=step.status)
         out.followed = dict(step.followed)
         if lp.patch.is_empty:
             out.status = BumpStatus.EMPTY
-        elif step.status is Applied.RERERE:
-            out.status = BumpStatus.RESOLVED
         elif step.status is Applied.CONFLICT:
             out.status = BumpStatus.CONFLICT
             out.conflicts = list(step.conflicts)
@@ -433,16 +468,14 @@ class Planner:
             out.carried = self.carried.patch(lp.patch)
             if out.carried.commit is not None:
                 self._upstreamed(out, lp, out.carried.commit)
-            else:
-                out.status = BumpStatus.NOOP
         return out
 
     def _upstreamed(self, out: PatchOutcome, lp: SeriesPatch, commit: Oid) -> None:
         """Upstream carries the patch's lines: named by the commit that brought them."""
         out.status, out.upstream_commit = BumpStatus.UPSTREAMED, commit
-        first = landing(self.rng, commit)
+        # no break: the commit that upstreamed it is named as its culprit and upstream_commit
         out.attribution = Attribution(
-            first_break=self.rng.ref(first), permanent_break=self.rng.ref(first),
+            first_break=None, permanent_break=None,
             culprits=[Culprit(commit, self.rng.subject(commit), lp.patch.paths()[0])])
 
 
@@ -634,17 +667,23 @@ def conflict_readme(result: BumpResult) -> str:
     bad = [p for p in result.patches if p.status in FAILED]
     lines = [f"# Bump {result.old.short()} -> {result.new.short()}: {len(bad)} patch(es) do not "
              "apply",
-             "", f"{commits(result.upstream_commits)} in the range.", "",
+             "", f"{commits(result.upstream_commits)} in the range: {result.summary()}. A "
+             "region is one conflict of a patch's 3-way merge (a file-level conflict counts "
+             "one); an upstreamed patch's regions are upstream's own copy of its change.", "",
              "Reproduce locally (stops at the first conflict in `.rebasectl/tree`, with markers "
              "and unmerged entries as git leaves them):", "", "```", result.reproduce, "```", "",
-             "| # | patch | status | first break | permanent break |", "|---|---|---|---|---|"]
+             "| # | patch | status | regions | first break | permanent break |",
+             "|---|---|---|---|---|---|"]
     for p in result.patches:
         att = p.attribution
         fb = f"`{att.first_break.commit.short()}`" if att and att.first_break else ""
         pb = f"`{att.permanent_break.commit.short()}`" if att and att.permanent_break else ""
-        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | {fb} | {pb} |")
+        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | "
+                     f"{p.region_count()} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
+    for p in result.upstreamed():
+        lines += _readme_upstreamed(p)
     if any(p.risks for p in result.patches):
         lines += ["", "## Risks after the merge", ""]
         lines += [f"- {text}" for text in result.risk_lines()]
@@ -686,6 +725,26 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
         lines.append(f"- culprit `{culprit.commit.short()}` ({escape(culprit.path)}){when}: "
                      f"{escape(culprit.subject)}")
     lines.append(f"- files: {code_span(f'conflicts/{p.index:02d}-{p.id}/')}")
+    return lines
+
+
+def _readme_upstreamed(p: PatchOutcome) -> list[str]:
+    """An upstreamed patch: the commit that carries it, and how it leaves the series."""
+    assert p.upstream_commit is not None
+    subject = p.attribution.culprits[0].subject if p.attribution and p.attribution.culprits \
+        else ""
+    lines = ["", f"## {p.index}. {escape(p.id)}: upstreamed", "",
+             f"- upstream `{p.upstream_commit.short()}` {escape(subject)} carries its change "
+             "(not a break: nothing of the patch is left to carry)"]
+    for c in p.dropped:
+        for n, _ in enumerate(c.regions, 1):
+            pr = p.proposals.get(region_id(p.id, c.path, n))
+            what = f": {pr.rule}, {evidence_line(pr)}" if pr is not None else ""
+            lines.append(f"  - {code_span(region_id(p.id, c.path, n))} is upstream's "
+                         f"already{what}")
+    lines.append("- drop it: a bump where every other patch applies drops it itself; here, "
+                 "`rebasectl skip` at the stop `rebasectl apply` makes on it, then "
+                 f"`rebasectl export --drop {p.id}` removes its entry and file")
     return lines
 
 

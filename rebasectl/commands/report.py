@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..infra.errors import RebasectlError
+from ..infra.errors import ExitCode, RebasectlError
 from ..infra.fsutil import atomic_write
 from ..model.workspace import Workspace
 from .common import locked, source
@@ -15,10 +15,12 @@ from .common import locked, source
 def report(ws: Workspace, *, old_rev: str | None, new_rev: str | None, old_series: str | None,
            new_series: str | None, old_range: str | None, new_range: str | None,
            repo: Path | None, upstream: str | None, fmt: str, verbose: bool,
-           output: Path | None) -> str | None:
+           output: Path | None) -> tuple[str | None, ExitCode]:
     """The report as text, or None when it was written to ``output`` (atomically: a reader
-    never sees half a report). Under the lock when a side is a series of this checkout (an
-    export may be half done; others must keep out), without it for commit ranges of another
+    never sees half a report), and the exit code: 1 when it asks a person to review an entry
+    (DESIGN: differences that need a human), whatever the format, 0 when nothing needs one.
+    Under the lock when a side is a series of this checkout (an export may be half done; others
+    must keep out), without it for commit ranges of another
     repository. Series folders and ``--repo`` are taken from ``-C``, as git does."""
     from ..report.inputs import choose, report_text
 
@@ -31,14 +33,15 @@ def report(ws: Workspace, *, old_rev: str | None, new_rev: str | None, old_serie
     new = choose("new", new_rev, here(new_series), new_range)
     where = ws.path(repo) if repo else None
     if not ws.series_file.exists():
-        text = report_text(ws, old, new, where, source(ws, upstream), fmt, verbose)
+        text, review = report_text(ws, old, new, where, source(ws, upstream), fmt, verbose)
     else:
         with locked(ws, "report"):
-            text = report_text(ws, old, new, where, source(ws, upstream), fmt, verbose)
+            text, review = report_text(ws, old, new, where, source(ws, upstream), fmt, verbose)
+    code = ExitCode.CONFLICT if review else ExitCode.OK
     if output is None:
-        return text
+        return text, code
     atomic_write(ws.path(output), text.encode("utf-8"))
-    return None
+    return None, code
 
 
 def refuse_series_output(ws: Workspace, target: Path) -> None:

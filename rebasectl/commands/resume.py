@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..engine.session import ApplyOutcome, Session
 from ..git import Repo
 from ..infra.errors import RebasectlError
+from ..model.ids import short
 from ..model.series import load
 from ..model.workspace import Workspace
 from .common import (
@@ -65,15 +66,24 @@ def forget(ws: Workspace, named: Sequence[str], everything: bool) -> tuple[int, 
 def abort_lines(result: AbortResult) -> list[str]:
     """What abort did, one line each: the trees removed or left, the state cleared, and where
     the untracked files and commits of a removed tree were kept."""
-    lines = [f"aborted; removed {path}" for path in result.removed]
+    restored = result.restored[0] if result.restored else None
+    lines = [f"aborted; removed {path}" for path in result.removed if path != restored]
+    if result.restored is not None:
+        path, tip = result.restored
+        lines.append(f"aborted; put {path} back at {short(tip)}, as it was before the apply")
+    if result.remake is not None:
+        path, base, default = result.remake
+        where = "" if default else f" --worktree {path}"
+        lines.append(f"the work tree this apply replaced is gone from the mirror: `rebasectl "
+                     f"apply --base {short(base)}{where}` makes it again")
     lines += [f"aborted; left {path} as it is (not a work tree rebasectl made)"
               for path in result.left]
     if not result.removed and not result.left:
         lines.append("aborted; cleared " + ", ".join(p.name for p in result.cleared))
     if result.kept is not None:
         what = [f"{n} {noun}" for n, noun in ((result.kept_files, "untracked file(s)"),
-                                              (result.kept_edits, "file(s) edited since the "
-                                               "stop (copies in edited/)"),
+                                              (result.kept_edits, "file(s) you changed "
+                                               "(copies in edited/)"),
                                               (result.kept_commits, "commit(s)")) if n]
         hint = " (`git am` the commits in commits/)" if result.kept_commits else ""
         lines.append(f"kept {' and '.join(what)} of the removed work tree in {result.kept}{hint}")

@@ -53,6 +53,7 @@ def patch_outcome(p: PatchOutcome) -> dict[str, Any]:
     return {
         "index": p.index, "id": p.id, "subject": p.subject,
         "status": p.status.value,
+        "how": p.how.value,
         "conflicts": [{**engine.file_conflict(c),
                        "regions": [region(c, n, r) for n, r in enumerate(c.regions, 1)]}
                       for c in p.conflicts],
@@ -67,7 +68,7 @@ def patch_outcome(p: PatchOutcome) -> dict[str, Any]:
         "findings": [name_use(f) for f in p.findings],
         **({"dropped_regions": [{**engine.file_conflict(c),
                                  "regions": [region(c, n, r) for n, r in enumerate(c.regions, 1)]}
-                                for c in p.dropped]} if p.dropped and p.proposals else {}),
+                                for c in p.dropped]} if p.dropped else {}),
     }
 
 

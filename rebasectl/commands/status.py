@@ -56,16 +56,34 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
     tree = Worktree(ws.path(state.worktree))
     unmerged: list[str] = []
     tree_error = None
+    committed: list[dict[str, str]] = []
     try:
-        unmerged = tree.status().unmerged if tree.exists and state.in_tree else []
+        committed = _unrecorded(ws, state, tree)
+        unmerged = tree.status().unmerged if tree.exists and state.in_tree and not committed \
+            else []
     except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
         tree_error = str(e)
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
             "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
-            "blocked_by": _blocked_by(ws, state),
+            "committed": committed, "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
             "conflicts": state.conflicts, "tree_error": tree_error,
             "conflict_written": state.in_tree}
+
+
+def _unrecorded(ws: Workspace, state: ApplyState, tree: Worktree) -> list[dict[str, str]]:
+    """Patches committed in the work tree by a run interrupted before it recorded them (the
+    line that said so never printed): ``continue`` records them and goes on."""
+    if not tree.exists or tree.head() in (None, state.tip) or not (ws.mirror / "HEAD").exists():
+        return []
+    from ..engine.session import Session
+    from ..git import Repo
+
+    loaded = {lp.id: lp for lp in load_patches(ws, load(ws.root))}
+    if [i for i in state.ids if i not in loaded]:
+        return []  # series.yaml changed under the apply: continue says so
+    found = Session(ws, Repo(ws.mirror)).unrecorded(state, tree, loaded)
+    return [{"id": pid, "commit": sha, "index": str(state.position(pid))} for pid, sha in found]
 
 
 def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:

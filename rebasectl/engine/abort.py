@@ -9,11 +9,13 @@ What the person had in a removed tree and cannot get back from the series is kep
 ``.rebasectl/aborted/<time>/``: untracked files, ignored ones included (notes written during a
 resolution, an editor's backups; moved, not copied, so a large file costs nothing; Python's
 regenerable caches excepted), commits no ref and no apply of ours reaches (``git
-format-patch``, ready for ``git am``), and a copy of each tracked file changed after the stop
-(a hand resolution in progress, an accepted proposal: newer than the apply state the stop
-wrote), under ``edited/``. ``git rebase --abort`` drops those edits; an hour of resolving a
-large patch is not the series' to lose (rerere records nothing before ``continue``). Files as
-the stop left them are the series' and go.
+format-patch``, ready for ``git am``), and under ``edited/`` a copy of each tracked file the
+person changed: one the stop wrote when it changed after the stop (a hand resolution in
+progress, an accepted proposal: newer than the apply state the stop wrote), any other changed
+tracked file always (an edit ``continue`` left unstaged, as ``git am --continue`` does).
+``git rebase --abort`` drops those edits; an hour of resolving a large patch is not the
+series' to lose (rerere records nothing before ``continue``). Files as the stop left them are
+the series' and go.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..git import Repo
 from ..git.worktree import Worktree
 from ..infra.errors import RebasectlError
 from ..model.workspace import Workspace
@@ -40,6 +43,8 @@ class AbortResult:
     kept_files: int = 0
     kept_commits: int = 0
     kept_edits: int = 0  # tracked files changed after the stop, copied under edited/
+    restored: tuple[Path, str] | None = None  # the tree the apply replaced, back at its tip
+    remake: tuple[Path, str, bool] | None = None  # not restorable: (path, base, default tree?)
 
 
 def abort(ws: Workspace) -> AbortResult:
@@ -53,12 +58,14 @@ def abort(ws: Workspace) -> AbortResult:
     result = AbortResult()
     if registered(ws, tree):  # also with the mirror gone: its .git names our mirror
         stopped = ws.apply_state.stat().st_mtime_ns if state is not None else None
-        _keep(ws, Worktree(tree), known, result, stopped)
+        _keep(ws, Worktree(tree), known, result, stopped, state.written if state else [])
         clear(ws, tree)
         result.removed.append(tree)
     elif tree.exists():
         result.left.append(tree)
-    stale_map = bad_map or (tmap is not None and
+    if state is not None and tmap is not None and not tree.exists():
+        _put_back(ws, tmap, tree, result)
+    stale_map = bad_map or (tmap is not None and result.restored is None and
                             tmap.worktree.resolve() in [t.resolve() for t in result.removed])
     for path in [ws.apply_state] + ([ws.tree_map] if stale_map else []):
         if path.exists():
@@ -67,20 +74,34 @@ def abort(ws: Workspace) -> AbortResult:
     return result
 
 
+def _put_back(ws: Workspace, tmap: TreeMap, tree: Path, result: AbortResult) -> None:
+    """The work tree this apply replaced (the tree map still names its tip: the map changes
+    only when an apply finishes) made again at that commit, so everything is as before the
+    apply, an ``apply --install``'s .pth included. When its commit is gone from the mirror,
+    the apply that made it is named instead."""
+    tip = tmap.tip_of(tree)
+    if tip is None:
+        return
+    repo = Repo(ws.mirror) if (ws.mirror / "HEAD").exists() else None
+    if repo is not None and repo.resolve(tip) == tip:
+        repo.add_worktree(tree, tip)
+        result.restored = (tree, tip)
+    elif tmap.worktree.resolve() == tree.resolve():
+        result.remake = (tree, tmap.base, tree.resolve() == ws.default_tree.resolve())
+
+
 def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResult,
-          stopped: int | None) -> None:
+          stopped: int | None, written: Sequence[str]) -> None:
     """Save what only this work tree holds (see the module doc) before it is removed."""
-    dest = ws.aborted / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    dest = kept_folder(ws)
     try:
         status = tree.status()
         untracked = [p for p in status.untracked + tree.ignored() if not _cache(p)]
     except RebasectlError:
         status, untracked = None, []
-    edited = _edited(tree.path, status.unmerged + status.changed, stopped) if status else []
-    for rel in edited:
-        target = dest / "edited" / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(tree.path / rel, target)
+    edited = edited_files(tree.path, status.unmerged + status.changed, stopped, written) \
+        if status else []
+    copy_edited(tree.path, edited, dest)
     result.kept_edits = len(edited)
     for rel in dict.fromkeys(untracked):
         target = dest / "untracked" / rel
@@ -93,15 +114,31 @@ def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResu
         result.kept, result.kept_files, result.kept_commits = dest, len(untracked), commits
 
 
-def _edited(root: Path, changed: Sequence[str], stopped: int | None) -> list[str]:
-    """Changed tracked files written after the stop's state (by the person, or ``resolve
-    --accept``); none without a state to date the stop by."""
+def kept_folder(ws: Workspace) -> Path:
+    """Where abort (and skip) keep what they take out of a work tree: one folder per run."""
+    return ws.aborted / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+
+
+def copy_edited(root: Path, edited: Sequence[str], dest: Path) -> None:
+    """Copies of ``edited`` (paths under ``root``) in ``dest/edited/``."""
+    for rel in edited:
+        target = dest / "edited" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, target)
+
+
+def edited_files(root: Path, changed: Sequence[str], stopped: int | None,
+                 written: Sequence[str]) -> list[str]:
+    """The person's changes among the changed tracked files: one the stop wrote (``written``)
+    when written again after the stop's state (by the person, or ``resolve --accept``), any
+    other always; none without a state to date the stop by."""
     if stopped is None:
         return []
     out = []
     for rel in dict.fromkeys(changed):
         path = root / rel
-        if path.is_file() and not path.is_symlink() and path.stat().st_mtime_ns > stopped:
+        if path.is_file() and not path.is_symlink() and \
+                (rel not in written or path.stat().st_mtime_ns > stopped):
             out.append(rel)
     return out
 

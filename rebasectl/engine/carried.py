@@ -33,6 +33,7 @@ between ``old`` and ``new``).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,24 @@ def telling(line: bytes) -> bool:
     if line.startswith(b"# ") or line == b"#":
         return False
     return worth_blaming(line)
+
+
+# a lone argument, parameter or list item (``qk_head_dim,``, ``cp_group=self.cp_group,``,
+# ``"megatron.core",``, ``dims=-1,``), an opener (``include = [``) or a line of prose
+# (``Defaults to False.``): each found in a thousand places
+_PIECE = re.compile(
+    rb"""^(?:[\w.]+(?:=[-\w.\[\]]+|:\s*[\w.\[\]]+|\s*=\s*[\[({])?|"[^"]*"|'[^']*'),?$""")
+_PROSE = re.compile(rb"^[A-Za-z][\w\s,'-]*[.:]?$")
+
+
+def telling_alone(line: bytes) -> bool:
+    """Whether a (stripped) line tells something read alone, out of its change: telling, and
+    neither a lone argument or list item nor a line of prose, which many call sites and
+    docstrings share. A change's evidence is judged as a whole (``telling``); one added line
+    said to undo an upstream removal (``removed_upstream``) must tell on its own (June: the
+    warning named ``Defaults to False.`` and ``cp_group=self.cp_group,``)."""
+    return telling(line) and not _PIECE.match(line) and not (
+        _PROSE.match(line) and b" " in line)
 
 
 def _evidence(added: Iterable[bytes]) -> set[bytes]:
@@ -155,12 +174,13 @@ class CarriedLines:
         return Carried(commit, self.rng.subject(commit), share, found, total, "lines", lines)
 
     def removed_upstream(self, change: Change) -> list[tuple[Oid, list[bytes]]]:
-        """The change's telling added lines that a commit of the range *removed* and the target
-        does not have, grouped by that commit: a port of them reverts upstream (a patch that
-        turns ``f(x)`` into ``f(x, weights_only=False)`` after upstream took that argument out).
+        """The change's added lines that tell alone (``telling_alone``) that a commit of the
+        range *removed* and the target does not have, grouped by that commit: a port of them
+        reverts upstream (a patch that turns ``f(x)`` into ``f(x, weights_only=False)`` after
+        upstream took that argument out).
         ``prefetch`` reads the histories of many files in one process."""
         new = self._text(self.rng.new, self.at_new(change.path))
-        back = {t for t in (ln.strip() for ln in change.added) if telling(t)} - new
+        back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new
         if not back:
             return []
         found: dict[Oid, list[bytes]] = {}

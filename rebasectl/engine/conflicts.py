@@ -223,7 +223,9 @@ class Engine:
             if result is not None:
                 stages[3] = result
                 content = self.repo.objects.blob(result.blob)
-        region = Region(0, 0, None, (1, max(1, sum(h.old_len for h in f.hunks))),
+        # the preimage lines the patch's hunks cover, first to last (as a content region's)
+        spans = [h.old_span for h in f.hunks]
+        region = Region(0, 0, None, (spans[0][0], spans[-1][1]) if spans else (1, 1),
                         tuple(h.header for h in f.hunks))
         if not self.upstream_had(path):  # never upstream's: an earlier patch creates it
             return FileConflict(path, ConflictKind.MISSING, (region,), content, stages)

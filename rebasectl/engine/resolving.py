@@ -200,13 +200,85 @@ def _blocks_of(tree: Worktree, path: str) -> list[Any]:
 
 
 def reject(ws: Workspace, repo: Repo, ids: list[str]) -> Board:
+    """Take proposals back. An accepted (or verified) one is undone first: its region is the
+    conflict it was, markers and the file's unmerged index entries restored, its ``moved`` edit
+    taken out again; the patch's other accepted proposals are no longer verified. A region
+    resolved by hand is not ours to undo."""
     b = board(ws, repo)
-    for p in b.pick(ids, False):
-        if p.state != "proposed":
-            raise RebasectlError(f"{p.id} is {p.state}: only a proposed region can be rejected")
+    chosen = b.pick(ids, False)
+    for p in chosen:
+        if p.state == ProposalState.HAND_RESOLVED:
+            raise RebasectlError(f"{p.id} is {p.state}: resolved by hand, not by `resolve`; "
+                                 "edit the file back yourself")
+    undo = [p for p in chosen if p.state != ProposalState.PROPOSED]
+    if undo:
+        _unaccept(ws, repo, b, undo)
     b.proposals = [p for p in b.proposals if p.id not in set(ids)]
     b.save(board_file(ws))
+    b.unresolved = sorted(stopped(ws, repo)[2].index().unmerged())
     return b
+
+
+def _unaccept(ws: Workspace, repo: Repo, b: Board, undo: list[Proposal]) -> None:
+    """The accepted proposals ``undo`` written back to their conflicts (every one checked
+    before anything is written)."""
+    session, state, tree = stopped(ws, repo)
+    assert state.current is not None
+    lp = session.patches(state)[state.current]
+    with repo.index() as scratch:
+        scratch.read_tree(repo.tree_of(state.tip))
+        merge = session.engine(state).merge(scratch, lp.patch, session.labels(state)(lp.id))
+    stages = {c.path: c.stages for c in merge.conflicts}
+    texts = {p.path: _read_lines(tree, p.path) for p in undo}
+    for p in undo:
+        at = _accepted_at(p, texts[p.path], merge.conflicts)
+        texts[p.path][at:at + len(p.lines)] = p.marked
+    for p in undo:
+        if p.port:
+            _unport(tree, p)
+    for path, lines in texts.items():
+        (tree.path / path).write_bytes("\n".join(lines).encode("utf-8", "surrogateescape"))
+    tree.index().update({path: stages[path] for path in texts if path in stages})
+    for p in b.proposals:
+        if p.state == ProposalState.VERIFIED:
+            p.state = ProposalState.ACCEPTED
+        if p in undo:
+            p.state = ProposalState.PROPOSED
+    b.tests = None
+
+
+def _read_lines(tree: Worktree, path: str) -> list[str]:
+    return (tree.path / path).read_bytes().decode("utf-8", "surrogateescape").split("\n")
+
+
+def _accepted_at(p: Proposal, lines: list[str], conflicts: list[Any]) -> int:
+    """Where ``p``'s lines stand in the work tree's file: the one place they sit between the
+    lines the marked-up file has around the region."""
+    c = next((c for c in conflicts if c.path == p.path and c.content is not None), None)
+    marked = c.content.decode("utf-8", "surrogateescape").split("\n") if c else []
+    block = next((bl for bl in blocks("\n".join(marked)) if bl.marked == p.marked), None)
+    if block is None:
+        raise RebasectlError(f"{p.id}: the stop's conflict has no such region any more")
+    before, after = marked[max(0, block.start - 2):block.start], marked[block.end + 1:block.end + 3]
+    run = [*before, *p.lines, *after]
+    hits = [k for k in range(len(lines) - len(run) + 1) if lines[k:k + len(run)] == run]
+    if len(hits) != 1:
+        raise RebasectlError(
+            f"{p.id}: its accepted lines are not in {p.path} once, as written (edited since?): "
+            "nothing restored; edit the region back by hand")
+    return hits[0] + len(before)
+
+
+def _unport(tree: Worktree, p: Proposal) -> None:
+    """``moved``: the edit written at the code's new place taken out again, and staged."""
+    assert p.port is not None
+    path, at = str(p.port["path"]), int(p.port["line"]) - 1
+    lines = _read_lines(tree, path)
+    new = list(p.port["new"])
+    if lines[at:at + len(new)] == new:
+        lines[at:at + len(new)] = list(p.port["old"])
+        (tree.path / path).write_bytes("\n".join(lines).encode("utf-8", "surrogateescape"))
+        tree.stage([path])
 
 
 def accept(ws: Workspace, repo: Repo, ids: list[str], everything: bool,

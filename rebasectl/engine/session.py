@@ -11,9 +11,14 @@ every file of a patch, the patch is committed and the apply goes on, saying so.
 ``continue`` commits the resolution: it refuses unresolved paths, conflict markers, an empty
 result for a patch that had content (``skip`` drops it; ``--allow-empty`` keeps it) and a HEAD
 the user moved (a ``git commit`` made while resolving is not taken for the patch); it commits what
-the patch touched plus what the user ``git add``-ed, never untracked files. ``skip`` records the
-patch as skipped (the series entry stays; export keeps it). ``abort`` removes the work tree (only
-a work tree registered in rebasectl's mirror) and the state.
+the patch touched plus what the user ``git add``-ed, never untracked files; an unstaged edit to
+any other file stays unstaged in the work tree, as ``git am --continue`` leaves it. ``skip``
+records the patch as skipped (the series entry stays; export keeps it) and puts back only the
+files the stop wrote (``ApplyState.written``), keeping a copy of any the person edited after the
+stop. Before the tree moves on, a file with uncommitted changes that the move or the next stop
+would write is a refusal naming it, with the way past it (see ``in_the_way_message``).
+``abort`` (engine/abort.py) removes the work tree (only a work tree registered in rebasectl's
+mirror) and the state, and puts back the tree the apply replaced.
 
 State is saved before every step that changes the work tree (``state.ApplyState``), so a crash or
 Ctrl-C anywhere leaves a state that ``continue`` or a rerun resumes: commits of ours that reached
@@ -42,6 +47,7 @@ from ..model.series import load
 from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied
 from ..model.workspace import Workspace
+from .abort import copy_edited, edited_files, kept_folder
 from .attribution import RegionCulprits, UpstreamRange, attribute
 from .conflicts import Engine, FileConflict, Labels, engine_for
 from .exchange import load_patches
@@ -104,6 +110,7 @@ class Session:
         self.repo = repo
         self.notify = notify or (lambda text: None)
         self.memory = Memory(ws.resolutions)
+        self.settled: list[str] = []  # what this command committed or skipped at a stop, said
 
     def load(self) -> ApplyState | None:
         return ApplyState.load(self.ws.apply_state)
@@ -185,18 +192,32 @@ class Session:
         tree = Worktree(worktree)
         if not tree.exists or not registered(self.ws, worktree):
             return None
-        head = tree.head()
-        if head and head != state.tip and self.repo.history.is_ancestor(state.tip, head):
-            extra = self.repo.history.rev_list([f"{state.tip}..{head}"], first_parent=True)
-            for pid, sha in zip(state.remaining(), extra):
-                if not _made_by_us(self.repo, sha, patches[pid]):
-                    break  # a commit the user made: the HEAD guard of continue speaks
-                state.record(pid, sha,
-                             Applied.RESOLVED if state.current == pid else Applied.ADOPTED)
-                if state.current == pid:
-                    state.current, state.in_tree = None, False
+        found = self.unrecorded(state, tree, patches)
+        for pid, sha in found:
+            state.record(pid, sha, Applied.RESOLVED if state.current == pid else Applied.ADOPTED)
+            if state.current == pid:
+                state.current, state.in_tree, state.written = None, False, []
+            self.notify(f"{state.position(pid)}/{len(state.ids)} {pid}: committed "
+                        f"{sha.short()} before the last run was interrupted; recorded now")
+        if found:
             self.save(state)
         return tree
+
+    def unrecorded(self, state: ApplyState, tree: Worktree,
+                   patches: dict[str, SeriesPatch]) -> list[tuple[str, Oid]]:
+        """Commits of ours on the work tree's HEAD after the state's tip (made, then the run
+        was interrupted before the state said so): (patch id, commit), in order. A commit the
+        person made ends the list (continue's HEAD guard speaks for it)."""
+        head = tree.head()
+        if not head or head == state.tip or not self.repo.history.is_ancestor(state.tip, head):
+            return []
+        extra = self.repo.history.rev_list([f"{state.tip}..{head}"], first_parent=True)
+        found = []
+        for pid, sha in zip(state.remaining(), extra):
+            if not _made_by_us(self.repo, sha, patches[pid]):
+                break
+            found.append((pid, Oid(sha)))
+        return found
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, state: ApplyState, patches: dict[str, SeriesPatch],
@@ -210,7 +231,8 @@ class Session:
                 if pending is not None:
                     pending.wait()
                     pending = None
-            self._discard_leftovers(Path(state.worktree))
+            self._discard_leftovers(state)
+            self._check_in_the_way(state, stopped)
             tree = checkout(self.ws, self.repo, Path(state.worktree), state.tip)
             boundary("worktree")
             if stopped is None:
@@ -225,14 +247,31 @@ class Session:
             self.commit_resolution(state, tree, patches[stopped.id], allow_empty=False,
                                    how=Applied.RERERE)
 
-    @staticmethod
-    def _discard_leftovers(worktree: Path) -> None:
-        """Tracked changes and unmerged entries of a patch this apply has moved past (a skip
-        or a redo that was interrupted): git reset --hard would leave them in the way. Untracked
-        files stay."""
-        tree = Worktree(worktree)
-        if tree.exists and tree.head() is not None and not tree.status().clean:
-            tree.discard_changes()
+    def _discard_leftovers(self, state: ApplyState) -> None:
+        """The files this apply wrote for a patch it has moved past (a skip, or a redo after an
+        interruption) and any unmerged entry go back to HEAD. Every other change in the work
+        tree is the person's and stays, as ``git am --skip`` and ``--continue`` leave it."""
+        tree = Worktree(Path(state.worktree))
+        if not tree.exists or tree.head() is None:
+            return
+        tree.restore([*state.written, *tree.status().unmerged])
+        if state.written:
+            state.written = []
+            self.save(state)
+
+    def _check_in_the_way(self, state: ApplyState, stopped: Step | None) -> None:
+        """Refuse, before the work tree moves, when the person's uncommitted changes sit in
+        files the move to the new tip or the next stop's conflict would write (git refuses
+        the same way); the state is saved, so ``continue`` goes on once they are out of the
+        way."""
+        tree = Worktree(Path(state.worktree))
+        if not tree.exists or tree.head() is None:
+            return
+        also = [*stopped.patch.paths(), *stopped.followed.values()] if stopped else []
+        blocked = tree.in_the_way(state.tip, also)
+        if blocked:
+            done = "".join(f"{what}; " for what in self.settled)
+            raise ConflictError(done + in_the_way_message(tree.path, blocked))
 
     def _materialise(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Step | None:
         remaining = [i for i in state.remaining() if i != state.current]
@@ -267,7 +306,11 @@ class Session:
             return seen[path]
 
         recorded = self.memory.find(lp.patch.diff, blob_of)
-        if recorded is None or not tree.apply_index(recorded):
+        if recorded is None:
+            return False
+        state.written = list(diffs.parse(recorded).paths())
+        self.save(state)
+        if not tree.apply_index(recorded):
             return False
         state.in_tree = True
         self.save(state)
@@ -283,7 +326,10 @@ class Session:
                                          self.labels(state)(lp.id))
         # a renamed file the merge followed is written at its new path too: staged only, the
         # work tree kept upstream's copy and `git add -A` dropped the patch's change
-        write_files(tree, [*lp.patch.paths(), *merge.followed.values()], merge.conflicts)
+        paths = [*lp.patch.paths(), *merge.followed.values()]
+        state.written = list(dict.fromkeys([*paths, *(c.path for c in merge.conflicts)]))
+        self.save(state)  # saved first: a kill while writing leaves files a redo puts back
+        write_files(tree, paths, merge.conflicts)
         resolved = set(tree.rerere()) if merge.conflicts else set()
         state.conflicts = [file_conflict(c) for c in merge.conflicts]
         state.in_tree = True
@@ -306,7 +352,7 @@ class Session:
         new_tree = tree.index().write_tree()
         if not allow_empty and not lp.patch.is_empty and \
                 new_tree == self.repo.tree_of(state.tip):
-            raise RebasectlError(f"{lp.id}: the resolution leaves nothing of the patch "
+            raise ConflictError(f"{lp.id}: the resolution leaves nothing of the patch "
                                  "(an empty commit): `rebasectl skip` drops it from this apply, "
                                  "or `rebasectl continue --allow-empty` keeps it empty")
         rerere = tree.rerere_ids()
@@ -316,9 +362,10 @@ class Session:
         tree.set_head(commit)
         boundary("resolved")
         state.record(state.current, commit, how)
-        self.notify(f"{state.position(state.current)}/{len(state.ids)} {state.current}: "
-                    f"committed {commit.short()} ({how})")
-        state.current, state.conflicts, state.in_tree = None, [], False
+        self.settled.append(f"{state.position(state.current)}/{len(state.ids)} "
+                            f"{state.current}: committed {commit.short()} ({how})")
+        self.notify(self.settled[-1])
+        state.current, state.conflicts, state.in_tree, state.written = None, [], False, []
         self.save(state)
 
     def _remember(self, parent: str, commit: str, lp: SeriesPatch, rerere: list[str]) -> None:
@@ -370,16 +417,32 @@ class Session:
         patches = self.patches(state)
         tree = self.reconcile(state, patches)
         if state.current is None:
-            raise RebasectlError("no patch is stopped at a conflict: nothing to skip")
+            raise RebasectlError("no patch is stopped at a conflict: nothing to skip "
+                                 "(`rebasectl continue` goes on with the apply in progress)")
         skipped = state.current
+        state.written = list(dict.fromkeys([*state.written, *patches[skipped].patch.paths()]))
+        kept = self._keep_resolution(state, tree) if tree is not None else None
         state.skipped.append(skipped)
         state.current, state.conflicts, state.in_tree = None, [], False
-        self.save(state)
-        if tree is not None:
-            tree.discard_changes()
-        self.notify(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped (the series "
-                    "entry stays; `rebasectl export` keeps it)")
+        self.save(state)  # the stop's files go back to HEAD in run(), the person's other edits stay
+        self.settled.append(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped")
+        self.notify(f"{self.settled[-1]} (the series entry stays; `rebasectl export` keeps it)")
+        if kept is not None:
+            self.notify(f"kept {kept[1]} file(s) of {skipped} edited since the stop (copies in "
+                        f"edited/) in {kept[0]}")
         return self.run(state, patches)
+
+    def _keep_resolution(self, state: ApplyState, tree: Worktree) -> tuple[Path, int] | None:
+        """Copies of the stop's files the person edited after it (a resolution in progress,
+        which skip puts back to HEAD), kept as abort keeps them: (folder, count)."""
+        status = tree.status()
+        ours = [p for p in status.unmerged + status.changed if p in state.written]
+        edited = edited_files(tree.path, ours, self.ws.apply_state.stat().st_mtime_ns, ours)
+        if not edited:
+            return None
+        dest = kept_folder(self.ws)
+        copy_edited(tree.path, edited, dest)
+        return dest, len(edited)
 
 
 def followed_words(followed: dict[str, str]) -> str:
@@ -407,10 +470,10 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
     moved = f"{tree.path}: HEAD moved to {head.short() if head else '?'} while patch " \
         f"{state.current} waits on {state.tip.short()}"
     if head is not None and tree.descends_from(state.tip):
-        raise RebasectlError(
+        raise ConflictError(
             f"{moved}: `git -C {tree.path} reset --soft {state.tip.short()}` keeps your "
             "resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
-    raise RebasectlError(
+    raise ConflictError(
         f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
         f"`rebasectl abort`, then `rebasectl apply --base {state.base.short()}` stops at the "
         "patch again (resolutions continue recorded are replayed)")
@@ -434,6 +497,15 @@ def series_changed(state: ApplyState, now: list[str]) -> str:
             f"`rebasectl continue` keeps {keeps}; change series.yaml once the apply is done "
             "(`rebasectl abort` then apply again also works, but throws "
             f"{'that resolution' if state.current else 'this apply'} away)")
+
+
+def in_the_way_message(tree: Path, paths: list[str]) -> str:
+    """The person's uncommitted changes stand where the next patches write: kept, and the way
+    past them that gives them back afterwards."""
+    shown = ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
+    return (f"{tree}: your uncommitted changes to {shown} are in the way of the next patches "
+            f"(left as they are): `git -C {tree} stash`, then `rebasectl continue`, then "
+            f"`git -C {tree} stash pop` brings them back")
 
 
 def unresolved_message(state: ApplyState, paths: list[str]) -> str:

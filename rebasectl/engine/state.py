@@ -119,10 +119,13 @@ class ApplyState:
     cleared: bool = True
     labels: list[str] = field(default_factory=list)  # [upstream label] of this apply
     how: list[list[str]] = field(default_factory=list)  # [id, clean|3way|empty|resolved|...]
+    # files of the work tree written for a patch not committed yet (its conflict or recorded
+    # resolution): what skip and a redo put back; every other change there is the person's
+    written: list[str] = field(default_factory=list)
 
     _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
-             "labels": "ids", "how": "pairs"}
+             "labels": "ids", "how": "pairs", "written": "ids"}
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -150,6 +153,7 @@ class ApplyState:
         if data is None:
             return None
         data.setdefault("how", [])
+        data.setdefault("written", [])
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC})
         state.base = Oid(state.base)  # checked by _check: a full sha
@@ -159,6 +163,8 @@ class ApplyState:
                 any(pid not in known for pid in state.skipped) or \
                 (state.current is not None and state.current not in known):
             raise _fail(path, "names a patch that is not in its series")
+        if any(p.startswith("/") or ".." in p.split("/") or not p for p in state.written):
+            raise _fail(path, "names a file outside its work tree")
         return state
 
     def save(self, path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..git import Repo, Worktree
 from ..git.worktree import linked_to, registration
 from ..infra.errors import RebasectlError
+from ..model.ids import short
 from ..model.workspace import Workspace
 from .state import TreeMap
 
@@ -44,6 +45,8 @@ def check_room(ws: Workspace, worktree: Path) -> None:
 
 
 def _check_exported(ws: Workspace, tree: Worktree) -> None:
+    """Uncommitted changes and unexported commits are refused each with its own way out:
+    export refuses uncommitted changes, so they are committed (or dropped) first."""
     tmap = TreeMap.load(ws.tree_map)
     head = tree.head()
     status = tree.status()
@@ -52,9 +55,18 @@ def _check_exported(ws: Workspace, tree: Worktree) -> None:
         raise RebasectlError(f"{tree.path} has untracked files that would be lost: {shown}; "
                              "commit them into a patch (git add, git commit --amend) and "
                              "`rebasectl export`, or move them out of the work tree")
-    if status.changed or (tmap is not None and head != tmap.tip_of(tree.path)):
-        raise RebasectlError(f"{tree.path} has changes or commits that were not exported: "
-                             "`rebasectl export` them, or remove the work tree")
+    if status.changed or status.unmerged:
+        changed = list(dict.fromkeys(status.unmerged + status.changed))
+        shown = ", ".join(changed[:5]) + (" ..." if len(changed) > 5 else "")
+        raise RebasectlError(f"{tree.path} has uncommitted changes to {shown}: "
+                             f"`git -C {tree.path} commit -a --amend --no-edit` puts them in the "
+                             "last patch, then `rebasectl export`; or "
+                             f"`git -C {tree.path} reset --hard` drops them")
+    tip = tmap.tip_of(tree.path) if tmap is not None else head
+    if head != tip:
+        drop = f", or `git -C {tree.path} reset --hard {short(tip)}` drops them" if tip else ""
+        raise RebasectlError(f"{tree.path} has commits that were not exported: `rebasectl "
+                             f"export` writes them into the series{drop}")
 
 
 def clear(ws: Workspace, worktree: Path) -> None:

@@ -151,6 +151,55 @@ class Worktree:
         untracked files stay."""
         self.runner.run([*CHECKOUT, "reset", "--hard", "--quiet", "HEAD"])
 
+    def restore(self, paths: Sequence[str]) -> None:
+        """Exactly ``paths`` back to HEAD, index and files (unmerged entries included; a path
+        HEAD lacks leaves both); every other file, tracked or not, is left as it is."""
+        wanted = list(dict.fromkeys(paths))
+        if not wanted:
+            return
+        known = set(self._names(["ls-tree", "-r", "-z", "--name-only", "HEAD", "--"], wanted))
+        known |= set(self._names(["ls-files", "-z", "--"], wanted))
+        matched = [p for p in wanted if p in known]
+        if matched:
+            self.runner.run(["--literal-pathspecs", "restore", "--source=HEAD", "--staged",
+                             "--worktree", "--", *matched])
+
+    def _names(self, args: list[str], paths: Sequence[str]) -> list[str]:
+        out = self.runner.run(["--literal-pathspecs", *args, *paths], check=False).stdout
+        return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
+
+    def in_the_way(self, target: str, also: Sequence[str]) -> list[str]:
+        """Tracked files with uncommitted changes that moving to ``target`` (and then writing
+        ``also``) would overwrite: the person's, to be kept. A changed file that already is
+        ``target``'s, or the start of it, is what a move killed mid-way wrote, not an edit:
+        it is put back as the index has it (a killed move never wrote the index), so the move can
+        run again."""
+        changed = self.status().changed
+        if not changed:
+            return []
+        moving = set(self._names(["diff-tree", "-r", "-z", "--name-only", "--no-renames",
+                                  "HEAD", target, "--"], changed))
+        staged = set(self._names(["diff", "--cached", "-z", "--name-only", "--no-renames",
+                                  "HEAD", "--"], changed))
+        blocked = []
+        for path in changed:
+            if path in moving and path not in staged and self._reached(path, target):
+                self.write_from_index([path])
+            elif path in moving or path in also:
+                blocked.append(path)
+        return blocked
+
+    def _reached(self, path: str, target: str) -> bool:
+        """Is the file at ``path`` ``target``'s content or the start of it (absent when
+        ``target`` has none)?"""
+        file = self.path / path
+        blob = self.runner.run(["cat-file", "blob", f"{target}:{path}"], check=False)
+        if blob.returncode != 0:
+            return not file.exists() and not file.is_symlink()
+        if not file.is_file() or file.is_symlink():
+            return False
+        return blob.stdout.startswith(file.read_bytes())
+
     def apply_index(self, diff: bytes) -> bool:
         """``git apply --index`` (exactly): files and index; False, and nothing changed, when it
         does not apply."""

@@ -41,14 +41,15 @@ class Applied(Word):
 
 
 class BumpStatus(Word):
-    """One patch's outcome when the series is carried onto a new upstream."""
+    """One patch's outcome when the series is carried onto a new upstream: exactly the
+    contract's words (DESIGN: ``clean|conflict|blocked|upstreamed|empty``). How a ``clean``
+    patch applied (a recorded resolution replayed, or it changed nothing) is bump.json's
+    ``how``, an ``Applied`` word: a consumer switching on the status needs no other word."""
 
-    CLEAN = "clean"
-    RESOLVED = "resolved"  # conflicted; replayed from resolutions recorded at an earlier bump
+    CLEAN = "clean"  # carried with nothing left for a person (``how`` says the way)
     CONFLICT = "conflict"
     BLOCKED = "blocked"  # needs lines of an earlier patch that failed (or was left out)
     UPSTREAMED = "upstreamed"  # upstream carries its lines, with the commit that did
-    NOOP = "no-op"  # applies and changes nothing, and no upstream commit brought its lines
     EMPTY = "empty"
 
 

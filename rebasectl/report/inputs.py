@@ -240,9 +240,10 @@ def _base_at(git: Repo, ws: Workspace, sha: str) -> Oid | None:
 
 
 def report_text(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
-                upstream: str | None, fmt: str, verbose: bool = False) -> str:
+                upstream: str | None, fmt: str, verbose: bool = False) -> tuple[str, int]:
     """Resolve the two sides, build the report, render it (the caller holds the lock when the
-    sides are series of this checkout)."""
+    sides are series of this checkout); with the number of entries it asks a person to review
+    (the exit code's question: 1 = differences that need a human)."""
     from .build import build_report
     from .html import render_html
     from .markdown import render_markdown
@@ -250,8 +251,9 @@ def report_text(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
 
     git, o, n, up = resolve_sides(ws, old, new, repo, upstream)
     report = build_report(git, o, n, up)
+    review = len(report.to_review)
     if fmt == "json":
-        return to_json(report)
+        return to_json(report), review
     if fmt == "html":
-        return render_html(report)
-    return render_markdown(report, verbose=verbose)
+        return render_html(report), review
+    return render_markdown(report, verbose=verbose), review

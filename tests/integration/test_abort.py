@@ -4,14 +4,16 @@ the folder it prints; nothing is said about commits when there were none."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
 from tests.harness.cli import run
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import git_out
-from tests.harness.scenes import Two, World, conflicted, copy_two, tree
+from tests.harness.scenes import Two, World, advised, applied, conflicted, copy_two, tree
 from tests.sfix import Scenario, copy
 
 
@@ -110,3 +112,52 @@ def test_abort_keeps_ignored_files(
     run(series, "abort", want=0)
     kept = [p.name for p in (series / ".rebasectl" / "aborted").rglob("*") if p.is_file()]
     assert "notes.md" in kept and "a.txt~" in kept, kept
+
+
+# -- abort puts back the work tree the apply replaced (hostile5 finding 3) -------------------------
+def _apply_over_an_applied_tree(world: World, tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
+    """An applied checkout (its tree at the series tip, as `apply --install` leaves it), then an
+    apply onto new_base that stops: (series, the old tip, the old tree's files)."""
+    series = applied(world, tmp_path)
+    old_tip = git_out(tree(series), "rev-parse", "HEAD")
+    files = {p: (tree(series) / p).read_text()
+             for p in git_out(tree(series), "ls-files").splitlines()}
+    run(series, "apply", "--base", world.sc.new_base, want=1)
+    assert git_out(tree(series), "rev-parse", "HEAD") != old_tip
+    return series, old_tip, files
+
+
+def test_abort_puts_back_the_tree_the_apply_replaced(world: World, tmp_path: Path) -> None:
+    """abort deleted the tree that was there before the apply (breaking the `import megatron`
+    an `apply --install` had set up, which names that path). Now the tree is back, at the same
+    path and commit, clean, and the commands that use it work as before."""
+    series, old_tip, files = _apply_over_an_applied_tree(world, tmp_path)
+    r = run(series, "abort", want=0)
+    assert f"put {tree(series)} back at {old_tip[:12]}" in r.stdout, r.stdout
+    assert "removed" not in r.stdout, r.stdout
+    assert git_out(tree(series), "rev-parse", "HEAD") == old_tip
+    assert git_out(tree(series), "status", "--porcelain") == ""
+    assert {p: (tree(series) / p).read_text() for p in files} == files
+    assert (series / ".rebasectl" / "tree.json").is_file()
+    run(series, "export", want=0)  # the map still names the tree: nothing to export, no error
+    run(series, "apply", "--base", world.sc.new_base, want=1)  # and it is replaceable again
+
+
+def test_abort_names_the_apply_that_makes_a_lost_tree_again(world: World,
+                                                            tmp_path: Path) -> None:
+    """When the replaced tree's commit is gone from the mirror (here: the map names a commit
+    the mirror never had), abort cannot put it back; its line names the apply that makes it
+    again, and following it does (the same commit: applies are deterministic)."""
+    series, old_tip, files = _apply_over_an_applied_tree(world, tmp_path)
+    tmap = series / ".rebasectl" / "tree.json"
+    data = json.loads(tmap.read_text())
+    data["commits"][-1][1] = "0" * 40
+    tmap.write_text(json.dumps(data))
+    r = run(series, "abort", want=0)
+    advice = [line for line in r.stdout.splitlines() if "makes it again" in line]
+    assert len(advice) == 1, r.stdout
+    (command,) = advised(advice[0])
+    assert command.startswith("rebasectl apply --base "), command
+    run(series, *shlex.split(command)[1:], want=0)
+    assert git_out(tree(series), "rev-parse", "HEAD") == old_tip
+    assert {p: (tree(series) / p).read_text() for p in files} == files

@@ -154,7 +154,9 @@ def test_long_synthetic_upstream(tmp_path: Path) -> None:
     assert [c["commit"] for c in two["culprits"]] == [sha[ev["side_culprit"]]]
     # absorbed upstream
     assert three["culprits"][0]["commit"] == sha[ev["absorb"]]
-    assert three["first_break"]["commit"] == sha[ev["absorb"]]
+    # absorbing it is no break of it: the commit is upstream_commit and the one culprit
+    assert three["upstream_commit"] == sha[ev["absorb"]]
+    assert three["first_break"] is None and three["permanent_break"] is None
     assert four["culprits"] == [] and four["first_break"] is None
     # five needs one's line: blocked by one, and broken where one broke
     assert five["blocked_by"] == [one["id"]]

@@ -34,10 +34,11 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for fmt in ("json", "markdown", "html"):
         r = rebasectl(ws, *args, "--format", fmt)
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 1, r.stderr  # entries to review, in every format: exit 1
         out[fmt] = r.stdout
+    assert json.loads(out["json"])["review"]
     r = rebasectl(ws, *args, "--verbose")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr
     out["verbose"] = r.stdout
     out["again"] = rebasectl(ws, *args).stdout
     out["data"] = json.loads(out["json"])

@@ -56,8 +56,19 @@ def test_patch_23_is_blocked_by_patch_14(june: dict[str, object]) -> None:
     (gone,) = p23["conflicts"]
     assert gone["path"] == "megatron/core/optimizer/fused_adam_patch.py"
     assert gone["kind"] == "missing" and gone["deleted_by"] is None
+    (region,) = gone["regions"]  # the preimage lines of its hunk, not 1 to the hunk's length
+    assert region["hunks"][0].startswith("@@ -19,7 ") and region["preimage_lines"] == [19, 25]
     assert gone["blocked_by"] == p14["id"] and p23["culprits"] == []
     assert all(p["status"] != "upstreamed" or p["upstream_commit"] for p in patches)
+    # the commit that upstreamed patch 16 is no break of it; its one merge region is kept
+    p16 = patches[15]
+    assert p16["first_break"] is None and p16["permanent_break"] is None
+    assert [len(c["regions"]) for c in p16["dropped_regions"]] == [1]
+    readme = (Path(str(june["art"])) / "README.md").read_text()
+    assert "| 16 | attention-output-gate-tp-slice-when-num-kv-heads | upstreamed | 1 |  |  |" \
+        in readme
+    assert "## 16. attention-output-gate-tp-slice-when-num-kv-heads: upstreamed\n\n" \
+        "- upstream `2e4a5d48c919`" in readme
 
 
 def test_regions_sit_where_the_merge_put_them(june: dict[str, object]) -> None:
@@ -102,7 +113,13 @@ def test_regions_sit_where_the_merge_put_them(june: dict[str, object]) -> None:
 def test_terminal_stderr_is_a_summary(june: dict[str, object]) -> None:
     stderr = str(june["stderr"])
     assert len(stderr.encode()) <= 8192
-    assert "16 of 24 patches fail (11 conflict, 5 blocked), 143 regions" in stderr
+    # 143 regions in the failing patches + patch 16's one (upstream's already) = the key's 144
+    assert "16 of 24 patches fail (11 conflict, 5 blocked), 143 regions; 1 upstreamed " \
+        "(1 region, upstream's already); 144 merge regions in all" in stderr
+    assert "16/24 attention-output-gate-tp-slice-when-num-kv-heads: upstreamed by " \
+        "2e4a5d48c919" in stderr
+    assert "`rebasectl export --drop attention-output-gate-tp-slice-when-num-kv-heads`" in stderr
+    assert "regions to resolve (the first 5 of 143):" in stderr  # the failing patches' ones
     assert f"+138 more: {june['art']}/regions.txt" in stderr
     assert not [ln for ln in stderr.splitlines() if ln.startswith("patches/")]
     regions = (Path(str(june["art"])) / "regions.txt").read_text().splitlines()

@@ -162,7 +162,7 @@ def test_apply_resolve_skip_export_and_replay(tmp_path: Path) -> None:
     git_text(tree, "rm", "-q", TOKENIZER)
     git_text(tree, "checkout", "HEAD", "--", *git_text(tree, "diff", "--cached", "--name-only",
                                               "--diff-filter=M").split())
-    assert "leaves nothing of the patch" in _ok(series, "continue", code=2).stderr
+    assert "leaves nothing of the patch" in _ok(series, "continue", code=1).stderr
     subprocess.run(["git", "-C", str(tree), "apply", "--index"], input=merged.encode(),
                    check=True)
     _resolve_compat(tree)
@@ -197,7 +197,9 @@ def test_apply_resolve_skip_export_and_replay(tmp_path: Path) -> None:
     _ok(series, "abort")
     data = json.loads(_ok(series, "bump", "--to", JUNE, "--json", code=1).stdout)
     statuses = {p["id"]: p["status"] for p in data["patches"]}
-    assert statuses["compat"] == statuses["partial-ckpt-load"] == "resolved"
+    assert statuses["compat"] == statuses["partial-ckpt-load"] == "clean"  # the contract's word
+    hows = {p["id"]: p["how"] for p in data["patches"]}
+    assert hows["compat"] == hows["partial-ckpt-load"] == "rerere"  # a recorded resolution
     assert [k for k, v in statuses.items() if v == "conflict"] == [
         "post-layernorm", "mla-rope-triton", "mtp-rl"]
 

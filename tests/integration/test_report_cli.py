@@ -72,8 +72,9 @@ def _mapping(data: dict[str, object]) -> list[tuple[list[int], list[int], str]]:
 
 def test_ranges_json(fork: dict[str, str | Path]) -> None:
     r = _ranges(fork, "--format", "json")
-    assert r.returncode == 0, r.stderr
-    data = json.loads(r.stdout)
+    assert r.returncode == 1, r.stderr  # entries to review: DESIGN's "differences that need a
+    data = json.loads(r.stdout)  # human" (exit 1), the JSON written all the same
+    assert data["review"] == [2, 4]
     assert data["schema"] == "rebasectl.report/1"
     assert data["old"]["base"] == fork["base1"] and data["new"]["base"] == fork["base2"]
     assert data["upstream"] == {"commits": 1, "files_changed": 1}
@@ -90,7 +91,8 @@ def test_ranges_json(fork: dict[str, str | Path]) -> None:
 
 def test_markdown_and_html(fork: dict[str, str | Path]) -> None:
     md = _ranges(fork)
-    assert md.returncode == 0, md.stderr
+    assert md.returncode == 1, md.stderr  # "Review 2 of 5 entries": as the JSON, exit 1
+    assert "Review" in md.stdout
     assert "## Mapping" in md.stdout and "## Summary" in md.stdout
     assert "```diff" not in md.stdout  # interdiffs: --verbose or the HTML
     assert "| 3 | \\[3/4\\] feat: gamma extras | 3+4 → 3 | merged |" in md.stdout  # [ escaped
@@ -99,7 +101,7 @@ def test_markdown_and_html(fork: dict[str, str | Path]) -> None:
     assert "**interdiff (1 hunks)**" in full and "```diff" in full
     out = Path(fork["tmp"]) / "report.html"
     h = _ranges(fork, "--format", "html", "-o", str(out))
-    assert h.returncode == 0 and h.stdout == ""
+    assert h.returncode == 1 and h.stdout == "" and out.exists()  # -o: the same exit code
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
     assert "class=\"sbs\"" in page and "class=\"del\"" in page and "class=\"add\"" in page
@@ -118,24 +120,24 @@ def test_series_directories_and_revisions(fork: dict[str, str | Path]) -> None:
     expected = EXPECTED
     # default: old = the series before the last base change, new = the working copy
     d = rebasectl(repo.path, "report", "--json", "--upstream", str(fork["up"]))
-    assert d.returncode == 0, d.stderr
+    assert d.returncode == 1, d.stderr  # entries to review
     data = json.loads(d.stdout)
     assert data["old"]["base"] == fork["base1"] and data["new"]["base"] == fork["base2"]
     assert _mapping(data) == expected
     assert data["old"]["patches"][0]["id"] == "beta-scaling"  # ids from series.yaml
     repo.commit("bump to base2")
     after = rebasectl(repo.path, "report", "--json")  # committed: same default pair
-    assert after.returncode == 0, after.stderr
+    assert after.returncode == 1, after.stderr
     assert _mapping(json.loads(after.stdout)) == expected
     revs = rebasectl(repo.path, "report", "--json", "--old-rev", "HEAD~1", "--new-rev", "HEAD")
-    assert revs.returncode == 0, revs.stderr
+    assert revs.returncode == 1, revs.stderr
     unlabelled = [json.loads(x.stdout) for x in (revs, after)]
     for data in unlabelled:
         assert data["old"].pop("label") and data["new"].pop("label")
     assert unlabelled[0] == unlabelled[1]
     dirs = rebasectl(repo.path, "report", "--json", "--old-series", str(old_dir),
                      "--new-series", str(repo.path))
-    assert dirs.returncode == 0, dirs.stderr
+    assert dirs.returncode == 1, dirs.stderr
     assert _mapping(json.loads(dirs.stdout)) == expected
 
 
@@ -178,7 +180,7 @@ def test_range_tip_series_gives_intent(fork: dict[str, str | Path]) -> None:
         "    why: beta needs scaling for RL\n"
         "    drop_when: upstream scales beta\n")})
     r = _ranges(fork, "--format", "json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # entries to review
     patch = json.loads(r.stdout)["new"]["patches"][0]
     assert (patch["id"], patch["why"], patch["drop_when"]) == \
         ("beta-scaling", "beta needs scaling for RL", "upstream scales beta")
@@ -199,4 +201,5 @@ def test_range_without_repo_says_to_pass_it(fork: dict[str, str | Path]) -> None
     bare.mkdir()
     r = rebasectl(bare, "report", *ranges)
     assert r.returncode == 2 and "pass --repo PATH" in r.stderr
-    assert rebasectl(ws, "report", *ranges, "--repo", str(fork["up"])).returncode == 0
+    assert rebasectl(ws, "report", *ranges, "--repo", str(fork["up"])).returncode == 1  # a
+    # report, with entries to review (0 would be a report with nothing to review)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.harness.cli import ok, run
-from tests.harness.scenes import World, advised
+from tests.harness.cli import ok, one_error, run
+from tests.harness.git import git_out
+from tests.harness.scenes import World, advised, conflicted, resolve_a, tree
 
 
 def test_status_after_a_kill_before_the_conflict_is_written(world: World,
@@ -31,3 +32,55 @@ def test_status_after_a_kill_before_the_conflict_is_written(world: World,
     assert "stopped at" in out and "unmerged: a.txt" in out, out
     assert {"rebasectl continue", "rebasectl skip", "rebasectl abort"} <= set(
         advised(out.strip().splitlines()[-1])), out
+
+
+def test_continue_interrupted_after_its_commit_is_said_by_status_and_rerun(
+        world: World, tmp_path: Path) -> None:
+    """Ctrl-C right after `continue` committed patch 1 and before it saved that (hostile5,
+    finding 12): the 'committed' line never printed, and status said 'stopped at' patch 1 with
+    'resolve, then continue'. Now the one error line names status and the rerun; status says
+    patch 1 is committed (as what it is); the rerun says it recorded it and finishes."""
+    series = conflicted(world, tmp_path)
+    resolve_a(series)
+    r = run(series, "continue", env={"REBASECTL_FAULT": "int@resolved"}, want=130)
+    line = one_error(r.stderr, "interrupted")
+    assert advised(line) == ["rebasectl status"], line
+    head = git_out(tree(series), "rev-parse", "--short=12", "HEAD")
+    out = ok(series, "status").stdout
+    assert "stopped at" not in out and "1/5 applied, interrupted" in out, out
+    assert f"1/5 change-a-line-3: committed {head}" in out, out
+    assert advised(out.strip().splitlines()[-1])[0] == "rebasectl continue", out
+    again = ok(series, "continue")
+    assert f"1/5 change-a-line-3: committed {head} before the last run was interrupted" in \
+        again.stderr, again.stderr
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
+    assert "PATCH 3 + UPSTREAM 3" in git_out(tree(series), "show", f"{head}:a.txt")
+
+
+def test_an_interruption_before_the_command_began_says_to_run_it_again(
+        world: World, tmp_path: Path) -> None:
+    """Ctrl-C while the CLI is still being imported: the one line says nothing changed and to
+    run it again, and running it again works."""
+    series = conflicted(world, tmp_path)
+    r = run(series, "status", env={"REBASECTL_FAULT": "int@start"}, want=130)
+    line = one_error(r.stderr, "interrupted before the command began", "run it again")
+    assert "nothing changed" in line
+    ok(series, "status")
+
+
+def test_skip_interrupted_after_it_was_recorded(world: World, tmp_path: Path) -> None:
+    """Ctrl-C right after `skip` saved the skip: status says the apply was interrupted and
+    names continue; `skip` again names continue too (there is nothing left to skip, and
+    skipping again must never take the next patch); following it finishes, patch 1 skipped."""
+    series = conflicted(world, tmp_path)
+    r = run(series, "skip", env={"REBASECTL_FAULT": "int@state"}, want=130)
+    assert advised(one_error(r.stderr, "interrupted")) == ["rebasectl status"]
+    out = ok(series, "status").stdout
+    assert "0/5 applied, interrupted" in out and "skipped: change-a-line-3" in out, out
+    assert advised(out.strip().splitlines()[-1])[0] == "rebasectl continue", out
+    again = run(series, "skip", want=2)
+    assert advised(one_error(again.stderr, "nothing to skip")) == ["rebasectl continue"]
+    ok(series, "continue")
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
+    assert "PATCH 3\n" not in (tree(series) / "a.txt").read_text()
+    assert "PATCHED b 10" in (tree(series) / "b.txt").read_text()

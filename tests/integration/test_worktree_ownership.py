@@ -5,12 +5,13 @@ each situation gets out with rebasectl commands alone.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.harness.cli import run
+from tests.harness.cli import one_error, run
 from tests.harness.git import git
 from tests.harness.scenes import (
     RESOLVED_A,
@@ -168,3 +169,48 @@ def test_moved_checkout_skip_and_export_need_no_hand_work(sc: Scenario, tmp_path
     # what the export line says: apply stops at the kept patch, to be resolved there
     stop = run(again, "apply", want=1)
     assert "change-a-line-3" in stop.stderr + stop.stdout
+
+
+def _do(series: Path, command: str) -> None:
+    """One advised command, run as written (git) or through the CLI (rebasectl)."""
+    argv = shlex.split(command)
+    if argv[0] == "git":
+        git(series, *argv[1:])
+    else:
+        assert argv[0] == "rebasectl", command
+        run(series, *argv[1:], want=0)
+
+
+@pytest.mark.parametrize("way", ["commit", "drop"])
+def test_bump_over_uncommitted_edits_advises_what_works(world: World, tmp_path: Path,
+                                                        way: str) -> None:
+    """hostile5 finding 8: bump over a tree with an uncommitted edit advised `rebasectl export`,
+    which refuses uncommitted changes. Now the refusal names the file and two ways out (amend
+    the last patch and export; reset --hard), and each, followed, lets the bump through."""
+    series = applied(world, tmp_path)
+    (tree(series) / "c" / "d.txt").write_text("my edit\n")
+    before = snapshot(series)
+    r = run(series, "bump", "--to", world.clean, want=2)
+    line = one_error(r.stderr, "uncommitted changes to c/d.txt")
+    assert snapshot(series) == before and (tree(series) / "c" / "d.txt").read_text() == "my edit\n"
+    commit, export, drop = advised(line)
+    assert export == "rebasectl export" and "reset --hard" in drop, line
+    for command in ([commit, export] if way == "commit" else [drop]):
+        _do(series, command)
+    run(series, "bump", "--to", world.clean, want=0)
+    in_patches = any(b"+my edit" in data for name, data in snapshot(series).items()
+                     if name.startswith("patches/"))
+    assert in_patches == (way == "commit")
+
+
+def test_bump_over_an_unexported_commit_advises_what_works(world: World, tmp_path: Path) -> None:
+    """An unexported commit: its own refusal; `rebasectl export` keeps it (covered by
+    test_refs_and_fetch), the reset the message names drops it, and the bump then goes on."""
+    series = applied(world, tmp_path)
+    commit_in(tree(series), "my unexported work", {"work.txt": "mine\n"})
+    r = run(series, "bump", "--to", world.clean, want=2)
+    line = one_error(r.stderr, "commits that were not exported")
+    export, drop = advised(line)
+    assert export == "rebasectl export" and "reset --hard" in drop, line
+    _do(series, drop)
+    run(series, "bump", "--to", world.clean, want=0)

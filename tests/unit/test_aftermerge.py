@@ -63,3 +63,44 @@ def test_clean_hunk_beside_an_upstream_duplicate_of_its_context(tmp_path: Path) 
     (risk,) = json.loads(r.stdout)["patches"][0]["risks"]
     assert risk["kind"] == "duplicate-context" and risk["commit"] == copied
     assert "now has 2 times" in risk["detail"] and risk["hunk"].startswith("@@ ")
+
+
+def test_readding_a_line_that_tells_nothing_alone_is_not_a_risk(tmp_path: Path) -> None:
+    """Hostile 5 #12: a docstring phrase (``Defaults to False.``) or a lone argument
+    (``cp_group=self.cp_group,``, ``qk_head_dim,``) that some upstream commit removed
+    somewhere in the file is no sign the patch reverts it: no warning. A line that tells alone,
+    removed by the same commit, still is one."""
+    noise = ["        Defaults to False.\n", "        cp_group=self.cp_group,\n",
+             "        qk_head_dim,\n"]
+    text = lines(10) + "def f(a):\n    '''A.\n" + noise[0] + "    '''\n    g(\n" + \
+        noise[1] + noise[2] + "    )\n" + UNSAFE + lines(10, "tail")
+    fork = Fork(tmp_path, {"a.py": text})
+    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
+    added = "def h(b):\n    '''B.\n" + noise[0] + "    '''\n    k(\n" + noise[1] + noise[2] + \
+        "    )\n"
+    tip = fork.up.commit("feat: h", {"a.py": text.replace("tail 5\n", "tail 5\n" + added)})
+    fork.up.git("checkout", "-q", "main")
+    series = imported(tmp_path, fork, tip)
+    gone = text
+    for ln in [*noise, UNSAFE]:
+        gone = gone.replace(ln, "")
+    fork.change("drop old arguments and the unsafe load", {"a.py": (text, gone)})
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                  env=TERMINAL)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["patches"][0]["risks"] == [], r.stdout
+    # (a line that tells alone, removed by such a commit, is still named: the test above)
+
+
+def test_what_tells_alone_on_the_june_warnings() -> None:
+    """The lines the grown June bump once warned about: pieces and prose do not tell alone;
+    statements (what the warning is for) do."""
+    from rebasectl.engine.carried import telling_alone
+
+    quiet = [b"Defaults to False.", b"cp_group=self.cp_group,", b"qk_head_dim,",
+             b'"megatron.core",', b"gradient_scaling_factor,", b"dims=-1,", b"include = ["]
+    loud = [b"return torch.load(load_path, map_location='cpu', weights_only=False)",
+            b"hidden_states = self.final_layernorm(hidden_states)",
+            b"self.cp_group = cp_group", b"mtp_labels, _ = roll_tensor("]
+    assert [ln for ln in quiet if telling_alone(ln)] == []
+    assert [ln for ln in loud if not telling_alone(ln)] == []

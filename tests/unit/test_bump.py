@@ -135,6 +135,8 @@ def test_clean_bump_exports_reports_and_drops_an_upstreamed_patch(tmp_path: Path
                   "--artifacts", str(out))
     assert r.returncode == 0, r.stderr
     assert "series carried to" in r.stdout
+    assert f"2/2 feature-line: upstreamed by {landed[:12]} upstream lands the feature; dropped " \
+        "from the series" in r.stdout  # which commit carries it, and what became of it
     data = json.loads((out / "bump.json").read_text())
     assert data["result"] == "clean"
     assert [p["status"] for p in data["patches"]] == ["clean", "upstreamed"]
@@ -305,3 +307,70 @@ def test_a_kill_between_the_old_tree_and_the_new_is_named_by_status(tmp_path: Pa
     assert "ONE 10" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
     assert "is missing" not in rebasectl(series, "status").stdout
     assert json.loads(rebasectl(series, "status", "--json").stdout)["missing_worktree"] is None
+
+
+def test_an_upstreamed_patch_is_explained_counted_and_its_advice_works(tmp_path: Path) -> None:
+    """Hostile 5 #7: a patch upstream carries (its merge conflicted on upstream's own copy) has
+    no break (the commit that upstreamed it is not one), its region is counted beside the
+    failing patches' (the answer keys count every region of the merges), the terminal and the
+    artifacts README say which commit carries it and how it leaves the series, and that advice
+    (skip at apply's stop, then export --drop) works."""
+    fork = Fork(tmp_path, {"b.txt": lines(30, "b")})
+    shas = fork.series([
+        ("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")}),
+        ("feat: wider slice", {"b.txt": ("slice = 2\n", "slice = 3\n")}),
+    ])
+    series = imported(tmp_path, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    art = tmp_path / "art"
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
+                  "--artifacts", str(art), "--propose", env=TERMINAL)
+    assert r.returncode == 1, r.stderr
+    gate_row = next(ln.split() for ln in r.stdout.splitlines() if ln.startswith("1 "))
+    assert gate_row == ["1", "gate", "upstreamed", "1", "1"], r.stdout  # no break; 1 region
+    assert "1 of 2 patches fail (1 conflict, 0 blocked), 1 region; 1 upstreamed (1 region, " \
+        "upstream's already); 2 merge regions in all" in r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "1/2 gate: upstreamed by" in ln)
+    assert landed[:12] in line and "`rebasectl export --drop gate`" in line
+    data = json.loads((art / "bump.json").read_text())
+    gate = data["patches"][0]
+    assert gate["first_break"] is None and gate["permanent_break"] is None
+    assert [c["commit"] for c in gate["culprits"]] == [landed]
+    assert len(gate["dropped_regions"][0]["regions"]) == 1
+    readme = (art / "README.md").read_text()
+    assert "| 1 | gate | upstreamed | 1 |  |  |" in readme
+    assert f"## 1. gate: upstreamed\n\n- upstream `{landed[:12]}`" in readme
+    assert "`rebasectl export --drop gate`" in readme and "2 merge regions in all" in readme
+    # the advice: apply stops on it; skip; the rest resolved; export --drop removes the entry
+    assert rebasectl(series, "apply", "--base", "main", "--upstream",
+                     str(fork.up.path)).returncode == 1
+    s = rebasectl(series, "skip")
+    tree = series / ".rebasectl" / "tree"
+    if s.returncode == 1:  # wider slice stops too: take upstream's lines with the patch's edit
+        (tree / "b.txt").write_text(lines(30, "b").replace(
+            "b 20\nb 21\n", "b 20\ngate = 1\nslice = 3\nB 21\n"))
+        Repo.existing(tree).git("add", "b.txt")
+        s = rebasectl(series, "continue")
+    assert s.returncode == 0, s.stderr
+    e = rebasectl(series, "export", "--drop", "gate")
+    assert e.returncode == 0, e.stderr
+    ids = [p["id"] for p in yaml.safe_load((series / "series.yaml").read_text())["patches"]]
+    assert ids == ["wider-slice"]
+    assert [p.name for p in (series / "patches").iterdir()] == ["0002-wider-slice.patch"]
+
+
+def test_a_file_level_region_holds_its_hunks_preimage_lines(tmp_path: Path) -> None:
+    """Hostile 5 #12: a modify/delete (or missing-file) region's preimage_lines are the lines its
+    hunks cover (``@@ -19,7`` -> 19-25, as on a content region), not 1 to the hunks' length."""
+    fork = Fork(tmp_path, {"d.txt": lines(40, "d"), "a.txt": lines(10)})
+    shas = fork.series([("fix: d 22", {"d.txt": ("d 22\n", "D 22\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    fork.up.commit("upstream deletes d", {"d.txt": None})
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                  env=TERMINAL)
+    assert r.returncode == 1, r.stderr
+    (c,) = json.loads(r.stdout)["patches"][0]["conflicts"]
+    (region,) = c["regions"]
+    assert c["kind"] == "modify/delete" and region["hunks"][0].startswith("@@ -19,7 ")
+    assert region["preimage_lines"] == [19, 25]

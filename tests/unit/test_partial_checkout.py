@@ -47,3 +47,45 @@ def test_an_untracked_file_of_the_persons_still_stops_the_move(tmp_path: Path) -
         Worktree(tmp_path / "r").move_to(new)
     assert (tmp_path / "r/y.py").read_text() == "my own y\n"
     assert repo.git("rev-parse", "HEAD") == old
+
+
+# -- tracked files: what a killed move wrote vs the person's edits (Worktree.in_the_way) --------
+def _three_files(path: Path) -> tuple[Repo, str, str]:
+    repo = Repo(path)
+    old = repo.commit("old", {"m.py": "m\n", "k.py": "k\n", "s.py": "s\n", "gone.py": "g\n"})
+    repo.git("rm", "-q", "gone.py")
+    new = repo.commit("new", {"m.py": "m\n" + BIG, "k.py": "k\n", "s.py": "s2\n"})
+    repo.git("checkout", "-q", "--detach", old)
+    return repo, old, new
+
+
+def test_a_killed_moves_tracked_writes_are_put_back_and_edits_stop_it(tmp_path: Path) -> None:
+    """m.py cut short on its way to the target's content and gone.py deleted by the move are
+    the move's (put back, the move goes through); the person's edit of s.py (which the move
+    changes) and of k.py (which the next stop writes) block it and stay as they are."""
+    repo, old, new = _three_files(tmp_path / "r")
+    root = tmp_path / "r"
+    (root / "m.py").write_text(("m\n" + BIG)[:300])
+    (root / "gone.py").unlink()
+    (root / "s.py").write_text("s, mine\n")
+    (root / "k.py").write_text("k, mine\n")
+    tree = Worktree(root)
+    assert sorted(tree.in_the_way(new, ["k.py"])) == ["k.py", "s.py"]
+    assert (root / "s.py").read_text() == "s, mine\n" and (root / "k.py").read_text() == "k, mine\n"
+    assert (root / "m.py").read_text() == "m\n" and (root / "gone.py").read_text() == "g\n"
+    repo.git("checkout", "-q", "--", "s.py")
+    assert tree.in_the_way(new, []) == []  # k.py: only the next stop writes it
+    tree.move_to(new)
+    assert (root / "m.py").read_text() == "m\n" + BIG and not (root / "gone.py").exists()
+    assert (root / "k.py").read_text() == "k, mine\n"
+    assert repo.git("rev-parse", "HEAD") == new
+
+
+def test_a_staged_change_is_never_taken_for_the_moves(tmp_path: Path) -> None:
+    """A staged change whose file holds the target's content is the person's (a killed move
+    never writes the index): it blocks the move."""
+    repo, old, new = _three_files(tmp_path / "r")
+    (tmp_path / "r/s.py").write_text("s2\n")
+    repo.git("add", "s.py")
+    assert Worktree(tmp_path / "r").in_the_way(new, []) == ["s.py"]
+    assert repo.git("diff", "--cached", "--name-only") == "s.py"

@@ -260,6 +260,34 @@ def test_resolve_accept_then_continue(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["proposals"] == []
 
 
+def test_reject_of_an_accepted_region_restores_the_conflict(tmp_path: Path) -> None:
+    """Hostile 5 #12: `resolve --reject` of an accepted proposal takes it back: the file has its
+    markers again as apply left them, its unmerged index entries are back (git status shows the
+    conflict), continue refuses as at the stop, and resolving by hand then continues."""
+    up, base, tip, new = fork(tmp_path)
+    series = series_of(tmp_path, up, base, tip)
+    assert rebasectl(series, "apply", "--base", new, "--upstream", str(up.path)).returncode == 1
+    tree = Repo.__new__(Repo)
+    tree.path, tree.clock = series / ".rebasectl" / "tree", 0
+    at_stop = (tree.path / "mod.py").read_text()
+    unmerged = tree.git("ls-files", "-u")
+    assert "<<<<<<<" in at_stop and unmerged
+    assert rebasectl(series, "resolve", "--accept", "--all").returncode == 0
+    assert tree.git("ls-files", "-u") == ""
+    r = rebasectl(series, "resolve", "--reject", "add-parameter-c/mod.py/1", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["proposals"] == [] and data["unresolved"] == ["mod.py"]
+    assert (tree.path / "mod.py").read_text() == at_stop
+    assert tree.git("ls-files", "-u") == unmerged
+    assert rebasectl(series, "continue").returncode == 1  # the conflict is open again
+    (tree.path / "mod.py").write_text(SIG.replace(
+        "    b: int = 0,\n", "    b: int = 0,\n    c: int = 0,\n    e: int = 0,\n"))
+    tree.git("add", "mod.py")
+    r = rebasectl(series, "continue")
+    assert r.returncode == 1 and "compute-fast" in r.stdout, r.stdout + r.stderr
+
+
 def test_no_key_branch_sha_or_path_in_the_proposing_code() -> None:
     """Only bench/resolve.py's scoring step names the keys and the maintainers' branches; the
     rules carry no sha, PR number or path of these series."""
@@ -505,7 +533,7 @@ def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path
     """Upstream made the patch's fix without its comment: git's merge still marks a region, the
     bump drops the patch as upstreamed (the commit named). With --propose, bump.json lists that
     region under dropped_regions with a proposed drop (upstream's side), the commit named;
-    without, nothing more than before."""
+    without, the region is still listed (bump counts it: the answer keys' count), unproposed."""
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"run.py": CALL})
     up.git("checkout", "-q", "-b", "fork")
@@ -527,7 +555,9 @@ def test_an_upstreamed_patchs_regions_are_shown_as_proposed_drops(tmp_path: Path
     assert prop["lines"] == [fixed.rstrip("\n")] and prop["evidence"]["commit"] == new
     assert prop["evidence"]["drop"] is True
     r = rebasectl(series, *args, "--artifacts", str(tmp_path / "art2"))
-    assert "dropped_regions" not in json.loads(r.stdout)["patches"][0]
+    [bare] = [reg for c in json.loads(r.stdout)["patches"][0]["dropped_regions"]
+              for reg in c["regions"]]
+    assert bare["id"] == "compute-fast/run.py/1" and "proposal" not in bare
 
 
 def test_a_parameter_used_only_in_regions_left_to_a_person_is_not_proposed_alone(
