@@ -77,6 +77,9 @@ def setup(mirror: Path, series: Path, work: Path) -> tuple[Path, Path, str, list
     ours.mkdir()
     shutil.copy(series / "series.yaml", ours / "series.yaml")
     shutil.copytree(series / "patches", ours / "patches")
+    if (series / "tests" / "regression").is_dir():  # `check` wants the tests series.yaml names
+        shutil.copytree(series / "tests" / "regression", ours / "tests" / "regression",
+                        ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(rebasectl("-C", str(ours), "fetch", "--upstream", str(mirror)), check=True,
                    capture_output=True, env={**os.environ, **HERMETIC})
     raw = work / "raw.git"

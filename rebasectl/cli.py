@@ -95,8 +95,8 @@ def fetch(ws: Workspace, upstream: str | None) -> None:
     from .commands.fetch import fetch as run_fetch
 
     with ui.progress("fetch"):
-        path = run_fetch(ws, upstream)
-    ui.line(f"mirror up to date: {path}")
+        path, created = run_fetch(ws, upstream)
+    ui.line(f"mirror created: {path}" if created else f"mirror up to date: {path}")
 
 
 # -- apply session ---------------------------------------------------------------------------------
@@ -207,8 +207,7 @@ def import_(ws: Workspace, rev_range: str, repo: Path, branch: str | None) -> No
     from . import render
     from .commands.import_ import do_import
 
-    series, changed = do_import(ws, rev_range, repo, branch)
-    render.imported(ws, series, changed)
+    render.imported(do_import(ws, rev_range, repo, branch))
 
 
 @cli.command("test")

@@ -184,24 +184,29 @@ def _evidence(p: Any) -> str:
     return evidence_line(p)
 
 
-def imported(ws: Any, series: Any, changed: list[str]) -> None:
-    """What import did, counted as what it is: patches, the files they touch, the files it
-    wrote; an empty commit said in words (it stays, as a patch with no diff)."""
-    from .model.patches import parse
-
-    touched: set[str] = set()
-    empty = []
-    for entry in series.patches:
-        patch = parse((ws.root / "patches" / entry.file).read_bytes(), entry.file)
-        touched.update(patch.paths())
-        if patch.is_empty:
-            empty.append(entry)
+def imported(done: Any) -> None:
+    """What import did, counted as what it is: patches, upstream's files they change and the
+    files they create, the files it wrote; an empty commit said in words (it stays, as a patch
+    with no diff); each merge it flattened into one patch, with what that patch holds."""
+    series = done.series
+    n = done.new_files
+    new = f" and creating {n} new file{'s' if n != 1 else ''}" if n else ""
     ui.line(f"imported {len(series.patches)} patches on {series.upstream.base.short()} "
-            f"({series.upstream.name}), touching {len(touched)} upstream files; wrote "
-            f"{len(changed)} files (patches/ and series.yaml)")
-    for entry in empty:
-        ui.line(f"  {entry.id}: an empty commit (no changes): kept as a patch without a diff; "
+            f"({series.upstream.name}), touching {done.upstream_files} upstream files{new}; "
+            f"wrote {len(done.changed)} files (patches/ and series.yaml)")
+    for pid in done.empty:
+        ui.line(f"  {pid}: an empty commit (no changes): kept as a patch without a diff; "
                 "bump reports it `empty`")
+    for m in done.merges:
+        ui.note(f"warning: {m.sha.short()} is a merge ({m.title}): its side brings "
+                f"{m.brought} commits, and patches/{m.file} holds their combined diff "
+                f"({m.files} files), not {m.brought} patches as git format-patch would give")
+    if done.merges:
+        base = done.base.short()
+        ui.note(f"  for one patch per commit, make the range linear in a clone with a work tree "
+                f"(`git switch -c linear {done.tip.short()} && git rebase {base}`: git rebase "
+                f"drops merges and replays their sides), then `rebasectl import {base}..linear "
+                "--repo CLONE`")
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:

@@ -48,11 +48,15 @@ class Carried:
 
 
 def copy_series(dest: Path, source: Path = REPO_ROOT) -> Path:
-    """series.yaml and patches/ of ``source`` in ``dest`` (made), ready for apply."""
+    """series.yaml, patches/ and the regression tests series.yaml names (`check` refuses a
+    `tests:` path that is not there) of ``source`` in ``dest`` (made), ready for apply."""
     (dest / "patches").mkdir(parents=True, exist_ok=True)
     shutil.copy(source / "series.yaml", dest / "series.yaml")
     for patch in (source / "patches").glob("*.patch"):
         shutil.copy(patch, dest / "patches" / patch.name)
+    if (source / "tests" / "regression").is_dir():
+        shutil.copytree(source / "tests" / "regression", dest / "tests" / "regression",
+                        ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     return dest
 
 

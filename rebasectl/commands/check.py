@@ -27,7 +27,7 @@ from .common import (
 
 def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
     finish_interrupted_write(ws)
-    series = load(ws.root)
+    series = load(ws.root, check_tests=True)
     loaded = load_patches(ws, series)
     problems = [f"{lp.id}: title in series.yaml differs from the patch subject"
                 for lp in loaded if lp.subject != lp.entry.title]

@@ -66,6 +66,7 @@ def prepare(ws: Workspace, against: str, upstream: str | None, tree: Path | None
     from ..engine.testing import preflight
 
     preflight(jobs)
+    load(ws.root, check_tests=True)  # a test path that is not there: one line, before any work
     tested = test_tree(ws, against, upstream, tree)
     base = default_path_base(ws, upstream) if against == "patched" and tree is None else None
     return Trees(tested, base)

@@ -28,7 +28,7 @@ from ..infra.fsutil import FileTransaction, atomic_write, read_regular
 from ..model import lines, links
 from ..model.ids import Oid, short
 from ..model.lines import significant_lines
-from ..model.patches import SYMLINK, Patch, PatchError, parse
+from ..model.patches import SYMLINK, Patch, PatchError, diff_start_in_message, parse
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -189,11 +189,12 @@ def _next_number(names: Sequence[str]) -> int:
 
 
 def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series | None,
-                         ids: dict[str, str],
-                         stats: dict[str, Stats] | None = None) -> tuple[list[PatchEntry],
-                                                                         dict[str, bytes]]:
+                         ids: dict[str, str], stats: dict[str, Stats] | None = None,
+                         parsed: dict[str, Patch] | None = None) -> tuple[list[PatchEntry],
+                                                                          dict[str, bytes]]:
     """An entry and canonical file bytes per commit; metadata and file name carried from
-    ``previous`` for the commits ``ids`` (sha -> id) names, else matched by subject."""
+    ``previous`` for the commits ``ids`` (sha -> id) names, else matched by subject. ``stats``
+    and ``parsed`` (file -> ...) collect what reading each file back gave."""
     old_by_id = {p.id: p for p in previous.patches} if previous else {}
     old_by_title = {p.title: p for p in previous.patches} if previous else {}
     used: set[str] = set()
@@ -216,14 +217,31 @@ def entries_from_commits(repo: Repo, infos: list[CommitInfo], previous: Series |
                                kind=guess_kind(patch.subject))
         used.add(entry.id)
         entries.append(entry)
+        _writable_message(info, patch)
         files[entry.file] = patch.render()
         try:  # refuse now what the series could not load back
             back = parse(files[entry.file], f"{PATCH_DIR}/{entry.file}")
             if stats is not None:
                 stats[entry.file] = Stats.of(back)
+            if parsed is not None:
+                parsed[entry.file] = back
         except PatchError as exc:
             raise PatchError(f"commit {short(info.sha)} ({patch.subject}): {exc.message}") from None
     return entries, files
+
+
+def _writable_message(info: CommitInfo, patch: Patch) -> None:
+    """A message that quotes a diff at the start of a line cannot be a patch file's message:
+    the file's reader (and git am) take that line for the start of the diff. Refused by name
+    before anything is written, rather than written as a file that reads back as another
+    commit."""
+    found = diff_start_in_message(patch.message)
+    if found is not None:
+        line, text = found
+        raise PatchError(f"commit {short(info.sha)} ({patch.subject}): message line {line} "
+                         f"{text[:60]!r} would be read as the start of the diff (git am reads "
+                         "it so too): indent the quoted diff in that commit's message (git "
+                         "rebase -i, reword), then run this again")
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -297,11 +315,57 @@ def upstream_name(repo: Repo) -> str:
     return where.name.removesuffix(".git").lower() or "upstream"
 
 
-def import_range(ws: Workspace, repo_path: Path, spec: str,
-                 branch: str | None) -> tuple[Series, list[str]]:
+@dataclass(frozen=True)
+class Flattened:
+    """A merge on the first-parent line of an imported range: one patch, its first-parent diff,
+    holding what ``brought`` commits of its side did (git format-patch would give them one patch
+    each and drop the merge)."""
+
+    sha: Oid
+    title: str
+    brought: int
+    file: str
+    files: int
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What import did, counted as what it is: the files the patches change that upstream has
+    (``upstream_files``) apart from those they create (``new_files``), the empty commits, and
+    the merges it flattened."""
+
+    series: Series
+    changed: list[str]
+    base: Oid
+    tip: Oid
+    upstream_files: int
+    new_files: int
+    empty: list[str]  # ids
+    merges: list[Flattened]
+
+
+def footprint(patches: Sequence[Patch]) -> tuple[set[str], set[str]]:
+    """(upstream's files the patches change, the files they create), each path counted where
+    the series first meets it: a file one patch adds and a later one changes is new, the
+    target of a rename is new and its source upstream's."""
+    upstream: set[str] = set()
+    new: set[str] = set()
+    for patch in patches:
+        for f in patch.files:
+            if f.old_path is not None and f.old_path not in new:
+                upstream.add(f.old_path)
+            if f.new_path is not None and f.new_path != f.old_path and \
+                    f.new_path not in upstream:
+                new.add(f.new_path)
+    return upstream, new
+
+
+def import_range(ws: Workspace, repo_path: Path, spec: str, branch: str | None) -> Imported:
+    """The range's first-parent line as a series: a merge on it becomes one patch (its
+    first-parent diff), so that applying the series gives TIP's tree exactly, and each such
+    merge is reported (``Imported.merges``) with how many commits its side brings."""
     repo = Repo.open(repo_path)
     base, tip = parse_range(repo, spec)
-    # the first-parent line of the range: a merge on it becomes one patch (its first-parent diff)
     infos = repo.commits(repo.history.rev_list([f"{base}..{tip}"], first_parent=True))
     previous = _maybe_load(ws)
     if previous is not None:
@@ -311,12 +375,18 @@ def import_range(ws: Workspace, repo_path: Path, spec: str,
         upstream = Upstream(upstream_name(repo), repo.remote_url() or str(repo.path),
                             branch or repo.head_branch() or "main", base)
     stats: dict[str, Stats] = {}
-    entries, files = entries_from_commits(repo, infos, previous, {}, stats)
+    parsed: dict[str, Patch] = {}
+    entries, files = entries_from_commits(repo, infos, previous, {}, stats, parsed)
     series = Series(upstream, tuple(entries), fork_web=previous.fork_web if previous else "")
     gone = [e.file for e in previous.patches if e.file not in files] if previous else []
     changed = write_series(ws, series, files, gone)
     remember_stats(ws, files, stats)
-    return series, changed
+    merges = [Flattened(i.sha, e.title, repo.history.brought_by(i.sha, [base]), e.file,
+                        stats[e.file].files)
+              for i, e in zip(infos, entries) if len(i.parents) > 1]
+    touched, created = footprint([parsed[e.file] for e in entries])
+    empty = [e.id for e in entries if parsed[e.file].is_empty]
+    return Imported(series, changed, base, tip, len(touched), len(created), empty, merges)
 
 
 # -- export ----------------------------------------------------------------------------------------

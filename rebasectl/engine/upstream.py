@@ -16,10 +16,10 @@ from pathlib import Path
 from ..git import Repo
 from ..infra.errors import RebasectlError
 from ..model.ids import Oid
+from ..model.series import url_refusal
 from ..model.workspace import Workspace
 
 ENV_UPSTREAM = "REBASECTL_UPSTREAM"
-_SCHEMES = ("https://", "ssh://", "git://", "file://")
 _SCP = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:[^:]")
 
 
@@ -29,15 +29,10 @@ def choose_source(explicit: str | None, series_url: str | None) -> str | None:
 
 def validate_source(source: str) -> str:
     """A URL or path we are willing to hand to git; a one-line refusal otherwise."""
-    if not source or source.startswith("-"):
-        raise RebasectlError(f"upstream {source!r}: not a URL or path")
-    if "::" in source.split("/", 1)[0] or source.startswith("ext::") or source.startswith("fd::"):
-        raise RebasectlError(f"upstream {source!r}: transport refused (use https, ssh, git, file)")
-    if source.lower().startswith(_SCHEMES):
-        return source
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", source):
-        raise RebasectlError(f"upstream {source!r}: transport refused (use https, ssh, git, file)")
-    if _SCP.match(source):
+    refusal = url_refusal(source)
+    if refusal is not None:
+        raise RebasectlError(f"upstream {source!r}: {refusal}")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", source) or _SCP.match(source):
         return source
     path = Path(source).expanduser()
     if not path.exists():

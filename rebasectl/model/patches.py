@@ -233,9 +233,9 @@ def parse(data: bytes, source: str) -> Patch:
     date = _checked_date(headers.get("date", ""), source)
     first = head.count(b"\n") + 3  # line number of ``rest``'s first line
     _one_message(rest, source, first)
-    body, diff, model = split_body(rest, source, first)
+    body, diff, model, at = split_body(rest, source, first)
     if model is not None:
-        check_model(model, source, first + rest[: len(rest) - len(diff)].count(b"\n"))
+        check_model(model, source, at)
     text = body.decode("utf-8", errors="surrogateescape")
     subject = _decode_header(headers["subject"]).strip()
     patch = Patch(name, addr, date, normalise_message(f"{subject}\n\n{text}"), diff)
@@ -321,34 +321,69 @@ def _decode_header(value: str) -> str:
         return value
 
 
-_DIFF_START = re.compile(rb"(?m)^(?:diff --git |--- |Index: )")
+# Where the diff starts: the first ``diff --git`` line, or the first ``---``/``+++`` pair of a
+# plain diff (what git apply takes for a file header). git mailinfo ends the message there too.
+_DIFF_START = re.compile(rb"(?m)^(?:diff --git |--- [^\n]*\n\+\+\+ )")
+# format-patch's separator: ``---`` and nothing but blanks (the diffstat follows it)
+_SEPARATOR = re.compile(rb"(?m)^---[ \t]*$")
+_HUNK_START = re.compile(rb"(?m)^@@ -\d")
 
 
-def split_body(rest: bytes, source: str, first: int) -> tuple[bytes, bytes, Diff | None]:
-    """Split what follows the mail header into message and diff. A message may itself quote a
-    diff, so the split is the first place from which the rest parses as a diff to its end (git
-    format-patch separates them with ``---``). Returns (message, diff bytes, parsed diff)."""
-    error: tuple[int, str] | None = None
-    for m in _DIFF_START.finditer(rest):
-        candidate = _unsigned(rest[m.start():])
-        try:
-            model = diffs.parse(candidate)
-        except DiffError as exc:
-            at = first + rest[: m.start()].count(b"\n")
-            error = error or (at + exc.line - 1, exc.message)
-            continue
-        if model.files and not model.preamble:
-            return _message_part(rest[: m.start()]), candidate, model
-    if error is not None:
-        raise PatchError(f"{source}:{error[0]}: {error[1]}")
-    if re.search(rb"(?m)^@@ -\d", rest):
-        raise PatchError(f"{source}:{first}: hunks without a file header ('diff --git' or "
-                         "'---'/'+++' lines)")
-    return _message_part(rest), b"", None
+def split_body(rest: bytes, source: str,
+               first: int) -> tuple[bytes, bytes, Diff | None, int]:
+    """Split what follows the mail header into message and diff, as ``git am`` does: the diff
+    starts at the first ``diff --git`` line (or ``---``/``+++`` pair), and all of it must parse.
+    A broken file section is an error naming its line, never message text: taking the first
+    place from which the rest parsed made every file before a hand-broken hunk vanish (and the
+    next export deleted them). The message ends at the last ``---`` line before the diff (what
+    lies between is format-patch's diffstat); a message may hold ``---`` lines of its own,
+    which git am would cut, and keeps them. Returns (message, diff bytes, parsed diff, the file
+    line of the diff's first line)."""
+    m = _DIFF_START.search(rest)
+    head = rest[: m.start()] if m else rest
+    stat = _after_separator(head)
+    hunk = _HUNK_START.search(head, stat)
+    if hunk is not None:
+        line = first + head[: hunk.start()].count(b"\n")
+        raise PatchError(f"{source}:{line}: hunk without a file header ('diff --git' or "
+                         "'---'/'+++' lines; git apply: patch fragment without header)")
+    if m is None:
+        return _message_without_diff(rest, source, first), b"", None, first
+    at = first + head.count(b"\n")  # the file line of the diff's first line
+    diff = _unsigned(rest[m.start():])
+    try:
+        model = diffs.parse(diff)
+    except DiffError as exc:
+        raise PatchError(f"{source}:{at + exc.line - 1}: {exc.message} (git apply: corrupt "
+                         "patch)") from None
+    return _message_part(head), diff, model, at
+
+
+def _last_separator(text: bytes) -> re.Match[bytes] | None:
+    return max(_SEPARATOR.finditer(text), key=lambda m: m.start(), default=None)
+
+
+def _after_separator(head: bytes) -> int:
+    """Where the text after the message's last ``---`` line starts (0 without one)."""
+    last = _last_separator(head)
+    return last.end() if last is not None else 0
+
+
+def _message_without_diff(rest: bytes, source: str, first: int) -> bytes:
+    """An empty commit: its message, then a ``---`` line (ours) or format-patch's signature.
+    With neither, the file was cut short (to its mail header, or in its message) and reading
+    it as an empty commit would drop the patch's change without a word."""
+    unsigned = _unsigned(rest)
+    if unsigned == rest and _SEPARATOR.search(rest) is None:
+        line = first + rest.rstrip(b"\n").count(b"\n") if rest.strip() else first - 1
+        raise PatchError(f"{source}:{line}: no diff, and no '---' line after the message: the "
+                         "file looks cut short (an empty commit is its message and a '---' "
+                         "line)")
+    return _message_part(unsigned)
 
 
 def _unsigned(diff: bytes) -> bytes:
-    """The diff without format-patch's signature (``-- `` and a version line at the very end)."""
+    """The text without format-patch's signature (``-- `` and a version line at the very end)."""
     at = diff.rfind(b"\n-- \n")
     if at < 0 or b"\n" in diff[at + 5:].rstrip(b"\n"):
         return diff
@@ -356,10 +391,21 @@ def _unsigned(diff: bytes) -> bytes:
 
 
 def _message_part(body: bytes) -> bytes:
-    sep = body.rfind(b"---\n")
-    if sep != -1 and (sep == 0 or body[sep - 1: sep] == b"\n"):
-        body = body[:sep]
-    return body
+    """The message: what comes before the last ``---`` line (the separator)."""
+    last = _last_separator(body)
+    return body[: last.start()] if last is not None else body
+
+
+def diff_start_in_message(message: str) -> tuple[int, str] | None:
+    """The first line of ``message`` (1-based, with its text) that a patch file's reader, and
+    git am, would take for the start of the diff: a commit whose message quotes a diff at the
+    start of a line cannot be written as a patch file that reads back as that commit."""
+    data = message.encode("utf-8", errors="surrogateescape")
+    m = _DIFF_START.search(data)
+    if m is None:
+        return None
+    line = data[: m.start()].count(b"\n") + 1
+    return line, data[m.start():].split(b"\n", 1)[0].decode("utf-8", errors="surrogateescape")
 
 
 # -- safety ----------------------------------------------------------------------------------------
@@ -385,6 +431,33 @@ def check_model(model: Diff, source: str, first: int) -> None:
                              "text only")
         if f.new_mode == SYMLINK and f.new_path is not None:
             _check_link_hunks(f, source, first)
+        if f.git and f.hunks and not _names_both_sides(f):
+            raise PatchError(f"{source}:{first + f.line - 1}: {f.path}: hunks without the '--- '"
+                             " and '+++ ' lines of their file header (git apply: git diff header "
+                             "lacks filename information)")
+        if _changes_nothing(f):
+            raise PatchError(f"{source}:{first + f.line - 1}: {f.path}: a file header with no "
+                             "change after it (no hunk, mode change or rename; cut short? git "
+                             "apply: patch with only garbage)")
+
+
+def _names_both_sides(f: FileDiff) -> bool:
+    """git apply's rule for a git file header with hunks: its ``---`` and ``+++`` lines both
+    there or both gone (the name is then the ``diff --git`` line's), one alone only where the
+    other side is /dev/null (a new or deleted file) or a rename names it."""
+    heads = f.header.split(b"\n")
+    minus = any(h.startswith(b"--- ") for h in heads)
+    plus = any(h.startswith(b"+++ ") for h in heads)
+    status = diffs.Status
+    return minus == plus or f.status in (status.RENAMED, status.COPIED) or \
+        (f.status is status.ADDED if plus else f.status is status.DELETED)
+
+
+def _changes_nothing(f: FileDiff) -> bool:
+    """A file section whose hunks are gone: git apply refuses it, and reading it as no change
+    would drop that file's change without a word."""
+    return (not f.hunks and not f.binary and f.status is diffs.Status.MODIFIED
+            and f.old_mode == f.new_mode and f.old_path == f.new_path)
 
 
 def _names(path: str) -> tuple[str, ...]:

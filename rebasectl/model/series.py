@@ -109,7 +109,7 @@ _PATCH_KEYS: dict[str, tuple[type, ...]] = {
 _REQUIRED_PATCH_KEYS = ("id", "file", "title")
 
 
-def load(root: Path, *, check_files: bool = True) -> Series:
+def load(root: Path, *, check_files: bool = True, check_tests: bool = False) -> Series:
     path = root / SERIES_FILE
     try:
         text = read_regular(path).decode("utf-8")
@@ -121,10 +121,13 @@ def load(root: Path, *, check_files: bool = True) -> Series:
         raise SeriesError(f"{SERIES_FILE}: cannot read: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise SeriesError(f"{SERIES_FILE}: cannot read: {exc}") from None
-    return parse(text, root, check_files=check_files)
+    return parse(text, root, check_files=check_files, check_tests=check_tests)
 
 
-def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES_FILE) -> Series:
+def parse(text: str, root: Path, *, check_files: bool = True, check_tests: bool = False,
+          name: str = SERIES_FILE) -> Series:
+    """The series in ``text``; ``check_files``: its patch files exist; ``check_tests``: its test
+    paths exist too (``check`` and ``test``; apply and bump need no test file)."""
     node = _compose(text, name)
     top = _mapping(node, name, "the top level")
     _only_keys(top, {"version", "upstream", "patches", "fork"}, name)
@@ -145,7 +148,7 @@ def parse(text: str, root: Path, *, check_files: bool = True, name: str = SERIES
         return Series(upstream, (), version, fork_web)
     if not isinstance(patches_node, yaml.SequenceNode):
         raise SeriesError(f"{name}:{_line(patches_node)}: 'patches' must be a list")
-    within, unique = _Dirs(root), _Unique(name)
+    within, unique = _Dirs(root, check_tests), _Unique(name)
     entries: list[PatchEntry] = []
     for item in patches_node.value:
         entries.append(_patch_entry(item, name, within, check_files))
@@ -188,11 +191,36 @@ def _compose(text: str, name: str) -> yaml.Node:
     return node
 
 
+_SCHEMES = ("https://", "ssh://", "git://", "file://")
+TRANSPORTS = "https, ssh, git, file"
+
+
+def url_refusal(url: str) -> str | None:
+    """Why git must not be handed ``url`` as an upstream, None when it may: only https, ssh,
+    git and file URLs, local paths and scp-style ``host:path`` (an ``ext::`` or other
+    ``transport::`` URL could run commands). series.yaml's ``url`` and every ``--upstream`` are
+    judged here, so ``check`` refuses what the network commands would."""
+    if not url or url.startswith("-"):
+        return "not a URL or path"
+    refused = f"transport refused (use {TRANSPORTS})"
+    if "::" in url.split("/", 1)[0]:
+        return refused
+    if url.lower().startswith(_SCHEMES):
+        return None
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url):
+        return refused
+    return None
+
+
 def _upstream(up_node: yaml.Node, name: str) -> Upstream:
     up = _mapping(up_node, name, "'upstream'")
     _only_keys(up, {*_UPSTREAM_KEYS, "web"}, name)
     values = {k: _scalar(up, k, name, (str,), up_node) for k in _UPSTREAM_KEYS}
     values["web"] = _web(up, name, up_node)
+    refusal = url_refusal(values["url"])
+    if refusal is not None:
+        raise SeriesError(f"{name}:{_line(up['url'][1])}: upstream.url {values['url']!r}: "
+                          f"{refusal}")
     if not is_full(values["base"]):
         raise SeriesError(
             f"{name}:{_line(up['base'][1])}: upstream.base must be a full 40-hex "
@@ -235,8 +263,9 @@ class _Unique:
 class _Dirs:
     """The checkout and its patches/ folder, each resolved once for the whole file."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, check_tests: bool = False) -> None:
         self.root, self.patches = Confined(root), Confined(root / PATCH_DIR)
+        self.check_tests = check_tests
         self.patches_inside = self.root.resolve(PATCH_DIR) is not None
 
 
@@ -279,9 +308,22 @@ def _patch_entry(item: yaml.Node, name: str, within: _Dirs, check_files: bool) -
         _inside(within.root, f"{PATCH_DIR}/{values['file']}", f"{name}:{file_line}", "file")
     if check_files and not os.path.isfile(real):
         raise SeriesError(f"{name}:{file_line}: patch file {PATCH_DIR}/{values['file']} not found")
-    for test in values.get("tests", ()):
-        _inside(within.root, test, f"{name}:{_line(fields['tests'][1])}", "test path")
+    if "tests" in fields:
+        _tests(fields["tests"][1], name, within)
     return PatchEntry(**values)
+
+
+def _tests(node: yaml.Node, name: str, within: _Dirs) -> None:
+    """Each ``tests:`` entry (a pytest file or folder, ``::test`` allowed) inside the checkout
+    and, when asked, there: a missing one made ``rebasectl test`` fail later, on the bump PR,
+    instead of at ``check``."""
+    assert isinstance(node, yaml.SequenceNode)  # _patch_entry checked it
+    for sub in node.value:
+        where = f"{name}:{_line(sub)}"
+        path = sub.value.split("::", 1)[0]
+        real = _inside(within.root, path, where, "test path")
+        if within.check_tests and not os.path.exists(real):
+            raise SeriesError(f"{where}: test path {sub.value!r} not found")
 
 
 def _inside(within: Confined, rel: str, where: str, what: str) -> str:

@@ -18,6 +18,7 @@ from tests.harness.scenes import (
     conflicted,
     tree,
 )
+from tests.june import copy_series
 from tests.sfix import Scenario, copy, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,9 +144,14 @@ def test_fold_becomes_absorbs_with_tests(world: World, tmp_path: Path) -> None:
     assert "- touch-b" in add_e and "tests/regression/test_b.py" in add_e
 
 
+QUOTED = ("diff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n-line 1\n"
+          "+one\n")
+
+
 def test_messages_round_trip(tmp_path: Path) -> None:
-    """A literal `=?utf-8?b?…?=` subject and author, a message quoting a diff: import, apply,
-    export: messages, authors and patch bytes unchanged."""
+    """A literal `=?utf-8?b?…?=` subject and author, a message quoting a diff (indented, as a
+    message must: git am ends a message at a line starting `diff -`), a message with `---`
+    lines of its own: import, apply, export: messages, authors and patch bytes unchanged."""
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"f.txt": lines(20)})
     up.branch("feature")
@@ -156,8 +162,8 @@ def test_messages_round_trip(tmp_path: Path) -> None:
         author="=?utf-8?q?Mall=C3=B6ry?= <m@example.com>",
     )
     up.commit(
-        "quote a diff\n\ndiff --git a/f.txt b/f.txt\n--- a/f.txt\n+++ b/f.txt\n"
-        "@@ -1,3 +1,3 @@\n-line 1\n+one\n",
+        "quote a diff\n\n" + "".join(f"    {ln}\n" for ln in QUOTED.splitlines())
+        + "\n---\nA rule, then more text.\n---\n",
         {"f.txt": lines(20).replace("line 5\n", "five\n").replace("line 7\n", "seven\n")},
     )
     series = tmp_path / "series"
@@ -174,14 +180,37 @@ def test_messages_round_trip(tmp_path: Path) -> None:
     assert snapshot(series) == before
 
 
+def test_a_message_quoting_a_diff_at_line_start_is_refused(tmp_path: Path) -> None:
+    """A commit whose message quotes a diff at the start of a line cannot be a patch file: its
+    reader, like git am, starts the diff there. import refuses it by name (exit 2, nothing
+    written), and the advice works: the message reworded with the quote indented imports and
+    applies with that message."""
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"f.txt": lines(20)})
+    up.branch("feature")
+    up.checkout("feature")
+    up.commit("quote a diff\n\nLike this:\n" + QUOTED,
+              {"f.txt": lines(20).replace("line 5\n", "five\n")})
+    series = tmp_path / "series"
+    series.mkdir()
+    r = run(series, "import", f"{base}..feature", "--repo", str(up.path), want=2)
+    assert "(quote a diff): message line 4 'diff --git a/f.txt b/f.txt' would be read as the " \
+        "start of the diff" in r.stderr and "indent the quoted diff" in r.stderr
+    assert not (series / "series.yaml").exists() and not (series / "patches").exists()
+    reworded = "quote a diff\n\nLike this:\n" + "".join(f"    {ln}\n" for ln in
+                                                       QUOTED.splitlines())
+    up.git("commit", "-q", "--amend", "-m", reworded)
+    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
+    run(series, "apply", want=0)
+    assert git(tree(series), "log", "--format=%B", "-1").stdout.rstrip("\n") == \
+        reworded.rstrip("\n")
+
+
 def test_crlf_file_of_upstream_carried(tmp_path: Path) -> None:
     """A patch to megatron/legacy/fp16_deprecated/loss_scaler.py (CRLF at 1dcf0da): exported,
     `check --apply` ok, re-applied byte for byte."""
     mirror = real_mirror()
-    series = tmp_path / "series"
-    series.mkdir()
-    shutil.copy(ROOT / "series.yaml", series)
-    shutil.copytree(ROOT / "patches", series / "patches")
+    series = copy_series(tmp_path / "series")
     run(series, "apply", "--upstream", str(mirror), want=0)
     path = tree(series) / "megatron/legacy/fp16_deprecated/loss_scaler.py"
     data = path.read_bytes()

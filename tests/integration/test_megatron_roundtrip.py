@@ -4,11 +4,11 @@ re-exports byte-identically. Skips without REBASECTL_MEGATRON_MIRROR."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 from tests.harness.cli import run as rebasectl
+from tests.june import copy_series
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = "1dcf0dafa884ad52ffb243625717a3471643e087"
@@ -36,10 +36,7 @@ def test_import_then_apply_reproduces_the_tip_tree(mirror_path: Path, tmp_path: 
 
 def test_the_miles_series_applies_exactly_and_is_canonical(mirror_path: Path,
                                                             tmp_path: Path) -> None:
-    series = tmp_path / "miles"
-    series.mkdir()
-    shutil.copy(REPO / "series.yaml", series / "series.yaml")
-    shutil.copytree(REPO / "patches", series / "patches")
+    series = copy_series(tmp_path / "miles", REPO)
     r = rebasectl(series, "check", "--apply", "--json", "--upstream", str(mirror_path))
     assert r.returncode == 0, r.stderr
     assert '"applies": true' in r.stdout and '"problems": []' in r.stdout

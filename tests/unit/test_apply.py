@@ -394,7 +394,7 @@ def test_reimport_keeps_metadata_and_bytes(tpl: Scenario, tmp_path: Path) -> Non
     series = copy(tpl, tmp_path)
     before = snapshot(series)
     out = ok(series, "import", f"{tpl.base}..feature", "--repo", str(tpl.up.path)).stdout
-    assert "wrote 0 files" in out and "touching 3 upstream files" in out
+    assert "wrote 0 files" in out and "touching 2 upstream files and creating 1 new file;" in out
     assert "empty-marker: an empty commit (no changes)" in out  # said in words
     assert snapshot(series) == before
     # a shorter range: the last patch goes, the others keep their bytes and metadata
@@ -448,7 +448,9 @@ def test_export_refuses_merges(tpl: Scenario, tmp_path: Path) -> None:
 
 def test_fetch_updates_the_mirror(tpl: Scenario, tmp_path: Path) -> None:
     series = copy(tpl, tmp_path)
-    assert "mirror up to date" in ok(series, "fetch", "--upstream", str(tpl.up.path)).stdout
+    assert not (series / ".rebasectl" / "upstream.git").exists()
+    assert "mirror created" in ok(series, "fetch", "--upstream", str(tpl.up.path)).stdout
+    assert "mirror up to date" in ok(series, "fetch").stdout  # hostile5 #12: the first said so
     later = upstream_commit(tpl, "later", {"later.txt": "x\n"})
     ok(series, "fetch")  # the url of series.yaml
     mirror = Repo.existing(series / ".rebasectl" / "upstream.git")

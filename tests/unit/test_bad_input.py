@@ -24,6 +24,7 @@ from tests.sfix import Scenario, run_cli, snapshot, template_fixture
 
 P1 = "patches/0001-change-a-line-3.patch"
 P2 = "patches/0002-add-e.patch"
+P3 = "patches/0003-touch-b.patch"
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +197,14 @@ CASES: list[Case] = [
     series_case("test-path-escape",
                 lambda c: c.sub("  tests: []\n", "  tests: [../../outside.py]\n"),
                 "series.yaml:16: test path '../../outside.py' escapes the repository"),
+    series_case("test-path-missing",
+                lambda c: c.sub("  tests: []\n", "  tests: [tests/regression/test_gone.py]\n"),
+                "series.yaml:16: test path 'tests/regression/test_gone.py' not found",
+                lambda c: ["check"]),
+    series_case("test-path-missing-at-test",
+                lambda c: c.sub("  tests: []\n", "  tests: [tests/regression/test_gone.py]\n"),
+                "series.yaml:16: test path 'tests/regression/test_gone.py' not found",
+                lambda c: ["test"]),
     series_case("missing-patch-file", lambda c: (c.series / P2).unlink(),
                 "series.yaml:18: patch file patches/0002-add-e.patch not found"),
     series_case("yaml-python-tag",
@@ -230,6 +239,16 @@ CASES: list[Case] = [
                 lambda c: c.write(P1, _patch_text(c) + b" a 7\n a 8\n"),
                 f"{P1}:11: hunk longer than its @@ header"),
     series_case("patch-corrupt-hunk-header", _hunk_header, f"{P1}:11: malformed hunk header"),
+    # hostile5 #2: a hunk made longer by hand, with a good file after it (read as message text,
+    # the file dropped)
+    series_case("patch-long-hunk-before-a-good-file",
+                lambda c: c.write(P1, _patch_text(c).replace(b"+PATCH 3\n", b"+PATCH 3\n+mine\n")
+                                  + _patch_text(c, P3).split(b"---\n")[1]),
+                f"{P1}:11: hunk longer than its @@ header says in a.txt (git apply: corrupt "
+                "patch)", lambda c: ["check"]),
+    series_case("patch-cut-to-mail-header",
+                lambda c: c.write(P1, _patch_text(c).split(b"\n---\n")[0] + b"\n"),
+                f"{P1}:5: no diff, and no '---' line after the message", lambda c: ["check"]),
     series_case("patch-missing-from",
                 lambda c: c.write(P1, _patch_text(c).replace(b"From: T", b"X-From: T", 1)
                                   .replace(b"From: Test Author", b"X-From: Test Author", 1)),
@@ -262,6 +281,10 @@ CASES: list[Case] = [
     series_case("series-url-ext-transport",
                 lambda c: c.sub(f"url: {c.up}", f"url: 'ext::sh -c touch% {c.tmp}/pwned'"),
                 "transport refused", lambda c: ["apply"]),
+    series_case("series-url-ext-transport-check",
+                lambda c: c.sub(f"url: {c.up}", "url: 'ext::sh -c id'"),
+                "series.yaml:4: upstream.url 'ext::sh -c id': transport refused",
+                lambda c: ["check"]),
     Case("base-option-like-rev",
          lambda c: ["apply", "--upstream", c.up, "--base=--output=/tmp/x"], "--output=/tmp/x"),
     # -- command line --------------------------------------------------------------------------

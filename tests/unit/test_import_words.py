@@ -3,6 +3,7 @@ or the mirror's), its default branch, counts that mean what they say, an empty c
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,77 @@ def test_import_from_a_checkout_and_from_a_bare_clone(tmp_path: Path) -> None:
 ])
 def test_kind_from_the_subject_tag_or_words(subject: str, kind: str) -> None:
     assert guess_kind(subject) == kind
+
+
+def test_new_files_are_counted_apart_from_upstreams(tmp_path: Path) -> None:
+    """hostile5 #12: "touching 60 upstream files" when 21 of them were the patches' own new
+    files. A file one patch creates and a later one changes is new; a deleted one is
+    upstream's."""
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"a.txt": lines(10), "b.txt": lines(5, "b")})
+    up.commit("feat: c", {"c.txt": "c\n", "a.txt": lines(10).replace("line 3\n", "3\n")})
+    up.commit("feat: c again, no b", {"c.txt": "cc\n", "b.txt": None})
+    tip = up.commit("feat: d", {"d/e.txt": "e\n"})
+    series = tmp_path / "series"
+    series.mkdir()
+    r = rebasectl(series, "import", f"{base}..{tip}", "--repo", str(up.path))
+    assert r.returncode == 0, r.stderr
+    assert "imported 3 patches" in r.stdout and \
+        "touching 2 upstream files and creating 2 new files; wrote 4 files" in r.stdout
+    assert "warning" not in r.stderr
+
+
+def _merged_history(tmp: Path) -> tuple[Repo, str, str, str]:
+    """base, then on main: a commit, a --no-ff merge of a side branch of two commits (one
+    adds a file), a commit. Returns (repo, base, the merge, tip)."""
+    up = Repo(tmp / "up")
+    base = up.commit("base", {"a.txt": lines(10), "b.txt": lines(10, "b")})
+    up.commit("fix: a", {"a.txt": lines(10).replace("line 2\n", "TWO\n")})
+    up.git("switch", "-q", "-c", "side")
+    up.commit("feat: side one", {"b.txt": lines(10, "b").replace("b 5\n", "FIVE\n")})
+    up.commit("feat: side two", {"s.txt": "s\n"})
+    up.git("switch", "-q", "main")
+    up.git("merge", "-q", "--no-ff", "-m", "Merge branch 'side'", "side")
+    merge = up.head()
+    tip = up.commit("fix: a again", {"a.txt": lines(10).replace("line 2\n", "TWO\n")
+                                     .replace("line 9\n", "NINE\n")})
+    return up, base, merge, tip
+
+
+def test_import_says_which_merges_it_flattens(tmp_path: Path) -> None:
+    """hostile5 #9: a merge on the range's first-parent line is one patch, its first-parent
+    diff (so the series gives TIP's tree), and import says so, one warning line per merge:
+    the merge, how many commits its side brings, the patch that holds them. The advice it
+    gives (linearise with git rebase, import that) gives one patch per commit and the same
+    tree."""
+    up, base, merge, tip = _merged_history(tmp_path)
+    series = tmp_path / "series"
+    series.mkdir()
+    r = rebasectl(series, "import", f"{base}..{tip}", "--repo", str(up.path))
+    assert r.returncode == 0, r.stderr
+    assert "imported 3 patches" in r.stdout
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+    assert warnings == [
+        f"warning: {merge[:12]} is a merge (Merge branch 'side'): its side brings 2 commits, and "
+        "patches/0002-merge-branch-side.patch holds their combined diff (2 files), not 2 "
+        "patches as git format-patch would give"]
+    advice = r.stderr.split("for one patch per commit, make the range linear in a clone with a "
+                            "work tree (`")[1]
+    commands, _, rest = advice.partition("`")
+    assert commands == f"git switch -c linear {tip[:12]} && git rebase {base[:12]}"
+    assert f"then `rebasectl import {base[:12]}..linear --repo CLONE`" in rest
+    clone = tmp_path / "clone"
+    up.git("clone", "-q", str(up.path), str(clone))
+    for step in commands.split(" && "):
+        subprocess.run(step.split(), cwd=clone, check=True, capture_output=True)
+    again = tmp_path / "linear-series"
+    again.mkdir()
+    r = rebasectl(again, "import", f"{base[:12]}..linear", "--repo", str(clone))
+    assert r.returncode == 0, r.stderr
+    assert "imported 4 patches" in r.stdout and "warning" not in r.stderr
+    for where in (series, again):
+        r = rebasectl(where, "apply", "--upstream", str(up.path))
+        assert r.returncode == 0, r.stderr
+        tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=where / ".rebasectl/tree",
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert tree == up.tree(tip)

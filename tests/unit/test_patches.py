@@ -10,12 +10,15 @@ import pytest
 from rebasectl.model.patches import (
     Patch,
     PatchError,
+    diff_start_in_message,
     normalise_message,
     parse,
     raw_to_rfc2822,
     rfc2822_to_raw,
 )
-from tests.harness.git import Repo, lines
+from tests.harness.git import Repo, git, lines
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -147,3 +150,187 @@ def test_real_megatron_commits_round_trip(mirror_path: Path) -> None:
         except PatchError as exc:
             refused.append(exc.message)
     assert refused and all("binary patch refused (docs/images/" in m for m in refused)
+
+
+# -- where the message ends and the diff starts (hostile5 #2) -----------------------------------
+@pytest.fixture
+def three(tmp_path: Path) -> tuple[Repo, bytes]:
+    """A commit changing three files, as a patch file (ours), and the repo at its parent."""
+    r = Repo(tmp_path / "three")
+    r.commit("base", {f"{n}.txt": lines(12, n) for n in "abc"})
+    r.commit("fix: three files\n\nWhy.", {f"{n}.txt": lines(12, n).replace(f"{n} 6\n", "six\n")
+                                           for n in "abc"})
+    from rebasectl.engine.exchange import patch_from_commit
+    from rebasectl.git import Repo as GitRepo
+
+    gr = GitRepo(r.path)
+    data = patch_from_commit(gr, gr.commits([r.head()])[0]).render()
+    r.checkout("--detach", "HEAD~1")
+    return r, data
+
+
+def _git_apply_check(repo: Repo, data: bytes, tmp_path: Path) -> str:
+    (tmp_path / "x.patch").write_bytes(data)
+    proc = git(repo.path, "apply", "--check", str(tmp_path / "x.patch"), check=False)
+    return proc.stderr if proc.returncode else ""
+
+
+@pytest.mark.parametrize("name", ["a", "b", "c"])
+def test_a_hand_broken_hunk_is_an_error_in_any_file(three: tuple[Repo, bytes], name: str,
+                                                    tmp_path: Path) -> None:
+    """A line added inside one file's hunk without fixing its @@ counts: an error naming that
+    hunk's line, whichever file it is in; the files before it were read as message text (and
+    the next export deleted them). git apply refuses the same bytes."""
+    repo, data = three
+    assert [f.path for f in parse(data, "t.patch").files] == ["a.txt", "b.txt", "c.txt"]
+    broken = data.replace(b"+six\n", b"+six\n+hand-added\n", "abc".index(name) + 1)
+    broken = broken.replace(b"+six\n+hand-added\n", b"+six\n", "abc".index(name))
+    assert broken.count(b"hand-added") == 1
+    lines_ = broken.split(b"\n")
+    at = lines_.index(b"+hand-added")
+    hunk = max(i for i in range(at) if lines_[i].startswith(b"@@")) + 1
+    with pytest.raises(PatchError) as info:
+        parse(broken, "t.patch")
+    assert info.value.message == (f"t.patch:{hunk}: hunk longer than its @@ header says in "
+                                  f"{name}.txt (git apply: corrupt patch)")
+    assert "corrupt patch" in _git_apply_check(repo, broken, tmp_path)
+
+
+def test_the_real_compat_patch_edited_by_hand(tmp_path: Path) -> None:
+    """hostile5 #2 on the shipped patches/0001-compat.patch: a line added after `+import
+    torch.distributed as dist` (parallel_state.py, the middle of three files) is refused at
+    that hunk, as git apply refuses it; the untouched file reads as three files, +12 -4."""
+    data = (ROOT / "patches/0001-compat.patch").read_bytes()
+    patch = parse(data, "patches/0001-compat.patch")
+    assert (len(patch.files), patch.model.added, patch.model.removed) == (3, 12, 4)
+    broken = data.replace(b"+import torch.distributed as dist\n",
+                          b"+import torch.distributed as dist\n+# hand-added note\n")
+    hunk = broken[: broken.index(b"+# hand-added")].rfind(b"\n@@ ")
+    line = broken[: hunk + 1].count(b"\n") + 1
+    with pytest.raises(PatchError) as info:
+        parse(broken, "patches/0001-compat.patch")
+    assert info.value.message == (
+        f"patches/0001-compat.patch:{line}: hunk longer than its @@ header says in "
+        "megatron/core/parallel_state.py (git apply: corrupt patch)")
+    empty = Repo(tmp_path / "empty")
+    assert "corrupt patch" in _git_apply_check(empty, broken, tmp_path)
+
+
+def test_hunks_whose_file_header_is_gone(three: tuple[Repo, bytes], tmp_path: Path) -> None:
+    """The first file's `diff --git`/`index`/`---`/`+++` lines deleted: its hunk sits between
+    the separator and the next file. It was read as message text (the change gone); now it is
+    an error, as git apply's 'patch fragment without header'."""
+    repo, data = three
+    start = data.index(b"diff --git a/a.txt")
+    cut = data[:start] + data[data.index(b"@@", start):]
+    line = cut[: cut.index(b"\n@@") + 1].count(b"\n") + 1
+    with pytest.raises(PatchError) as info:
+        parse(cut, "t.patch")
+    assert info.value.message.startswith(f"t.patch:{line}: hunk without a file header")
+    assert "patch fragment without header" in _git_apply_check(repo, cut, tmp_path)
+
+
+def test_a_file_header_with_its_hunks_cut(three: tuple[Repo, bytes], tmp_path: Path) -> None:
+    """b.txt's header kept, its hunk deleted: no longer read as "b.txt unchanged"."""
+    repo, data = three
+    start = data.index(b"diff --git a/b.txt")
+    hunk = data.index(b"@@", start)
+    cut = data[:hunk] + data[data.index(b"diff --git a/c.txt"):]
+    line = data[:start].count(b"\n") + 1
+    with pytest.raises(PatchError) as info:
+        parse(cut, "t.patch")
+    assert info.value.message.startswith(f"t.patch:{line}: b.txt: a file header with no change")
+    assert "only garbage" in _git_apply_check(repo, cut, tmp_path)
+
+
+def test_a_file_cut_down_to_its_header_is_not_an_empty_commit(three: tuple[Repo, bytes]) -> None:
+    """A file cut after its mail header, or in its message, has no diff and no `---` line: an
+    error at its last line, never an empty commit (the patch's change dropped without a
+    word). Our empty commit (message, `---`) and format-patch's (message, signature) read."""
+    _, data = three
+    header = data[: data.index(b"\n\n") + 2]
+    with pytest.raises(PatchError, match=r"^t.patch:5: no diff, and no '---' line"):
+        parse(header, "t.patch")
+    with pytest.raises(PatchError, match=r"^t.patch:6: no diff, and no '---' line"):
+        parse(header + b"Why.\n", "t.patch")
+    assert parse(header + b"Why.\n---\n", "t.patch").is_empty
+    signed = header + b"Why.\n-- \n2.39.5\n\n"
+    patch = parse(signed, "t.patch")
+    assert patch.is_empty and patch.message == "fix: three files\n\nWhy.\n"
+
+
+def test_a_git_format_patch_empty_commit(repo: Repo) -> None:
+    """`git format-patch --always` of an empty commit has no `---` line, only its signature."""
+    repo.commit("chore: marker\n\nNothing changes.", allow_empty=True)
+    data = repo.git("format-patch", "-1", "--stdout", "-k", "--always", "HEAD").encode() + b"\n"
+    assert b"\n---\n" not in data
+    patch = parse(data, "m.patch")
+    assert patch.is_empty and patch.message == "chore: marker\n\nNothing changes.\n"
+
+
+def test_message_quotes_read_as_git_am_reads_them(repo: Repo, tmp_path: Path) -> None:
+    """A message quoting a diff indented, and one with `---` rule lines: our reader keeps the
+    whole message; git am keeps the indented quote the same (its message is ours) and cuts at
+    the first `---` line, which our reader does not (it cuts at the last, the separator)."""
+    quoted = ("fix: quote\n\nThe old code did:\n\n    diff --git a/x b/x\n    --- a/x\n"
+              "    +++ b/x\n    @@ -1 +1 @@\n    -a\n    +b\n")
+    ruled = "fix: rules\n\nAbove.\n---\nBelow the rule.\n"
+    for message in (quoted, ruled):
+        repo.git("commit", "-q", "--amend", "-m", message)
+        from rebasectl.engine.exchange import patch_from_commit
+        from rebasectl.git import Repo as GitRepo
+
+        gr = GitRepo(repo.path)
+        data = patch_from_commit(gr, gr.commits([repo.head()])[0]).render()
+        assert parse(data, "q.patch").message == message
+        (tmp_path / "q.patch").write_bytes(data)
+        git(repo.path, "checkout", "-q", "--detach", "HEAD~1")
+        git(repo.path, "am", "-q", "-k", str(tmp_path / "q.patch"))
+        got = git(repo.path, "log", "-1", "--format=%B").stdout.rstrip("\n") + "\n"
+        assert got == (message if message is quoted else "fix: rules\n\nAbove.\n")
+
+
+@pytest.mark.parametrize("message,found", [
+    ("s\n\n    diff --git a/x b/x\n", None),
+    ("s\n\nsee\ndiff --git a/x b/x\nmore\n", (4, "diff --git a/x b/x")),
+    ("s\n\n--- a/x\n+++ b/x\n", (3, "--- a/x")),
+    ("s\n\n--- a rule and text\nno plus line\n", None),
+    ("s\n\n---\n", None),
+])
+def test_diff_start_in_message(message: str, found: tuple[int, str] | None) -> None:
+    assert diff_start_in_message(message) == found
+
+
+def test_hand_edits_read_as_git_apply_reads_them_or_refused(tmp_path: Path) -> None:
+    """Random one-line hand edits of the shipped patches (a `+`, `-` or context line inserted, a
+    line deleted, anywhere from the first `diff --git` on; seeded): whatever the reader accepts,
+    `git apply --numstat` accepts too with the same files and counts; whatever git refuses
+    (corrupt patch, a header without file names), the reader refuses. It refuses more than git
+    does: lines after a hunk's counts and junk inside a file header, which git drops without a
+    word."""
+    import random
+
+    rng = random.Random(7)
+    files = sorted((ROOT / "patches").glob("*.patch"))
+    seen = {"both accept": 0, "both refuse": 0, "only git accepts": 0}
+    for _ in range(150):
+        lines_ = rng.choice(files).read_bytes().split(b"\n")
+        start = next(i for i, ln in enumerate(lines_) if ln.startswith(b"diff --git"))
+        at = rng.randrange(start, len(lines_) - 1)
+        kind = rng.choice([b"+x", b"-x", b" x", None])
+        if kind is None:
+            del lines_[at]
+        else:
+            lines_.insert(at, kind)
+        data = b"\n".join(lines_)
+        (tmp_path / "x.patch").write_bytes(data)
+        g = git(tmp_path, "apply", "--numstat", str(tmp_path / "x.patch"), check=False)
+        theirs = None if g.returncode else sorted(
+            (int(a), int(r), p) for a, r, p in (ln.split("\t") for ln in g.stdout.splitlines()))
+        try:
+            ours = sorted((f.added, f.removed, f.path) for f in parse(data, "x.patch").files)
+        except PatchError:
+            ours = None
+        assert ours is None or ours == theirs, (at, kind)
+        seen["both accept" if ours else "only git accepts" if theirs else "both refuse"] += 1
+    assert all(seen.values()), seen

@@ -45,6 +45,8 @@ def _root(tmp_path: Path, text: str = TEXT) -> Path:
     (tmp_path / "patches").mkdir()
     for name in ("0001-mla-rope.patch", "0002-bare.patch"):
         (tmp_path / "patches" / name).write_text("x")
+    (tmp_path / "tests" / "regression").mkdir(parents=True)
+    (tmp_path / "tests" / "regression" / "test_mla_rope.py").write_text("")
     (tmp_path / "series.yaml").write_text(text)
     return tmp_path
 
@@ -95,12 +97,59 @@ def test_unicode_and_quotes_survive_dump(tmp_path: Path) -> None:
     (("  branch: dev\n", "  branch: dev\n  branch: main\n"), "series.yaml:6: duplicate key"),
     (("  name: megatron-lm\n", ""), "series.yaml:3: missing key 'name'"),
     (("file: 0002-bare.patch", "file: sub\\\\x.patch"), "must be a relative path"),
+    # hostile5 #12: what check accepted and a later command refused
+    (("url: https://github.com/NVIDIA/Megatron-LM.git", "url: 'ext::sh -c id'"),
+     "series.yaml:4: upstream.url 'ext::sh -c id': transport refused (use https, ssh, git, "
+     "file)"),
+    (("url: https://github.com/NVIDIA/Megatron-LM.git", "url: fd::3"),
+     "series.yaml:4: upstream.url 'fd::3': transport refused"),
+    (("url: https://github.com/NVIDIA/Megatron-LM.git", "url: gopher://example.invalid/x"),
+     "series.yaml:4: upstream.url 'gopher://example.invalid/x': transport refused"),
+    (("url: https://github.com/NVIDIA/Megatron-LM.git", "url: --upload-pack=x"),
+     "series.yaml:4: upstream.url '--upload-pack=x': not a URL or path"),
 ])
 def test_errors_name_file_and_line(tmp_path: Path, change: tuple[str, str], where: str) -> None:
     assert change[0] in TEXT
     with pytest.raises(SeriesError) as info:
         parse(TEXT.replace(change[0], change[1], 1), _root(tmp_path))
     assert where in info.value.message and "\n" not in info.value.message
+
+
+@pytest.mark.parametrize("url", ["https://github.com/NVIDIA/Megatron-LM.git",
+                                 "ssh://git@example.invalid/x.git", "git://example.invalid/x",
+                                 "file:///srv/x.git", "git@github.com:NVIDIA/Megatron-LM.git",
+                                 "/srv/mirrors/megatron-lm.git", "../megatron-lm"])
+def test_urls_git_may_be_handed(tmp_path: Path, url: str) -> None:
+    """What `--upstream` accepts, series.yaml's url accepts (a path is not looked for here: the
+    series may be checked where the mirror is not)."""
+    text = TEXT.replace("url: https://github.com/NVIDIA/Megatron-LM.git", f"url: '{url}'")
+    assert parse(text, _root(tmp_path)).upstream.url == url
+
+
+@pytest.mark.parametrize("tests,where", [
+    ("[tests/regression/test_mla_rope.py, tests/regression/test_gone.py]",
+     "series.yaml:16: test path 'tests/regression/test_gone.py' not found"),
+    ("\n    - tests/regression/test_mla_rope.py\n    - tests/regression/gone.py::test_x",
+     "series.yaml:18: test path 'tests/regression/gone.py::test_x' not found"),
+])
+def test_missing_test_paths(tmp_path: Path, tests: str, where: str) -> None:
+    """`check` and `test` load with check_tests: a test path that is not there is refused at
+    its line (hostile5 #12); apply and bump, which run no test, still load the series."""
+    text = TEXT.replace("tests: [tests/regression/test_mla_rope.py]", f"tests: {tests}")
+    root = _root(tmp_path)
+    with pytest.raises(SeriesError) as info:
+        parse(text, root, check_tests=True)
+    assert info.value.message == where
+    assert parse(text, root).patches[0].tests[-1].startswith("tests/regression/")
+
+
+def test_test_paths_may_be_folders_and_node_ids(tmp_path: Path) -> None:
+    text = TEXT.replace("tests: [tests/regression/test_mla_rope.py]",
+                        "tests: [tests/regression, tests/regression/test_mla_rope.py::test_a]")
+    assert parse(text, _root(tmp_path), check_tests=True).patches[0].tests == (
+        "tests/regression", "tests/regression/test_mla_rope.py::test_a")
+    assert parse(text.replace("tests/regression,", "tests/gone,"), tmp_path / "x",
+                 check_files=False).patches[0].tests[0] == "tests/gone"
 
 
 def test_check_files_off_allows_missing_files(tmp_path: Path) -> None:
