@@ -20,7 +20,9 @@ def _early(signum: int, frame: object) -> None:
 
 
 def main() -> None:
-    previous = signal.signal(signal.SIGINT, _early)
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:  # ignored (a background job): it stays ignored
+        signal.signal(signal.SIGINT, _early)
     from .infra.faults import boundary  # os and signal only: the window stays small
 
     boundary("start")

@@ -254,7 +254,11 @@ class Session:
         tree = Worktree(Path(state.worktree))
         if not tree.exists or tree.head() is None:
             return
-        tree.restore([*state.written, *tree.status().unmerged])
+        leftovers = [*state.written, *tree.status().unmerged]
+        if not leftovers:
+            return
+        tree.rerere_forget_in_progress()
+        tree.restore(leftovers)
         if state.written:
             state.written = []
             self.save(state)

@@ -248,6 +248,14 @@ class Worktree:
         lines = proc.stderr.decode(errors="replace").splitlines()
         return [m.group(1) for m in map(_RESOLVED.match, lines) if m]
 
+    def rerere_forget_in_progress(self) -> None:
+        """``git rerere clear``: the conflicts rerere is watching (``MERGE_RR``) are given up,
+        as ``git am --skip`` gives them up. Without it the next ``git rerere`` takes the files
+        put back to HEAD for the resolution of the skipped patch's conflicts, and replays that
+        "resolution" (upstream's side) at the next apply: a skipped patch applied as empty.
+        Resolutions recorded earlier stay."""
+        self.runner.run([*RERERE, "rerere", "clear"], check=False)
+
     def rerere_ids(self) -> list[str]:
         """rerere's ids of the conflicts in progress (``MERGE_RR``: ``id TAB path NUL``)."""
         try:

@@ -185,6 +185,9 @@ def _child(argv: list[str], env: dict[str, str] | None, out: int, err: int) -> N
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
                           closefd=False, buffering=1)
         sys.argv = ["rebasectl", *argv]
+        # Ctrl-C as a command typed at a terminal gets it: the test process's own disposition
+        # (ignored in some workers) is not the user's
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         for key, value in (env or {}).items():
             os.environ[key] = value
         from rebasectl._entry import main

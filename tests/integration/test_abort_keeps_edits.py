@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 
 from tests.harness.cli import ok, one_error, run
-from tests.harness.git import git, git_out
+from tests.harness.git import Repo, git, git_out
 from tests.harness.scenes import (
     Two,
     World,
@@ -171,3 +171,31 @@ def test_abort_keeps_an_edit_continue_carried_to_the_next_stop(two_conflicts: Tw
     assert (tree(series) / ".gitignore").read_text() == mine
     out = ok(series, "abort").stdout
     assert (kept_folder(out) / "edited" / ".gitignore").read_text() == mine
+
+
+def test_a_skipped_conflict_is_not_recorded_as_resolved(tmp_path: Path) -> None:
+    """skip puts the stop's files back to HEAD; rerere, still watching that conflict, took
+    those files for its resolution at the next stop's `git rerere`, and the next apply onto
+    the same base "resolved" patch 1 with upstream's side (the real June bump: mla-rope-triton
+    applied as empty). git am --skip forgets the conflict (rerere clear); skip must too:
+    applying again (another work tree, the same mirror and rr-cache) stops at patch 1."""
+    text = "".join(f"line {i}\n" for i in range(1, 30))
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"a.txt": text, "b.txt": text})
+    up.branch("feature")
+    up.commit("upstream", {"a.txt": text.replace("line 3\n", "UP 3\n"),
+                           "b.txt": text.replace("line 3\n", "UP 3\n")})
+    new_base = up.head()
+    up.checkout("feature")
+    up.commit("fix: a", {"a.txt": text.replace("line 3\n", "PATCH 3\n")})
+    up.commit("fix: b", {"b.txt": text.replace("line 3\n", "PATCH 3\n")})
+    series = tmp_path / "series"
+    series.mkdir()
+    ok(series, "import", f"{base}..feature", "--repo", str(up.path))
+    run(series, "apply", "--base", new_base, want=1)
+    assert "stopped at 2/" in run(series, "skip", want=1).stdout  # rerere runs at this stop
+    ok(series, "skip")
+    again = run(series, "apply", "--base", new_base, "--worktree", str(tmp_path / "again"),
+                want=1)
+    assert "stopped at 1/" in again.stdout, again.stdout + again.stderr
+    assert "recorded resolution" not in again.stderr

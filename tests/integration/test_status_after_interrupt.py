@@ -8,9 +8,10 @@ commands that go on from it."""
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
-from tests.harness.cli import ok, one_error, run
+from tests.harness.cli import ok, one_error, run, spawn
 from tests.harness.git import git_out
 from tests.harness.scenes import World, advised, conflicted, resolve_a, tree
 
@@ -84,3 +85,19 @@ def test_skip_interrupted_after_it_was_recorded(world: World, tmp_path: Path) ->
     assert not (series / ".rebasectl" / "apply-state.json").exists()
     assert "PATCH 3\n" not in (tree(series) / "a.txt").read_text()
     assert "PATCHED b 10" in (tree(series) / "b.txt").read_text()
+
+
+def test_a_background_job_that_ignores_ctrl_c_keeps_ignoring_it(world: World,
+                                                                 tmp_path: Path) -> None:
+    """A command started with SIGINT ignored (`rebasectl continue &` from a script: the shell
+    ignores it for background jobs) is not one a Ctrl-C ends: the console script used to put
+    its early handler in anyway, and a SIGINT then ended the command at once with "interrupted
+    before the command began (nothing changed)", untrue mid-command and with no state saved.
+    Here the SIGINT comes at the commit of the resolution: ignored, continue finishes."""
+    series = conflicted(world, tmp_path)
+    resolve_a(series)
+    r = spawn(series, "continue", env={"REBASECTL_FAULT": "int@resolved"},
+              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert r.returncode == 0, r.stderr
+    assert "interrupted" not in r.stderr
+    assert not (series / ".rebasectl" / "apply-state.json").exists()  # the apply finished
