@@ -286,9 +286,11 @@ def run_torchrun(root: Path, tree: Path, files: list[str],
     rank) or 5 (no test ran). Raises when a rank wrote no JUnit XML."""
     with tempfile.TemporaryDirectory(prefix="rebasectl-mgpu-") as tmp:
         # pytest expands $RANK (set by torchrun per worker): one XML per rank.
+        # each rank runs rank_pytest (a failed test is not a failed rank: torchrun would end
+        # the others before they wrote their XML)
+        pytest_args = _pytest_args(files, str(Path(tmp) / "junit-rank$RANK.xml"))[2:]
         args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                str(nproc), *_pytest_args(files, str(Path(tmp) / "junit-rank$RANK.xml")),
-                "-m", "multi_gpu"]
+                str(nproc), "-m", "rebasectl.engine.rank_pytest", *pytest_args, "-m", "multi_gpu"]
         env = dict(os.environ, REBASECTL_TEST_TREE=str(tree), **MULTI_GPU_ENV)
         try:
             proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True,

@@ -85,6 +85,46 @@ def test_run_torchrun_merges_per_rank_junit(tmp_path: Path) -> None:
     }, tail
 
 
+SLOW_RANK0 = """
+import os
+import time
+import pytest
+
+@pytest.mark.multi_gpu
+def test_fails_on_rank1_only():
+    assert os.environ["RANK"] != "1"
+
+@pytest.mark.multi_gpu
+def test_rank0_ends_after_rank1():
+    mark = os.path.join(os.environ["REBASECTL_TEST_TREE"], "rank1.pid")
+    if os.environ["RANK"] == "1":
+        with open(mark, "w") as fh:
+            fh.write(str(os.getpid()))
+        return
+    for _ in range(6000):  # until rank 1's process is gone (its session is over)
+        if os.path.exists(mark):
+            try:
+                os.kill(int(open(mark).read() or 0), 0)
+            except (ProcessLookupError, ValueError):
+                break
+        time.sleep(0.01)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun)")
+def test_a_test_failing_on_one_rank_does_not_end_the_others(tmp_path: Path) -> None:
+    """torchrun ends the other ranks when one exits non-zero; pytest's exit 1 for a failed test
+    did that, and rank 0, still running (slower on a busy machine: CI saw it), wrote no XML: the
+    run was called a crash. Here rank 0 finishes only after rank 1's process has ended, so the
+    outcome was always the crash before rank_pytest; now both XMLs are written and merged."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(CONFTEST))
+    (tmp_path / "test_slow.py").write_text(SLOW_RANK0)
+    code, outcomes, tail = testing.run_torchrun(tmp_path, tmp_path, ["test_slow.py"], 2)
+    assert code == 1, tail
+    assert _states(outcomes) == {"test_fails_on_rank1_only": "failed",
+                                 "test_rank0_ends_after_rank1": "passed"}, tail
+
+
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (torchrun)")
 def test_run_torchrun_without_xml_is_an_error(tmp_path: Path) -> None:
     from rebasectl.infra.errors import RebasectlError
