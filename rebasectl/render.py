@@ -33,6 +33,11 @@ def status(data: dict[str, Any]) -> None:
         ui.line(f"the work tree {data['missing_worktree']} is missing (an apply or bump was "
                 "interrupted while making it); the series is unchanged: `rebasectl apply` makes "
                 "it again")
+    if data.get("interrupted_bump"):
+        bump = data["interrupted_bump"]
+        ui.line(f"a bump to {short(bump['to'])} was interrupted while making the work tree "
+                f"{bump['worktree']}; the series is unchanged: `rebasectl bump --to "
+                f"{bump['to']}` does it again (or `rebasectl apply` for the pinned base)")
     if not progress:
         return
     committed = progress.get("committed") or []

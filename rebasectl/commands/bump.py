@@ -52,7 +52,7 @@ from ..engine.proposals import (
 from ..engine.proposals.evidence import BothInsert, ContextOnly, Moved, Superseded, Upstream
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
-from ..engine.state import TreeMap
+from ..engine.state import Carrying, TreeMap
 from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
 from ..infra.artifacts import Artifacts
@@ -613,11 +613,14 @@ def carry(ws: Workspace, repo: Repo, result: BumpResult, mat: Materialised,
     boundary("tree-cleared")  # a kill here leaves no tree: status says so, apply makes it
     tip = kept[-1].commit if kept else result.new
     assert tip is not None
+    Carrying(worktree, result.new).save(ws.carrying)  # from here the tree is this bump's
     notify(f"checking out {worktree}")
     checkout(ws, repo, worktree, tip)
+    boundary("carried")  # a kill here: a tree at the new upstream, the old series.yaml
     TreeMap(result.new, worktree, [(s.id, s.commit) for s in kept if s.commit]).save(ws.tree_map)
     drops = [p.id for p in result.patches if p.status is BumpStatus.UPSTREAMED]
     _, _, changed = export_tree(ws, worktree, drops)
+    Carrying.remove(ws.carrying)
     result.worktree, result.changed = worktree, changed
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.exchange import load_patches, patch_stats
-from ..engine.state import ApplyState, StateError, TreeMap
+from ..engine.state import ApplyState, Carrying, StateError, TreeMap, tolerant
 from ..git import Worktree
 from ..infra.errors import GitError
 from ..model.dependencies import SeriesLines
@@ -30,7 +30,17 @@ def status(ws: Workspace) -> dict[str, Any]:
     return {"schema": "rebasectl.status/1",
             "upstream": {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base},
             "patches": patches, "apply_in_progress": (progress := describe_apply(ws)),
-            "missing_worktree": None if progress else missing_worktree(ws)}
+            "missing_worktree": None if progress else missing_worktree(ws),
+            "interrupted_bump": None if progress else interrupted_bump(ws)}
+
+
+def interrupted_bump(ws: Workspace) -> dict[str, str] | None:
+    """A clean bump killed while it made the new work tree (engine/state.Carrying): the tree
+    it was making and the revision, for the rerun that finishes it."""
+    carrying, _ = tolerant(Carrying.load, ws.carrying)
+    if carrying is None:
+        return None
+    return {"worktree": str(carrying.worktree), "to": str(carrying.to)}
 
 
 def missing_worktree(ws: Workspace) -> str | None:
@@ -41,7 +51,7 @@ def missing_worktree(ws: Workspace) -> str | None:
         tmap = TreeMap.load(ws.tree_map)
     except StateError:  # an unreadable map is abort's and apply's to report, not status'
         return None
-    if tmap is None or ws.path(tmap.worktree).exists():
+    if tmap is None or ws.path(tmap.worktree).exists() or ws.carrying.exists():
         return None
     return str(tmap.worktree)
 

@@ -55,7 +55,7 @@ from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .serialize import file_conflict
 from .state import ApplyState, TreeMap
-from .worktrees import check_room, checkout, clear, registered
+from .worktrees import check_room, checkout, clear, forget_half_made, registered
 
 Notify = Callable[[str], None]
 
@@ -163,6 +163,7 @@ class Session:
                            labels=[f"upstream {base.short()}"])
         self.save(state)  # from here on an interruption is finished by `continue` or a rerun
         clear(self.ws, worktree)
+        forget_half_made(self.ws, worktree)
         state.cleared = True
         self.save(state)
         # the base checked out while the patches are computed (a Megatron checkout takes as

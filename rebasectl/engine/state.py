@@ -225,3 +225,35 @@ class TreeMap:
                 "commits": [list(c) for c in self.commits], "skipped": self.skipped,
                 "others": kept}
         atomic_write(path, json.dumps(data, indent=1).encode())
+
+
+@dataclass
+class Carrying:
+    """A clean bump making the new work tree (``.rebasectl/carrying.json``), written after the
+    old tree is gone and removed once the series is exported. A bump killed in between left a
+    tree at the new upstream (whole or half checked out) under the old series.yaml, and the
+    next command took its upstream commits for unexported work ("`rebasectl export` writes
+    them": export then wrote them as patches). With the marker, that tree is known to be the
+    bump's own: a rerun (or an apply) replaces it, and status names the bump to rerun."""
+
+    worktree: Path
+    to: Oid
+
+    @classmethod
+    def load(cls, path: Path) -> Carrying | None:
+        data = _read(path)
+        if data is None:
+            return None
+        _check(path, data, {"worktree": "str", "to": "sha"})
+        return cls(_loaded_tree(path, data["worktree"]), Oid(data["to"]))
+
+    def save(self, path: Path) -> None:
+        atomic_write(path, json.dumps({"worktree": _stored_tree(path, self.worktree),
+                                       "to": self.to}, indent=1).encode())
+
+    def names(self, worktree: Path) -> bool:
+        return self.worktree.resolve() == worktree.resolve()
+
+    @staticmethod
+    def remove(path: Path) -> None:
+        path.unlink(missing_ok=True)

@@ -14,7 +14,7 @@ from ..git.worktree import linked_to, registration
 from ..infra.errors import RebasectlError
 from ..model.ids import short
 from ..model.workspace import Workspace
-from .state import TreeMap
+from .state import Carrying, TreeMap, tolerant
 
 
 def registered(ws: Workspace, worktree: Path) -> bool:
@@ -41,7 +41,15 @@ def check_room(ws: Workspace, worktree: Path) -> None:
                                  "pick another --worktree")
         raise RebasectlError(f"{worktree} exists and is not a rebasectl work tree; "
                              "pick another --worktree or move it away")
+    if half_made(ws, worktree):
+        return  # an interrupted bump's own tree, made after the old one was checked and removed
     _check_exported(ws, Worktree(worktree))
+
+
+def half_made(ws: Workspace, worktree: Path) -> bool:
+    """Is ``worktree`` the one an interrupted clean bump was making (engine/state.Carrying)?"""
+    carrying, _ = tolerant(Carrying.load, ws.carrying)
+    return carrying is not None and carrying.names(worktree)
 
 
 def _check_exported(ws: Workspace, tree: Worktree) -> None:
@@ -81,6 +89,12 @@ def clear(ws: Workspace, worktree: Path) -> None:
         shutil.rmtree(worktree, ignore_errors=True)
     elif worktree.is_dir() and not any(worktree.iterdir()):
         worktree.rmdir()
+
+
+def forget_half_made(ws: Workspace, worktree: Path) -> None:
+    """An apply has replaced the tree an interrupted bump was making: nothing left to finish."""
+    if half_made(ws, worktree):
+        Carrying.remove(ws.carrying)
 
 
 def checkout(ws: Workspace, repo: Repo, worktree: Path, commit: str) -> Worktree:

@@ -9,7 +9,8 @@ environment variable ``REBASECTL_FAULT`` is ``SIGNAL@NAME:N`` (``kill@commit:2``
 (``kill``), SIGINT (``int``) or SIGSTOP (``stop``: frozen while holding the lock, for the
 concurrency tests). Boundaries: ``commit`` (materialise made a patch commit),
 ``state`` (apply state saved), ``worktree`` (work tree moved to the new tip), ``tree-cleared``
-(a clean bump removed the old work tree, the new one not yet made), ``resolved`` (a
+(a clean bump removed the old work tree, the new one not yet made), ``carried`` (a clean
+bump's new tree checked out, the series not yet exported), ``resolved`` (a
 resolution committed by ``continue``), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
 moved into place), ``git-wait`` (a command found a live git holding a lock in the mirror and
 waits for it), ``start`` (the console script's early Ctrl-C handler is on, the CLI not yet

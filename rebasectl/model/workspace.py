@@ -74,6 +74,10 @@ class Workspace:
         return self.state_dir / "tree.json"
 
     @property
+    def carrying(self) -> Path:
+        return self.state_dir / "carrying.json"
+
+    @property
     def resolutions(self) -> Path:
         return self.state_dir / "resolutions"
 

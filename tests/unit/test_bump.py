@@ -5,6 +5,7 @@ clean bump that exports and reports, an absorbed patch, a dependent patch, bad i
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -462,3 +463,30 @@ def test_a_file_level_region_holds_its_hunks_preimage_lines(tmp_path: Path) -> N
     (region,) = c["regions"]
     assert c["kind"] == "modify/delete" and region["hunks"][0].startswith("@@ -19,7 ")
     assert region["preimage_lines"] == [19, 25]
+
+
+def test_a_bump_killed_while_making_the_new_tree_is_finished_by_a_rerun(tmp_path: Path) -> None:
+    """A clean bump killed after the new tree was checked out and before the export left a
+    tree at the new upstream under the old series.yaml; the rerun then called upstream's
+    commits unexported work and advised `rebasectl export`, which wrote them into the series as
+    patches (hostile6 #1). Now status names the interrupted bump, and its advice, followed,
+    finishes it: the same series a bump never killed gives, no upstream commit in it."""
+    fork = Fork(tmp_path, {"a.txt": lines(30)})
+    shas = fork.series([("fix: one", {"a.txt": ("line 10\n", "ONE 10\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    assert rebasectl(series, "apply", "--upstream", str(fork.up.path)).returncode == 0
+    before = (series / "series.yaml").read_bytes()
+    new = fork.change("shift a", {"a.txt": ("line 1\n", "line 0\nline 1\n")})
+    killed = rebasectl(series, "bump", "--to", new, "--upstream", str(fork.up.path),
+                       env={"REBASECTL_FAULT": "kill@carried"})
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    assert (series / "series.yaml").read_bytes() == before
+    (line,) = [ln for ln in rebasectl(series, "status").stdout.splitlines()
+               if "interrupted" in ln]
+    advice = re.findall(r"`(rebasectl bump[^`]*)`", line)
+    assert advice == [f"rebasectl bump --to {new}"], line
+    redone = rebasectl(series, *advice[0].split()[1:], "--upstream", str(fork.up.path))
+    assert redone.returncode == 0, redone.stderr
+    assert f"base: {new}" in (series / "series.yaml").read_text()
+    assert sorted(p.name for p in (series / "patches").iterdir()) == ["0001-one.patch"]
+    assert "interrupted" not in rebasectl(series, "status").stdout
