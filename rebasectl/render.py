@@ -38,6 +38,8 @@ def status(data: dict[str, Any]) -> None:
         ui.line(f"a bump to {short(bump['to'])} was interrupted while making the work tree "
                 f"{bump['worktree']}; the series is unchanged: `rebasectl bump --to "
                 f"{bump['to']}` does it again (or `rebasectl apply` for the pinned base)")
+    if data.get("stashed"):
+        _stashed(data["stashed"], in_progress=bool(progress))
     if not progress:
         return
     committed = progress.get("committed") or []
@@ -46,7 +48,7 @@ def status(data: dict[str, Any]) -> None:
     where = f"stopped at {stopped}" if stopped else "interrupted"
     ui.line(f"apply in progress on {short(progress['base'])}: "
             f"{progress['applied'] + len(committed)}/{progress['total']} applied, {where} in "
-            f"{progress['worktree']}")
+            f"{progress['worktree']}{_behind(progress)}")
     for item in committed:
         ui.line(f"  {item['index']}/{progress['total']} {item['id']}: committed "
                 f"{short(item['commit'])} (the run was interrupted before it said so)")
@@ -65,6 +67,24 @@ def status(data: dict[str, Any]) -> None:
                 "the patch out, `rebasectl abort` gives up")
     else:
         ui.line("`rebasectl continue` goes on from there, `rebasectl abort` gives up")
+
+
+def _behind(progress: dict[str, Any]) -> str:
+    """The work tree short of the applied patches (made in memory; the run stopped before it
+    moved the tree): where it is, and that continue moves it on."""
+    at = progress.get("tree_at")
+    if at is None:
+        return ""
+    where = "the base" if at == 0 else f"{at}/{progress['total']} {progress['done_ids'][at - 1]}"
+    return f" (the work tree is at {where}: `rebasectl continue` moves it on)"
+
+
+def _stashed(stash: dict[str, Any], in_progress: bool) -> None:
+    tree = stash["worktree"]
+    when = "once the apply is done (not before: a stop's unmerged files refuse it)" \
+        if in_progress else "brings them back"
+    ui.line(f"{stash['count']} stash(es) in {tree} hold changes (`git -C {tree} stash list`): "
+            f"`git -C {tree} stash pop` {when}")
 
 
 def check(data: dict[str, Any]) -> None:

@@ -31,7 +31,26 @@ def status(ws: Workspace) -> dict[str, Any]:
             "upstream": {"name": up.name, "url": up.url, "branch": up.branch, "base": up.base},
             "patches": patches, "apply_in_progress": (progress := describe_apply(ws)),
             "missing_worktree": None if progress else missing_worktree(ws),
-            "interrupted_bump": None if progress else interrupted_bump(ws)}
+            "interrupted_bump": None if progress else interrupted_bump(ws),
+            "stashed": stashed(ws, progress)}
+
+
+def stashed(ws: Workspace, progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``git stash`` entries in the work tree (the way past a refusal of continue/skip stashes
+    the person's changes; they come back only by a pop once the apply is done): the tree and
+    how many, or None."""
+    where = progress["worktree"] if progress else None
+    if where is None:
+        tmap, _ = tolerant(TreeMap.load, ws.tree_map)
+        where = str(tmap.worktree) if tmap is not None else None
+    if where is None:
+        return None
+    tree = Worktree(ws.path(where))
+    try:
+        count = tree.stashes() if tree.exists else 0
+    except GitError:
+        return None
+    return {"worktree": str(tree.path), "count": count} if count else None
 
 
 def interrupted_bump(ws: Workspace) -> dict[str, str] | None:
@@ -74,11 +93,25 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
     except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
         tree_error = str(e)
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
+            "done_ids": [pid for pid, _ in state.done],
             "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
             "committed": committed, "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
             "conflicts": state.conflicts, "tree_error": tree_error,
-            "conflict_written": state.in_tree}
+            "conflict_written": state.in_tree,
+            "tree_at": None if committed or tree_error else _tree_at(state, tree)}
+
+
+def _tree_at(state: ApplyState, tree: Worktree) -> int | None:
+    """How many of the applied patches the work tree's HEAD holds, when it is behind the
+    state (a run killed or refused before it moved the tree): 0 at the base, None when it is
+    at the state's tip or elsewhere."""
+    head = tree.head() if tree.exists else None
+    if head is None or head == state.tip:
+        return None
+    if head == state.base:
+        return 0
+    return next((n for n, (_, sha) in enumerate(state.done, 1) if sha == head), None)
 
 
 def _unrecorded(ws: Workspace, state: ApplyState, tree: Worktree) -> list[dict[str, str]]:

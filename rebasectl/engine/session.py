@@ -16,7 +16,8 @@ any other file stays unstaged in the work tree, as ``git am --continue`` leaves 
 records the patch as skipped (the series entry stays; export keeps it) and puts back only the
 files the stop wrote (``ApplyState.written``), keeping a copy of any the person edited after the
 stop. Before the tree moves on, a file with uncommitted changes that the move or the next stop
-would write is a refusal naming it, with the way past it (see ``in_the_way_message``).
+would write, and an untracked file where one would be written, is a refusal naming it, with
+the way past it (see ``in_the_way_message``).
 ``abort`` (engine/abort.py) removes the work tree (only a work tree registered in rebasectl's
 mirror) and the state, and puts back the tree the apply replaced.
 
@@ -34,7 +35,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..git import Repo, Worktree
+from ..git import InTheWay, Repo, Worktree
 from ..git.runner import Started
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
@@ -265,26 +266,29 @@ class Session:
             self.save(state)
 
     def _check_in_the_way(self, state: ApplyState, stopped: Step | None) -> None:
-        """Refuse, before the work tree moves, when the person's uncommitted changes sit in
-        files the move to the new tip or the next stop's conflict would write (git refuses
-        the same way); the state is saved, so ``continue`` goes on once they are out of the
-        way."""
+        """Refuse, before the work tree moves, when the person's files sit where the move to
+        the new tip or the next stop's conflict would write (git refuses the same way); the
+        state is saved, so ``continue`` goes on once they are out of the way. The stop is
+        announced only past this check: a refused run wrote no conflict."""
         tree = Worktree(Path(state.worktree))
-        if not tree.exists or tree.head() is None:
-            return
-        also = [*stopped.patch.paths(), *stopped.followed.values()] if stopped else []
-        blocked = tree.in_the_way(state.tip, also)
-        if blocked:
-            done = "".join(f"{what}; " for what in self.settled)
-            raise ConflictError(done + in_the_way_message(tree.path, blocked))
+        if tree.exists and tree.head() is not None:
+            also = [*stopped.patch.paths(), *stopped.followed.values()] if stopped else []
+            blocked = tree.in_the_way(state.tip, also)
+            if blocked:
+                done = "".join(f"{what}; " for what in self.settled)
+                raise ConflictError(done + in_the_way_message(tree.path, blocked))
+        if stopped is not None:
+            self.notify(_announcement(stopped, len(state.ids)))
 
     def _materialise(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Step | None:
+        """The remaining patches committed in memory up to the first conflict; each clean one
+        is announced as made, the stop later (``_check_in_the_way``)."""
         remaining = [i for i in state.remaining() if i != state.current]
         total = len(state.ids)
 
         def announce(step: Step) -> None:
-            self.notify(Counted(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}"
-                                f"{followed_words(step.followed)}", step.index, total))
+            if step.status is not Applied.CONFLICT:
+                self.notify(_announcement(step, total))
 
         mat = Materializer(self.repo, self.labels(state), self.engine(state)).run(
             state.tip, [patches[i] for i in remaining],
@@ -450,6 +454,11 @@ class Session:
         return dest, len(edited)
 
 
+def _announcement(step: Step, total: int) -> Counted:
+    return Counted(f"Applying ({step.index}/{total}) {step.id}: {step.status.value}"
+                   f"{followed_words(step.followed)}", step.index, total)
+
+
 def followed_words(followed: dict[str, str]) -> str:
     """`` (followed upstream's rename a -> b)``, as ``git am -3`` would have carried it."""
     return "".join(f" (followed upstream's rename {a} -> {b})" for a, b in followed.items())
@@ -485,6 +494,7 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
 
 
 SHOWN_IDS = 12  # the patch ids a message lists before "..."
+SHOWN_FILES = 5  # the files a refusal lists before "..."
 
 
 def series_changed(state: ApplyState, now: list[str]) -> str:
@@ -504,13 +514,31 @@ def series_changed(state: ApplyState, now: list[str]) -> str:
             f"{'that resolution' if state.current else 'this apply'} away)")
 
 
-def in_the_way_message(tree: Path, paths: list[str]) -> str:
-    """The person's uncommitted changes stand where the next patches write: kept, and the way
-    past them that gives them back afterwards."""
-    shown = ", ".join(paths[:5]) + (" ..." if len(paths) > 5 else "")
-    return (f"{tree}: your uncommitted changes to {shown} are in the way of the next patches "
-            f"(left as they are): `git -C {tree} stash`, then `rebasectl continue`, then "
-            f"`git -C {tree} stash pop` brings them back")
+def in_the_way_message(tree: Path, found: InTheWay) -> str:
+    """The person's files stand where the next patches write: kept, and the way past them that
+    works through any later stop. An untracked file is moved aside (a stash could not put it
+    back over the patch's own file); changes are stashed and popped once the apply is done (a
+    pop at a later stop fails on its unmerged paths: "needs merge"); status says while a stash
+    waits."""
+    what, steps = [], []
+    if found.untracked:
+        what.append(f"untracked {_shown(found.untracked)}")
+        steps += [f"`mv {tree / p} {tree / p}.mine`" for p in found.untracked[:SHOWN_FILES]]
+    if found.changed:
+        what.append(f"your uncommitted changes to {_shown(found.changed)}")
+        steps.append(f"`git -C {tree} stash`")
+    more = " (and the others likewise)" if len(found.untracked) > SHOWN_FILES else ""
+    text = (f"{tree}: {' and '.join(what)} in the way of the next patches (left as they are): "
+            f"{', '.join(steps)}{more}, then `rebasectl continue` (resolving any stop as "
+            "usual)")
+    if found.changed:
+        text += (f"; once the apply is done, `git -C {tree} stash pop` brings the changes back "
+                 "(status reminds you)")
+    return text
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:SHOWN_FILES]) + (" ..." if len(paths) > SHOWN_FILES else "")
 
 
 def unresolved_message(state: ApplyState, paths: list[str]) -> str:

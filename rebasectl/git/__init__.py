@@ -15,7 +15,7 @@ from .index import Entry, Index, Stages
 from .objects import CommitInfo, Identity
 from .repo import Repo
 from .runner import Runner
-from .worktree import TreeStatus, Worktree
+from .worktree import InTheWay, TreeStatus, Worktree
 
 __all__ = ["EMPTY_TREE", "CommitInfo", "Entry", "History", "Identity", "Index", "RawCommit",
-           "Repo", "Runner", "Stages", "TreeStatus", "Worktree"]
+           "InTheWay", "Repo", "Runner", "Stages", "TreeStatus", "Worktree"]

@@ -40,6 +40,17 @@ class TreeStatus:
         return not (self.unmerged or self.changed)
 
 
+@dataclass
+class InTheWay:
+    """The person's files a move would overwrite: tracked ones with uncommitted changes, and
+    untracked ones (which ``git stash`` would not bring back over the patch's own file)."""
+    changed: list[str] = field(default_factory=list)
+    untracked: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.changed or self.untracked)
+
+
 def parse_status(out: bytes) -> TreeStatus:
     """``git status --porcelain=v2 -z`` records (renames carry a second path record)."""
     status = TreeStatus()
@@ -168,26 +179,47 @@ class Worktree:
         out = self.runner.run(["--literal-pathspecs", *args, *paths], check=False).stdout
         return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
 
-    def in_the_way(self, target: str, also: Sequence[str]) -> list[str]:
-        """Tracked files with uncommitted changes that moving to ``target`` (and then writing
-        ``also``) would overwrite: the person's, to be kept. A changed file that already is
-        ``target``'s, or the start of it, is what a move killed mid-way wrote, not an edit:
-        it is put back as the index has it (a killed move never wrote the index), so the move can
-        run again."""
-        changed = self.status().changed
+    def in_the_way(self, target: str, also: Sequence[str]) -> InTheWay:
+        """The person's files that moving to ``target`` (and then writing ``also``) would
+        overwrite, to be kept: tracked ones with uncommitted changes, and untracked ones where
+        ``target`` adds a file or ``also`` writes one, ignored ones included (git refuses the
+        first; the stop's write would replace the second unsaid). A file that already is
+        ``target``'s, or the start of it, is what a move killed mid-way wrote, not an edit: a
+        tracked one is put back as the index has it (a killed move never wrote the index), an
+        untracked one is left for ``move_to`` to drop, so the move can run again."""
+        status = self.status()
+        found = InTheWay(untracked=self._untracked_in_the_way(
+            [*status.untracked, *self.ignored()], target, also))
+        changed = status.changed
         if not changed:
-            return []
+            return found
         moving = set(self._names(["diff-tree", "-r", "-z", "--name-only", "--no-renames",
                                   "HEAD", target, "--"], changed))
         staged = set(self._names(["diff", "--cached", "-z", "--name-only", "--no-renames",
                                   "HEAD", "--"], changed))
-        blocked = []
         for path in changed:
             if path in moving and path not in staged and self._reached(path, target):
                 self.write_from_index([path])
             elif path in moving or path in also:
-                blocked.append(path)
-        return blocked
+                found.changed.append(path)
+        return found
+
+    def _untracked_in_the_way(self, untracked: Sequence[str], target: str,
+                              also: Sequence[str]) -> list[str]:
+        """Untracked files at paths ``target`` adds or ``also`` names, other than a killed
+        move's partial write (``target``'s content or its start)."""
+        if not untracked:
+            return []
+        written = set(also) | set(self._names(
+            ["diff-tree", "-r", "-z", "--name-only", "--no-renames", "--diff-filter=A",
+             "HEAD", target, "--"], untracked))
+        return [p for p in untracked if p in written and not self._reached(p, target)]
+
+    def stashes(self) -> int:
+        """How many ``git stash`` entries the tree's repository holds (``refs/stash`` is shared
+        by every work tree of the mirror)."""
+        out = self.runner.run(["stash", "list"], check=False).stdout
+        return len(out.splitlines())
 
     def _reached(self, path: str, target: str) -> bool:
         """Is the file at ``path`` ``target``'s content or the start of it (absent when

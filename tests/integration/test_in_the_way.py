@@ -1,0 +1,141 @@
+"""The person's files where the next patches write (hostile6 findings 3 and 4).
+
+3: continue/skip's refusal advised `git stash`, `rebasectl continue`, `git stash pop`; when the
+continue stopped at a later patch the pop failed ("needs merge") and status never said a stash
+held the edits; the refused run also printed "Applying (3/3) ...: conflict" though nothing was
+applied. Now the pop comes once the apply is done, status says a stash waits, and a refused run
+announces no stop.
+
+4: an untracked file where the move writes gave git's raw "Untracked working tree file ... would
+be overwritten by merge", exit 2, and status said "interrupted"; now it is the same one-line
+refusal (exit 1) naming the file, before the tree moves, with a way out that works.
+
+The scene: patch 1 (a.txt) and patch 3 (b.txt, and it adds m.txt) conflict with upstream,
+patch 2 adds n.txt."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+from tests.harness.cli import ok, one_error, run
+from tests.harness.git import Repo, git, git_out
+from tests.harness.scenes import advised, resolve_all, tree
+
+TEXT = "".join(f"line {i}\n" for i in range(1, 30))
+NOTE = "# my note\n"
+
+
+def scene(tmp_path: Path) -> Path:
+    """A series stopped at patch 1 of 3 on the new base."""
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"a.txt": TEXT, "b.txt": TEXT})
+    up.branch("feature")
+    up.commit("upstream", {"a.txt": TEXT.replace("line 3\n", "UP 3\n"),
+                           "b.txt": TEXT.replace("line 3\n", "UP 3\n")})
+    new_base = up.head()
+    up.checkout("feature")
+    up.commit("fix: a", {"a.txt": TEXT.replace("line 3\n", "PATCH 3\n")})
+    up.commit("feat: n", {"n.txt": "new file\n"})
+    up.commit("fix: b", {"b.txt": TEXT.replace("line 3\n", "PATCH 3\n"),
+                         "m.txt": "added by patch 3\n"})
+    series = tmp_path / "series"
+    series.mkdir()
+    ok(series, "import", f"{base}..feature", "--repo", str(up.path))
+    assert "stopped at 1/3" in run(series, "apply", "--base", new_base, want=1).stdout
+    return series
+
+
+def resolve(series: Path, name: str) -> None:
+    resolve_all(tree(series) / name, "RESOLVED 3\n")
+    git(tree(series), "add", name)
+
+
+def follow(series: Path, message: str, at_stop: str) -> None:
+    """Run what ``message`` advises, in order: `mv`, git and rebasectl commands; a continue
+    that stops (exit 1) is resolved in ``at_stop`` and continued, as the advice says
+    ("resolving any stop as usual")."""
+    for command in advised(message):
+        argv = shlex.split(command)
+        if argv[0] == "mv":
+            shutil.move(argv[1], argv[2])
+        elif argv[0] == "git":
+            git(series, *argv[1:])
+        elif argv[1] == "continue" and run(series, "continue").returncode == 1:
+            status = ok(series, "status").stdout
+            assert "stopped at b in" in status, status
+            if "git" in message and "stash" in message:  # the reminder while the stash waits
+                assert "stash(es) in" in status and "once the apply is done" in status, status
+            resolve(series, at_stop)
+            ok(series, "continue")
+    assert not (series / ".rebasectl" / "apply-state.json").exists()
+
+
+def test_the_stash_advice_works_through_a_later_stop(tmp_path: Path) -> None:
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    b = tree(series) / "b.txt"
+    b.write_text(b.read_text() + NOTE)
+    r = run(series, "continue", want=1)
+    line = one_error(r.stderr, "b.txt", "in the way", "1/3 ", ": committed ")
+    assert "Applying (3/3)" not in r.stderr, r.stderr  # refused: no stop was written
+    assert b.read_text().endswith(NOTE)
+    follow(series, line, "b.txt")
+    assert b.read_text() == TEXT.replace("line 3\n", "RESOLVED 3\n") + NOTE
+    assert git_out(tree(series), "stash", "list") == ""
+    assert "stash(es) in" not in ok(series, "status").stdout
+    assert "RESOLVED 3" in git_out(tree(series), "show", "HEAD:b.txt")
+
+
+def test_skip_gives_the_same_advice_and_it_works(tmp_path: Path) -> None:
+    series = scene(tmp_path)
+    b = tree(series) / "b.txt"
+    b.write_text(b.read_text() + NOTE)
+    line = one_error(run(series, "skip", want=1).stderr, "b.txt", "in the way", ": skipped")
+    follow(series, line, "b.txt")
+    assert b.read_text().endswith(NOTE) and "RESOLVED 3" in b.read_text()
+
+
+def test_an_untracked_file_where_a_patch_adds_one_is_refused_and_kept(tmp_path: Path) -> None:
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    n = tree(series) / "n.txt"
+    n.write_text("draft\n")
+    r = run(series, "continue", want=1)
+    line = one_error(r.stderr, "n.txt", "untracked", "in the way")
+    assert "overwritten" not in r.stderr and "Applying (3/3)" not in r.stderr, r.stderr
+    assert n.read_text() == "draft\n"
+    status = ok(series, "status").stdout
+    assert "2/3 applied, interrupted" in status and "work tree is at 1/3 a" in status, status
+    again = run(series, "continue", want=1)  # refused again, nothing moved
+    assert one_error(again.stderr, "n.txt", "in the way")
+    follow(series, line, "b.txt")
+    assert (tree(series) / "n.txt.mine").read_text() == "draft\n"
+    assert n.read_text() == "new file\n"
+
+
+def test_an_ignored_file_where_a_patch_adds_one_is_refused(tmp_path: Path) -> None:
+    series = scene(tmp_path)
+    git_dir = Path(git_out(tree(series), "rev-parse", "--git-common-dir"))
+    (git_dir / "info").mkdir(exist_ok=True)
+    (git_dir / "info" / "exclude").write_text("n.txt\n")
+    n = tree(series) / "n.txt"
+    n.write_text("draft\n")
+    line = one_error(run(series, "skip", want=1).stderr, "n.txt", "in the way")
+    follow(series, line, "b.txt")
+    assert (tree(series) / "n.txt.mine").read_text() == "draft\n"
+
+
+def test_an_untracked_file_where_the_stop_writes_is_refused(tmp_path: Path) -> None:
+    """Patch 3 adds m.txt and stops: its conflict write replaced the person's untracked m.txt
+    without a word (git's move never sees it: the tip before patch 3 has no m.txt)."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    m = tree(series) / "m.txt"
+    m.write_text("draft\n")
+    line = one_error(run(series, "continue", want=1).stderr, "m.txt", "untracked", "in the way")
+    assert m.read_text() == "draft\n"
+    follow(series, line, "b.txt")
+    assert (tree(series) / "m.txt.mine").read_text() == "draft\n"
+    assert m.read_text() == "added by patch 3\n"
