@@ -29,6 +29,10 @@ def status(data: dict[str, Any]) -> None:
              [[p["index"], p["id"], p["kind"], p["files"], p["added"], p["removed"], p["title"]]
               for p in data["patches"]])
     progress = data["apply_in_progress"]
+    if data.get("abort_interrupted"):  # the tree may be half removed: nothing else holds
+        ui.line("an abort was interrupted (the work tree may be half removed, no longer a git "
+                "tree): `rebasectl abort` finishes it")
+        return
     if data.get("missing_worktree"):
         ui.line(f"the work tree {data['missing_worktree']} is missing (an apply or bump was "
                 "interrupted while making it); the series is unchanged: `rebasectl apply` makes "

@@ -139,7 +139,15 @@ def apply_mirror(ws: Workspace) -> Repo:
     return Repo(ws.mirror, upstream=True)
 
 
+ABORT_INTERRUPTED = ("an abort was interrupted (the work tree may be half removed): "
+                     "`rebasectl abort` finishes it")
+
+
 def in_progress(ws: Workspace) -> None:
+    """An apply to go on with: there is one, and no abort of it was interrupted (its tree may
+    be half removed: only abort finishes that)."""
+    if ws.aborting.exists():
+        raise RebasectlError(ABORT_INTERRUPTED)
     if not ws.apply_state.exists():
         raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
 

@@ -32,7 +32,7 @@ def status(ws: Workspace) -> dict[str, Any]:
             "patches": patches, "apply_in_progress": (progress := describe_apply(ws)),
             "missing_worktree": None if progress else missing_worktree(ws),
             "interrupted_bump": None if progress else interrupted_bump(ws),
-            "stashed": stashed(ws, progress)}
+            "stashed": stashed(ws, progress), "abort_interrupted": ws.aborting.exists()}
 
 
 def stashed(ws: Workspace, progress: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..git import Repo
 from ..git.worktree import Worktree
 from ..infra.errors import RebasectlError
+from ..infra.faults import boundary
 from ..model.workspace import Workspace
 from .state import ApplyState, TreeMap, tolerant
 from .worktrees import clear, registered
@@ -48,17 +49,34 @@ class AbortResult:
 
 
 def abort(ws: Workspace) -> AbortResult:
-    """Clear the apply in progress (or an unreadable state) under the caller's lock."""
+    """Clear the apply in progress (or an unreadable state) under the caller's lock. A marker
+    (``ws.aborting``) stands from the first change to the last, so an abort killed mid-way
+    (a work tree half removed, no longer a git tree) is named by status and finished by a
+    rerun; a rerun takes nothing more from a tree without its ``.git`` (the first run kept what
+    the person had before it removed anything)."""
     state, bad_state = tolerant(ApplyState.load, ws.apply_state)
     tmap, bad_map = tolerant(TreeMap.load, ws.tree_map)
     if state is None and not (bad_state or bad_map):
+        if ws.aborting.exists():  # killed after the state went: nothing left but the marker
+            ws.aborting.unlink()
+            return AbortResult()
         raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
+    ws.aborting.touch()
+    result = _abort(ws, state, tmap, bad_map)
+    ws.aborting.unlink(missing_ok=True)
+    return result
+
+
+def _abort(ws: Workspace, state: ApplyState | None, tmap: TreeMap | None,
+           bad_map: bool) -> AbortResult:
     tree = Path(state.worktree) if state is not None else ws.default_tree
     known = [t for t in (state.tip if state else None, tmap.tip if tmap else None) if t]
     result = AbortResult()
     if registered(ws, tree):  # also with the mirror gone: its .git names our mirror
         stopped = ws.apply_state.stat().st_mtime_ns if state is not None else None
-        _keep(ws, Worktree(tree), known, result, stopped, state.written if state else [])
+        if Worktree(tree).exists:  # without its .git, git would read the series checkout
+            _keep(ws, Worktree(tree), known, result, stopped, state.written if state else [])
+        boundary("abort-removing")
         clear(ws, tree)
         result.removed.append(tree)
     elif tree.exists():

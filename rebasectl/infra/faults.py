@@ -11,7 +11,8 @@ concurrency tests). Boundaries: ``commit`` (materialise made a patch commit),
 ``state`` (apply state saved), ``worktree`` (work tree moved to the new tip), ``tree-cleared``
 (a clean bump removed the old work tree, the new one not yet made), ``carried`` (a clean
 bump's new tree checked out, the series not yet exported), ``resolved`` (a
-resolution committed by ``continue``), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
+resolution committed by ``continue``), ``abort-removing`` (abort kept the person's files and is
+about to remove the work tree), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
 moved into place), ``git-wait`` (a command found a live git holding a lock in the mirror and
 waits for it), ``start`` (the console script's early Ctrl-C handler is on, the CLI not yet
 imported) and ``ready`` (the CLI's own handler is on, the command not yet started).

@@ -74,6 +74,11 @@ class Workspace:
         return self.state_dir / "tree.json"
 
     @property
+    def aborting(self) -> Path:
+        """Marks an abort under way (engine/abort.py): a kill leaves it for status to name."""
+        return self.state_dir / "aborting"
+
+    @property
     def carrying(self) -> Path:
         return self.state_dir / "carrying.json"
 
