@@ -49,6 +49,27 @@ def test_an_untracked_file_of_the_persons_still_stops_the_move(tmp_path: Path) -
     assert repo.git("rev-parse", "HEAD") == old
 
 
+def test_in_the_way_names_the_persons_untracked_files_not_the_moves(tmp_path: Path) -> None:
+    """Before the move (hostile6 #4: git's raw refusal, exit 2): the person's y.py where the
+    target adds one, and n.py where the next stop writes, are named; a killed move's cut-short
+    x.py and an unrelated notes.md are not; nothing is touched."""
+    repo, old, new = _two_commits(tmp_path / "r")
+    root = tmp_path / "r"
+    (root / "pkg").mkdir()
+    (root / "pkg/x.py").write_text(BIG[:100])
+    (root / "y.py").write_text("my own y\n")
+    (root / "n.py").write_text("my n\n")
+    (root / "notes.md").write_text("mine\n")
+    found = Worktree(root).in_the_way(new, ["n.py"])
+    assert sorted(found.untracked) == ["n.py", "y.py"] and found.changed == []
+    assert (root / "y.py").read_text() == "my own y\n" and (root / "pkg/x.py").exists()
+    (root / "y.py").unlink()
+    (root / "n.py").unlink()
+    assert not Worktree(root).in_the_way(new, ["n.py"])
+    Worktree(root).move_to(new)
+    assert (root / "pkg/x.py").read_text() == BIG and (root / "notes.md").read_text() == "mine\n"
+
+
 # -- tracked files: what a killed move wrote vs the person's edits (Worktree.in_the_way) --------
 def _three_files(path: Path) -> tuple[Repo, str, str]:
     repo = Repo(path)
@@ -70,11 +91,11 @@ def test_a_killed_moves_tracked_writes_are_put_back_and_edits_stop_it(tmp_path: 
     (root / "s.py").write_text("s, mine\n")
     (root / "k.py").write_text("k, mine\n")
     tree = Worktree(root)
-    assert sorted(tree.in_the_way(new, ["k.py"])) == ["k.py", "s.py"]
+    assert sorted(tree.in_the_way(new, ["k.py"]).changed) == ["k.py", "s.py"]
     assert (root / "s.py").read_text() == "s, mine\n" and (root / "k.py").read_text() == "k, mine\n"
     assert (root / "m.py").read_text() == "m\n" and (root / "gone.py").read_text() == "g\n"
     repo.git("checkout", "-q", "--", "s.py")
-    assert tree.in_the_way(new, []) == []  # k.py: only the next stop writes it
+    assert not tree.in_the_way(new, [])  # k.py: only the next stop writes it
     tree.move_to(new)
     assert (root / "m.py").read_text() == "m\n" + BIG and not (root / "gone.py").exists()
     assert (root / "k.py").read_text() == "k, mine\n"
@@ -87,5 +108,5 @@ def test_a_staged_change_is_never_taken_for_the_moves(tmp_path: Path) -> None:
     repo, old, new = _three_files(tmp_path / "r")
     (tmp_path / "r/s.py").write_text("s2\n")
     repo.git("add", "s.py")
-    assert Worktree(tmp_path / "r").in_the_way(new, []) == ["s.py"]
+    assert Worktree(tmp_path / "r").in_the_way(new, []).changed == ["s.py"]
     assert repo.git("diff", "--cached", "--name-only") == "s.py"
