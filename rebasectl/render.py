@@ -210,8 +210,10 @@ def imported(done: Any) -> None:
         base = done.base.short()
         ui.note(f"  for one patch per commit, make the range linear in a clone with a work tree "
                 f"(`git switch -c linear {done.tip.short()} && git rebase {base}`: git rebase "
-                f"drops merges and replays their sides), then `rebasectl import {base}..linear "
-                "--repo CLONE`")
+                "drops merges and replays their sides; it stops at each commit that conflicts "
+                "with the commits replayed before it, which the merge had resolved once "
+                "(`git show` of the merge shows how): resolve it, `git add` the files, `git "
+                f"rebase --continue`), then `rebasectl import {base}..linear --repo CLONE`")
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
