@@ -334,6 +334,34 @@ def test_blame_names_the_commit_that_upstreamed_a_patch(tmp_path: Path) -> None:
     assert data["first_break"] == gate["first_break"]
 
 
+def test_blame_from_a_revision_that_carries_the_patch_already(tmp_path: Path) -> None:
+    """hostile6 #6: ``--from REV`` where upstream carries the patch already (REV is the commit
+    that landed it, or a later one): blame says upstreamed, naming that commit, as it does
+    from the series' base; not "conflict ... does not apply at REV already"."""
+    fork = Fork(tmp_path, {"b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
+    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    later = fork.change("noise", {"c.txt": ("c 5\n", "c five\n")})
+    for rev in (landed, later):  # the truth: the patch's lines are there, where it adds them
+        assert "b 20\ngate = 1\nslice = 2\n" in fork.up.git("show", f"{rev}:b.txt")
+    plain = json.loads(rebasectl(series, "blame", "gate", "--to", "main", "--upstream",
+                                 str(fork.up.path), "--json").stdout)
+    assert (plain["status"], plain["upstream_commit"]) == ("upstreamed", landed)
+    for rev in (landed, later):
+        r = rebasectl(series, "blame", "gate", "--from", rev, "--to", "main", "--json")
+        assert r.returncode == 0, (rev, r.stdout, r.stderr)
+        data = json.loads(r.stdout)
+        assert (data["status"], data["upstream_commit"]) == ("upstreamed", landed), rev
+        assert data["first_break"] is None and data["conflicts"] == []
+        text = rebasectl(series, "blame", "gate", "--from", rev, "--to", "main")
+        assert text.returncode == 0, text.stderr
+        assert f"upstream carries it: {landed[:12]} upstream lands the gate" in text.stdout
+        assert "does not apply" not in text.stdout and "conflict" not in text.stdout, \
+            text.stdout
+
+
 def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
     """blame answers which upstream commits broke the patch: the same in a checkout that has
     resolved it before (its resolution recorded whole and by rerere) as in a fresh one, with
