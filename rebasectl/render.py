@@ -144,6 +144,10 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
     if stop.blocked_by:
         ui.line(f"  blocked: it needs lines or files of skipped patch(es) "
                 f"{', '.join(stop.blocked_by)}")
+    if stop.upstream is not None:
+        ui.line(f"  upstream carries it already: {stop.upstream.commit.short()} "
+                f"{stop.upstream.subject}; `rebasectl skip` leaves it out of this apply, then "
+                f"`rebasectl export --drop {stop.id}` drops it from the series")
     for text in conflict_lines(stop.conflicts, stop.why):
         ui.line(f"  {text}")
     kinds = {c.kind for c in stop.conflicts}

@@ -362,6 +362,38 @@ def test_blame_from_a_revision_that_carries_the_patch_already(tmp_path: Path) ->
             text.stdout
 
 
+def test_apply_stopping_on_an_upstreamed_patch_says_so(tmp_path: Path) -> None:
+    """hostile6 #12: apply --base onto an upstream that carries a patch stops on its conflict
+    (apply does not drop patches); the stop names the commit that carries it, as bump would,
+    and what to do. The advice followed (skip, then export --drop) leaves a series without it
+    that applies there cleanly."""
+    fork = Fork(tmp_path, {"b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
+    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")}),
+                        ("feat: c", {"c.txt": ("c 5\n", "c five\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    r = rebasectl(series, "apply", "--base", "main", "--upstream", str(fork.up.path), "--json")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["stopped_at"]["upstream_commit"] == landed
+    rebasectl(series, "abort")
+    r = rebasectl(series, "apply", "--base", "main")
+    assert r.returncode == 1, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "upstream carries it" in ln)
+    assert line == (f"  upstream carries it already: {landed[:12]} upstream lands the gate and "
+                    "renames b 21; `rebasectl skip` leaves it out of this apply, then "
+                    "`rebasectl export --drop gate` drops it from the series")
+    skipped = rebasectl(series, "skip")
+    assert skipped.returncode == 0, skipped.stderr
+    exported = rebasectl(series, "export", "--drop", "gate")
+    assert exported.returncode == 0, exported.stderr
+    data = yaml.safe_load((series / "series.yaml").read_text())
+    assert [p["id"] for p in data["patches"]] == ["c"]
+    assert data["upstream"]["base"] == fork.up.git("rev-parse", "main").strip()
+    checked = rebasectl(series, "check", "--apply")
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
     """blame answers which upstream commits broke the patch: the same in a checkout that has
     resolved it before (its resolution recorded whole and by rerere) as in a fresh one, with
