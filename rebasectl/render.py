@@ -283,7 +283,7 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
     ui.line(f"bump {result.old.short()} -> {result.new.short()} "
             f"({commits(result.upstream_commits)}): {verdict}")
     ui.table(None, ["#", "id", "status", "first break", "regions", "culprits"],
-             [[p.index, p.id, p.status.value, _first(p), p.region_count(),
+             [[p.index, p.id, p.shown_status, _first(p), p.region_count(),
                len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
     for p in result.patches:
         for a, b in p.followed.items():

@@ -105,6 +105,15 @@ class PatchOutcome(AboutPatch):
         count the answer keys and every surface of bump use."""
         return sum(len(c.regions) or 1 for c in [*self.conflicts, *self.dropped])
 
+    @property
+    def shown_status(self) -> str:
+        """Its status for people (the terminal's table, the artifacts README): a ``clean``
+        patch that applied only because a recorded resolution was replayed says so, as
+        bump.json's ``how`` does (its ``status`` stays the contract's word)."""
+        if self.status is BumpStatus.CLEAN and self.how in (Applied.RERERE, Applied.RECORDED):
+            return f"clean ({self.how.value} resolution replayed)"
+        return self.status.value
+
     def upstreamed_line(self, total: int, carried: bool = False) -> str:
         """What became of an upstreamed patch and what to do (``carried``: the clean bump
         dropped it), in one line."""
@@ -715,7 +724,7 @@ def conflict_readme(result: BumpResult) -> str:
         att = p.attribution
         fb = f"`{att.first_break.commit.short()}`" if att and att.first_break else ""
         pb = f"`{att.permanent_break.commit.short()}`" if att and att.permanent_break else ""
-        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | "
+        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.shown_status} | "
                      f"{p.region_count()} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)

@@ -428,6 +428,30 @@ def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
     assert (one["status"], one["how"]) in {("clean", "rerere"), ("clean", "recorded")}, one
 
 
+def test_a_replayed_resolution_is_said_where_people_read(tmp_path: Path) -> None:
+    """hostile6 #12: a bump that applies a patch only by replaying a resolution recorded at an
+    earlier apply says so in the terminal's table and the artifacts README, as bump.json's
+    ``how`` does; the status stays the contract's ``clean``."""
+    fork, series, _ = conflicted_history(tmp_path)
+    assert rebasectl(series, "apply", "--base", "main").returncode == 1
+    tree = series / ".rebasectl" / "tree"
+    (tree / "a.txt").write_text(lines(30).replace("line 9\n", "NINE\n")
+                                .replace("line 10\n", "ONE 10\n"))
+    Repo.existing(tree).git("add", "a.txt")
+    rebasectl(series, "continue")
+    r = rebasectl(series, "bump", "--to", "main", "--propose", env=TERMINAL)
+    row = next(ln for ln in r.stdout.splitlines() if re.search(r"\bone\b", ln))
+    artifacts = Path(next(ln for ln in r.stdout.splitlines()
+                          if ln.startswith("artifacts: ")).removeprefix("artifacts: "))
+    data = json.loads((artifacts / "bump.json").read_text())
+    one = data["patches"][0]
+    assert one["status"] == "clean" and one["how"] in ("rerere", "recorded"), one
+    how = one["how"]
+    assert f"clean ({how} resolution replayed)" in row, r.stdout
+    readme = (artifacts / "README.md").read_text()
+    assert f"| 1 | one | clean ({how} resolution replayed) |" in readme, readme
+
+
 def test_blame_from_a_revision_where_the_patch_fails_already(tmp_path: Path) -> None:
     """``--from REV`` where the patch no longer applies: no commit of REV..TO broke it, so
     there is no first break and no culprit came by one; the commits that changed its lines
