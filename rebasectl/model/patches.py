@@ -234,6 +234,11 @@ def parse(data: bytes, source: str) -> Patch:
     first = head.count(b"\n") + 3  # line number of ``rest``'s first line
     _one_message(rest, source, first)
     body, diff, model, at = split_body(rest, source, first)
+    if diff and not diff.endswith(b"\n"):  # a file cut mid-line reads as a shorter last line
+        last = data.count(b"\n") + 1
+        raise PatchError(f"{source}:{last}: the file ends in the middle of a "
+                         "diff line (cut short?): restore it (git checkout -- FILE) or end the "
+                         "line (git apply: corrupt patch)")
     if model is not None:
         check_model(model, source, at)
     text = body.decode("utf-8", errors="surrogateescape")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -378,3 +379,38 @@ def test_a_patch_file_whose_message_quotes_a_diff(tmp_path: Path, after: str) ->
     assert "    diff --git a/foo.py b/foo.py\n    --- a/foo.py\n" in body
     assert git(series / ".rebasectl/tree", "diff", "--name-only", "HEAD^", "HEAD").stdout == \
         "a.txt\n"
+
+
+@pytest.mark.parametrize("cut", [3000, 2999])
+def test_a_patch_file_cut_mid_line_is_refused_where_git_apply_says(tmp_path: Path,
+                                                                    cut: int) -> None:
+    """A file cut inside a line (hostile6 #5: post-layernorm cut at 3000 bytes, its last line
+    `         with layer.bias_dro`) read as a complete shorter line: check said ok and four of
+    the six files were gone. It is refused at the line git apply names ("corrupt patch at line
+    52"), and the advice (git checkout the file) gives back a patch that reads."""
+    from tests.harness.cli import run
+
+    series = tmp_path / "series"
+    series.mkdir()
+    for name in ("series.yaml", "patches", "tests/regression"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, series / name)
+        else:
+            (series / name).write_bytes(src.read_bytes())
+    git(series, "init", "-q")
+    git(series, "add", "-A")
+    git(series, "commit", "-q", "-m", "series")
+    target = series / "patches" / "0003-post-layernorm.patch"
+    data = target.read_bytes()[:cut]
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    target.write_bytes(data)
+    said = git(series, "apply", "--numstat", str(target), check=False).stderr
+    r = run(series, "check", want=2)
+    (line,) = r.stderr.splitlines()
+    where = line.split(".patch:", 1)[1].split(":", 1)[0]
+    assert f"corrupt patch at line {where}\n" in said, (line, said)
+    assert "git checkout -- FILE" in line
+    git(series, "checkout", "--", "patches/0003-post-layernorm.patch")  # the advice
+    run(series, "check", want=0)
