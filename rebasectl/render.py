@@ -168,6 +168,10 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
     if stop.blocked_by:
         ui.line(f"  blocked: it needs lines or files of skipped patch(es) "
                 f"{', '.join(stop.blocked_by)}")
+    if stop.upstream is not None:
+        ui.line(f"  upstream carries it already: {stop.upstream.commit.short()} "
+                f"{stop.upstream.subject}; `rebasectl skip` leaves it out of this apply, then "
+                f"`rebasectl export --drop {stop.id}` drops it from the series")
     for text in conflict_lines(stop.conflicts, stop.why):
         ui.line(f"  {text}")
     kinds = {c.kind for c in stop.conflicts}
@@ -234,8 +238,10 @@ def imported(done: Any) -> None:
         base = done.base.short()
         ui.note(f"  for one patch per commit, make the range linear in a clone with a work tree "
                 f"(`git switch -c linear {done.tip.short()} && git rebase {base}`: git rebase "
-                f"drops merges and replays their sides), then `rebasectl import {base}..linear "
-                "--repo CLONE`")
+                "drops merges and replays their sides; it stops at each commit that conflicts "
+                "with the commits replayed before it, which the merge had resolved once "
+                "(`git show` of the merge shows how): resolve it, `git add` the files, `git "
+                f"rebase --continue`), then `rebasectl import {base}..linear --repo CLONE`")
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
@@ -301,7 +307,7 @@ def bump(result: Any, as_json: bool, verbose: bool = False, annotate: bool = Fal
     ui.line(f"bump {result.old.short()} -> {result.new.short()} "
             f"({commits(result.upstream_commits)}): {verdict}")
     ui.table(None, ["#", "id", "status", "first break", "regions", "culprits"],
-             [[p.index, p.id, p.status.value, _first(p), p.region_count(),
+             [[p.index, p.id, p.shown_status, _first(p), p.region_count(),
                len(p.attribution.culprits) if p.attribution else 0] for p in result.patches])
     for p in result.patches:
         for a, b in p.followed.items():

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.upstream import resolve
+from ..git.repo import Repo
 from ..infra.errors import RebasectlError
-from ..model.ids import short
+from ..model.ids import Oid, short
 from ..model.series import load
 from ..model.workspace import Workspace
 from .common import (
@@ -29,4 +30,17 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
         new = resolve(repo, to_name, what="--to revision")
         if not repo.history.is_ancestor(old, new):
             raise RebasectlError(f"--from {short(old)} is not an ancestor of --to {short(new)}")
-        return bumping.blame(ws, repo, series, patch_ref, old, new, notify)
+        # a patch upstream carries at --from already was upstreamed after the series' base:
+        # looked for from there, so that --from does not turn "upstreamed" into "conflict"
+        since = _since(repo, series.upstream.base, old) if from_rev else None
+        return bumping.blame(ws, repo, series, patch_ref, old, new, notify, since)
+
+
+def _since(repo: Repo, base: str, old: Oid) -> Oid | None:
+    """The series' base when it is an older ancestor of --from (else nothing to look back
+    over: a --from older than the base, or a base the mirror does not have)."""
+    try:
+        at = resolve(repo, base, what="base")
+    except RebasectlError:
+        return None
+    return at if at != old and repo.history.is_ancestor(at, old) else None

@@ -105,6 +105,15 @@ class PatchOutcome(AboutPatch):
         count the answer keys and every surface of bump use."""
         return sum(len(c.regions) or 1 for c in [*self.conflicts, *self.dropped])
 
+    @property
+    def shown_status(self) -> str:
+        """Its status for people (the terminal's table, the artifacts README): a ``clean``
+        patch that applied only because a recorded resolution was replayed says so, as
+        bump.json's ``how`` does (its ``status`` stays the contract's word)."""
+        if self.status is BumpStatus.CLEAN and self.how in (Applied.RERERE, Applied.RECORDED):
+            return f"clean ({self.how.value} resolution replayed)"
+        return self.status.value
+
     def upstreamed_line(self, total: int, carried: bool = False) -> str:
         """What became of an upstreamed patch and what to do (``carried``: the clean bump
         dropped it), in one line."""
@@ -322,17 +331,23 @@ class Planner:
     """Materialise the series on the new base, classify every patch, attribute the failures."""
 
     def __init__(self, repo: Repo, old: Oid, new: Oid, notify: Notify,
-                 memory: Memory | None = None, *, replay: bool = True) -> None:
+                 memory: Memory | None = None, *, replay: bool = True,
+                 since: Oid | None = None) -> None:
         """``memory`` and ``replay``: resolutions recorded at earlier applies (whole, and
         rerere's) are replayed, as bump does. Blame asks which upstream commits broke a patch,
         an answer no local record may change: without ``replay`` a conflict rerere would resolve
-        stays a conflict, and ``rerere_would`` says that rerere would have resolved it."""
+        stays a conflict, and ``rerere_would`` says that rerere would have resolved it.
+        ``since``: an ancestor of ``old`` (the series' base, for ``blame --from``) from which a
+        commit that carries a patch at ``old`` already is looked for: such a patch is
+        upstreamed, whatever revision the range starts at."""
         self.repo, self.old, self.new, self.notify = repo, old, new, notify
         self.memory = memory
         self.replay = replay
         self.rerere_would = False
         self.rng = UpstreamRange(repo, old, new)
         self.carried = CarriedLines(self.rng)
+        self.since = since
+        self._since: CarriedLines | None = None
         self.engine = engine_for(repo, old, new)
 
     def run(self, loaded: list[SeriesPatch], only: int | None = None,
@@ -471,7 +486,7 @@ class Planner:
             out.conflicts = list(step.conflicts)
             out.hunk_lines = hunk_lines(lp)
             if not needs and asked:
-                out.carried = self.carried.patch(lp.patch)
+                out.carried = self._carrier(lp)
                 if out.carried.commit is not None:
                     out.dropped = out.conflicts  # shown with --propose: drops, commit named
                     out.conflicts, out.hunk_lines = [], {}
@@ -479,10 +494,24 @@ class Planner:
         elif needs:  # it applied, but only because the lines it needs are not there
             out.status, out.blocked_by = BumpStatus.BLOCKED, list(needs)
         elif step.status is Applied.NOOP:
-            out.carried = self.carried.patch(lp.patch)
+            out.carried = self._carrier(lp)
             if out.carried.commit is not None:
                 self._upstreamed(out, lp, out.carried.commit)
         return out
+
+    def _carrier(self, lp: SeriesPatch) -> Carried:
+        """Upstream's copy of the patch: brought by a commit of the range, else (with
+        ``since``) by one before the range's old end, which carries it there already (blame
+        --from a revision after that commit: the same answer as from the series' base)."""
+        found = self.carried.patch(lp.patch)
+        if found.commit is not None or self.since is None:
+            return found
+        if self._since is None:
+            self._since = CarriedLines(UpstreamRange(self.repo, self.since, self.new))
+        earlier = self._since.patch(lp.patch)
+        if earlier.commit is None or not self.repo.history.is_ancestor(earlier.commit, self.old):
+            return found
+        return earlier
 
     def _upstreamed(self, out: PatchOutcome, lp: SeriesPatch, commit: Oid) -> None:
         """Upstream carries the patch's lines: named by the commit that brought them."""
@@ -695,7 +724,7 @@ def conflict_readme(result: BumpResult) -> str:
         att = p.attribution
         fb = f"`{att.first_break.commit.short()}`" if att and att.first_break else ""
         pb = f"`{att.permanent_break.commit.short()}`" if att and att.permanent_break else ""
-        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.status.value} | "
+        lines.append(f"| {p.index} | {escape(p.id, True)} | {p.shown_status} | "
                      f"{p.region_count()} | {fb} | {pb} |")
     for p in bad:
         lines += _readme_patch(p)
@@ -786,17 +815,18 @@ def evidence_line(p: Proposal) -> str:
 
 # -- blame: one patch ------------------------------------------------------------------------------
 def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, new: Oid,
-          notify: Notify) -> dict[str, Any]:
+          notify: Notify, since: Oid | None = None) -> dict[str, Any]:
     """Breaks and culprits of one patch (id, file name, or the id as an older import cut it)
     between two upstream revisions: which upstream commits broke or touched it, an answer of
     upstream's alone, so resolutions recorded in this checkout are not replayed (the JSON's
     ``recorded_resolution`` says when one would resolve the conflict). Only that patch is
     attributed; the ones before it are only applied (a verdict each, no regions). A patch that
     applies has no culprits: the commits that changed its lines are ``touched_by``; an
-    upstreamed one is named by the commit that carries it, as bump names it."""
+    upstreamed one is named by the commit that carries it, as bump names it, also when that
+    commit is older than ``old`` (``since``: where to look from, the series' base)."""
     loaded = load_patches(ws, series)
     pos = find_patch(loaded, patch_ref)
-    planner = Planner(repo, old, new, notify, replay=False)
+    planner = Planner(repo, old, new, notify, replay=False, since=since)
     stack = loaded[:pos + 1]
     keep = relevant_stack(stack, pos)  # the earlier patches that can change how it applies
     outcomes, mat = planner.run([loaded[k] for k in keep], only=len(keep) - 1,

@@ -94,6 +94,7 @@ def step(s: Step) -> dict[str, object]:
 def stop(s: Stop) -> dict[str, Any]:
     return {"index": s.index, "id": s.id, "file": s.file, "subject": s.subject,
             "blocked_by": s.blocked_by,
+            "upstream_commit": s.upstream.commit if s.upstream else None,
             "conflicts": [{**file_conflict(c),
                            "regions": [explained_region(r, s.why(r)) for r in c.regions]}
                           for c in s.conflicts]}

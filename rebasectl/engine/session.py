@@ -50,6 +50,7 @@ from ..model.status import Applied
 from ..model.workspace import Workspace
 from .abort import copy_edited, edited_files, kept_folder
 from .attribution import RegionCulprits, UpstreamRange, attribute
+from .carried import Carried, CarriedLines
 from .conflicts import Engine, FileConflict, Labels, engine_for
 from .exchange import load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
@@ -77,6 +78,7 @@ class Stop(AboutPatch):
     conflicts: list[FileConflict]
     regions: list[RegionCulprits] = field(default_factory=list)  # why, region by region
     blocked_by: list[str] = field(default_factory=list)  # skipped earlier patches it needs
+    upstream: Carried | None = None  # the commit of pinned..base that carries it already
 
     def why(self, region: object) -> RegionCulprits | None:
         return next((rc for rc in self.regions if rc.region is region), None)
@@ -401,7 +403,29 @@ class Session:
             out.stop = Stop(stopped.index, len(state.ids), lp, conflicts)
             out.stop.regions, out.stop.blocked_by = self.explain(state, patches, stopped.id,
                                                                  conflicts)
+            if not out.stop.blocked_by:
+                out.stop.upstream = self._carrier(state, lp)
         return out
+
+    def _carrier(self, state: ApplyState, lp: SeriesPatch) -> Carried | None:
+        """The commit of the apply's base, not of the series' pinned base, that carries the
+        stopped patch's change (bump would call it upstreamed): lines the patch adds that the
+        pinned base lacks and the apply's base has (the pinned base need not be an ancestor:
+        a series imported from a fork's branch)."""
+        pinned = load(self.ws.root, check_files=False).upstream.base
+        if pinned == state.base or not self.repo.resolve(pinned):
+            return None
+        found = CarriedLines(UpstreamRange(self.repo, Oid(pinned), state.base)).patch(lp.patch)
+        return found if found.commit is not None else None
+
+    def _since_pinned(self, state: ApplyState) -> UpstreamRange | None:
+        """The series' pinned base .. the apply's base, when the apply is onto a newer upstream
+        (nothing of upstream's to explain a stop by otherwise)."""
+        pinned = load(self.ws.root, check_files=False).upstream.base
+        if pinned != state.base and self.repo.resolve(pinned) and \
+                self.repo.history.is_ancestor(pinned, state.base):
+            return UpstreamRange(self.repo, pinned, state.base)
+        return None
 
     def explain(self, state: ApplyState, patches: dict[str, SeriesPatch], pid: str,
                 conflicts: list[FileConflict]) -> tuple[list[RegionCulprits], list[str]]:
@@ -412,11 +436,9 @@ class Session:
         pos = state.ids.index(pid)
         deps = SeriesLines(stack[:pos + 1])
         gone = list(state.skipped)
-        pinned = load(self.ws.root, check_files=False).upstream.base
-        if pinned != state.base and self.repo.resolve(pinned) and \
-                self.repo.history.is_ancestor(pinned, state.base):
-            att = attribute(UpstreamRange(self.repo, pinned, state.base), stack, pos, conflicts,
-                            gone, deps, breaks=False)
+        rng = self._since_pinned(state)
+        if rng is not None:
+            att = attribute(rng, stack, pos, conflicts, gone, deps, breaks=False)
             return att.regions, att.blocked_by
         return [], deps.blockers(pos, stack[pos].patch, gone)
 

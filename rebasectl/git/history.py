@@ -55,10 +55,11 @@ class History:
 
     def brought_by(self, merge: str, exclude: Sequence[str] = ()) -> int:
         """How many commits a merge brings from its other side(s): those it reaches that its
-        first parent and ``exclude`` do not, the merge itself left out."""
-        out = self.runner.out(["rev-list", "--count", merge, f"^{merge}^1",
+        first parent and ``exclude`` do not, merges left out (the merge itself and any its side
+        holds), as git format-patch counts them: one patch each."""
+        out = self.runner.out(["rev-list", "--count", "--no-merges", merge, f"^{merge}^1",
                                *(f"^{e}" for e in exclude), "--"])
-        return max(int(out or 0) - 1, 0)
+        return int(out or 0)
 
     def is_ancestor(self, a: str, b: str) -> bool:
         return self.runner.ok(["merge-base", "--is-ancestor", a, b])

@@ -359,9 +359,35 @@ def split_body(rest: bytes, source: str,
     try:
         model = diffs.parse(diff)
     except DiffError as exc:
-        raise PatchError(f"{source}:{at + exc.line - 1}: {exc.message} (git apply: corrupt "
-                         "patch)") from None
+        _refuse_quoted_diff(rest, m, source, at)
+        said = " (git apply: corrupt patch)" if exc.message.startswith(_GIT_SAYS_CORRUPT) else ""
+        raise PatchError(f"{source}:{at + exc.line - 1}: {exc.message}{said}") from None
     return _message_part(head), diff, model, at
+
+
+# What git apply also refuses with "corrupt patch at line N"; other parse errors (text between
+# two files, say) git apply passes over, so they are ours alone and say nothing of git.
+_GIT_SAYS_CORRUPT = ("hunk longer than its @@ header says", "truncated hunk")
+
+
+def _refuse_quoted_diff(rest: bytes, start: re.Match[bytes], source: str, at: int) -> None:
+    """A diff that does not parse, followed by a ``---`` line and a diff that does: the
+    message quotes a diff at the start of a line. Said so, with what to do, rather than as a
+    broken diff (git apply reads both diffs, the quoted one as a change too; git am ends the
+    message at the quote)."""
+    for sep in reversed(list(_SEPARATOR.finditer(rest, start.end()))):
+        real = _DIFF_START.search(rest, sep.end())
+        if real is None:
+            continue
+        try:
+            diffs.parse(_unsigned(rest[real.start():]))
+        except DiffError:
+            return
+        text = rest[start.start():].split(b"\n", 1)[0].decode("utf-8", errors="replace")
+        raise PatchError(f"{source}:{at}: the message quotes a diff at the start of a line "
+                         f"({text[:60]!r}), which is read as the start of the patch's diff (git "
+                         "am ends the message there too): indent the quoted diff's lines in "
+                         "the message, then run this again")
 
 
 def _last_separator(text: bytes) -> re.Match[bytes] | None:

@@ -334,6 +334,66 @@ def test_blame_names_the_commit_that_upstreamed_a_patch(tmp_path: Path) -> None:
     assert data["first_break"] == gate["first_break"]
 
 
+def test_blame_from_a_revision_that_carries_the_patch_already(tmp_path: Path) -> None:
+    """hostile6 #6: ``--from REV`` where upstream carries the patch already (REV is the commit
+    that landed it, or a later one): blame says upstreamed, naming that commit, as it does
+    from the series' base; not "conflict ... does not apply at REV already"."""
+    fork = Fork(tmp_path, {"b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
+    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    later = fork.change("noise", {"c.txt": ("c 5\n", "c five\n")})
+    for rev in (landed, later):  # the truth: the patch's lines are there, where it adds them
+        assert "b 20\ngate = 1\nslice = 2\n" in fork.up.git("show", f"{rev}:b.txt")
+    plain = json.loads(rebasectl(series, "blame", "gate", "--to", "main", "--upstream",
+                                 str(fork.up.path), "--json").stdout)
+    assert (plain["status"], plain["upstream_commit"]) == ("upstreamed", landed)
+    for rev in (landed, later):
+        r = rebasectl(series, "blame", "gate", "--from", rev, "--to", "main", "--json")
+        assert r.returncode == 0, (rev, r.stdout, r.stderr)
+        data = json.loads(r.stdout)
+        assert (data["status"], data["upstream_commit"]) == ("upstreamed", landed), rev
+        assert data["first_break"] is None and data["conflicts"] == []
+        text = rebasectl(series, "blame", "gate", "--from", rev, "--to", "main")
+        assert text.returncode == 0, text.stderr
+        assert f"upstream carries it: {landed[:12]} upstream lands the gate" in text.stdout
+        assert "does not apply" not in text.stdout and "conflict" not in text.stdout, \
+            text.stdout
+
+
+def test_apply_stopping_on_an_upstreamed_patch_says_so(tmp_path: Path) -> None:
+    """hostile6 #12: apply --base onto an upstream that carries a patch stops on its conflict
+    (apply does not drop patches); the stop names the commit that carries it, as bump would,
+    and what to do. The advice followed (skip, then export --drop) leaves a series without it
+    that applies there cleanly."""
+    fork = Fork(tmp_path, {"b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
+    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")}),
+                        ("feat: c", {"c.txt": ("c 5\n", "c five\n")})])
+    series = imported(tmp_path, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    r = rebasectl(series, "apply", "--base", "main", "--upstream", str(fork.up.path), "--json")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["stopped_at"]["upstream_commit"] == landed
+    rebasectl(series, "abort")
+    r = rebasectl(series, "apply", "--base", "main")
+    assert r.returncode == 1, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "upstream carries it" in ln)
+    assert line == (f"  upstream carries it already: {landed[:12]} upstream lands the gate and "
+                    "renames b 21; `rebasectl skip` leaves it out of this apply, then "
+                    "`rebasectl export --drop gate` drops it from the series")
+    skipped = rebasectl(series, "skip")
+    assert skipped.returncode == 0, skipped.stderr
+    exported = rebasectl(series, "export", "--drop", "gate")
+    assert exported.returncode == 0, exported.stderr
+    data = yaml.safe_load((series / "series.yaml").read_text())
+    assert [p["id"] for p in data["patches"]] == ["c"]
+    assert data["upstream"]["base"] == fork.up.git("rev-parse", "main").strip()
+    checked = rebasectl(series, "check", "--apply")
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
     """blame answers which upstream commits broke the patch: the same in a checkout that has
     resolved it before (its resolution recorded whole and by rerere) as in a fresh one, with
@@ -366,6 +426,30 @@ def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
     bumped = rebasectl(series, "bump", "--to", "main", "--propose", "--json", env=TERMINAL)
     one = json.loads(bumped.stdout)["patches"][0]
     assert (one["status"], one["how"]) in {("clean", "rerere"), ("clean", "recorded")}, one
+
+
+def test_a_replayed_resolution_is_said_where_people_read(tmp_path: Path) -> None:
+    """hostile6 #12: a bump that applies a patch only by replaying a resolution recorded at an
+    earlier apply says so in the terminal's table and the artifacts README, as bump.json's
+    ``how`` does; the status stays the contract's ``clean``."""
+    fork, series, _ = conflicted_history(tmp_path)
+    assert rebasectl(series, "apply", "--base", "main").returncode == 1
+    tree = series / ".rebasectl" / "tree"
+    (tree / "a.txt").write_text(lines(30).replace("line 9\n", "NINE\n")
+                                .replace("line 10\n", "ONE 10\n"))
+    Repo.existing(tree).git("add", "a.txt")
+    rebasectl(series, "continue")
+    r = rebasectl(series, "bump", "--to", "main", "--propose", env=TERMINAL)
+    row = next(ln for ln in r.stdout.splitlines() if re.search(r"\bone\b", ln))
+    artifacts = Path(next(ln for ln in r.stdout.splitlines()
+                          if ln.startswith("artifacts: ")).removeprefix("artifacts: "))
+    data = json.loads((artifacts / "bump.json").read_text())
+    one = data["patches"][0]
+    assert one["status"] == "clean" and one["how"] in ("rerere", "recorded"), one
+    how = one["how"]
+    assert f"clean ({how} resolution replayed)" in row, r.stdout
+    readme = (artifacts / "README.md").read_text()
+    assert f"| 1 | one | clean ({how} resolution replayed) |" in readme, readme
 
 
 def test_blame_from_a_revision_where_the_patch_fails_already(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ or the mirror's), its default branch, counts that mean what they say, an empty c
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -130,3 +131,75 @@ def test_import_says_which_merges_it_flattens(tmp_path: Path) -> None:
         tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=where / ".rebasectl/tree",
                               capture_output=True, text=True, check=True).stdout.strip()
         assert tree == up.tree(tip)
+
+
+def _conflicting_merge(tmp: Path) -> tuple[Repo, str, str, str]:
+    """base; main changes a.txt's line 5; a side branch changes that line too, merges a branch
+    of its own (a nested merge) and changes b.txt; main merges the side, resolving line 5 as
+    BOTH; then a commit. Returns (repo, base, the merge, tip)."""
+    up = Repo(tmp / "up")
+    base = up.commit("base", {"a.txt": lines(10), "b.txt": lines(10, "b")})
+    five = lines(10).replace("line 5\n", "{}\n")
+    up.commit("fix: a", {"a.txt": five.format("MAIN")})
+    up.git("switch", "-q", "-c", "side", base)
+    up.commit("feat: side one", {"a.txt": five.format("SIDE")})
+    up.git("switch", "-q", "-c", "nested")
+    up.commit("feat: nested", {"s.txt": "s\n"})
+    up.git("switch", "-q", "side")
+    up.git("merge", "-q", "--no-ff", "-m", "Merge branch 'nested' into side", "nested")
+    up.commit("feat: side two", {"b.txt": lines(10, "b").replace("b 3\n", "THREE\n")})
+    up.git("switch", "-q", "main")
+    subprocess.run(["git", "merge", "-q", "--no-ff", "side"], cwd=up.path, capture_output=True)
+    (up.path / "a.txt").write_text(five.format("BOTH"))
+    up.git("add", "a.txt")
+    up.git("commit", "-q", "-m", "Merge branch 'side'")
+    merge = up.head()
+    tip = up.commit("fix: b", {"b.txt": lines(10, "b").replace("b 3\n", "THREE\n")
+                               .replace("b 9\n", "NINE\n")})
+    return up, base, merge, tip
+
+
+def test_a_merge_is_counted_as_format_patch_counts_and_its_advice_works(tmp_path: Path) -> None:
+    """hostile6 #7: the side's count leaves its own merges out, as git format-patch does (the
+    warning said 219 where format-patch gives 218), and the advice says the rebase stops on a
+    conflict the merge had resolved, and how to go on: followed to the end (resolving as `git
+    show` of the merge shows), it gives one patch per commit and TIP's tree."""
+    up, base, merge, tip = _conflicting_merge(tmp_path)
+    patches = up.git("format-patch", "--stdout", f"{base}..{tip}").count("\nSubject: ")
+    assert patches == 5  # fix: a, side one, nested, side two, fix: b
+    series = tmp_path / "series"
+    series.mkdir()
+    r = rebasectl(series, "import", f"{base}..{tip}", "--repo", str(up.path))
+    assert r.returncode == 0, r.stderr
+    assert f"is a merge (Merge branch 'side'): its side brings {patches - 2} commits" in r.stderr
+    assert f"not {patches - 2} patches as git format-patch would give" in r.stderr
+    advice = r.stderr.split("work tree (`")[1]
+    commands = advice.partition("`")[0]
+    assert "it stops at each commit that conflicts" in advice
+    assert "`git add` the files, `git rebase --continue`), then `rebasectl import " \
+        f"{base[:12]}..linear --repo CLONE`" in advice
+    assert "++BOTH" in up.git("show", merge)  # where the merge's resolution shows
+    clone = tmp_path / "clone"
+    up.git("clone", "-q", str(up.path), str(clone))
+    switch, rebase = commands.split(" && ")
+    subprocess.run(switch.split(), cwd=clone, check=True, capture_output=True)
+    stops = 0
+    proc = subprocess.run(rebase.split(), cwd=clone, capture_output=True, text=True)
+    while proc.returncode != 0:
+        stops += 1
+        assert "CONFLICT" in proc.stdout + proc.stderr and stops < 5
+        (clone / "a.txt").write_text(lines(10).replace("line 5\n", "BOTH\n"))
+        subprocess.run(["git", "add", "a.txt"], cwd=clone, check=True)
+        proc = subprocess.run(["git", "rebase", "--continue"], cwd=clone, capture_output=True,
+                              text=True, env={**os.environ, "GIT_EDITOR": "true"})
+    assert stops == 1
+    again = tmp_path / "linear-series"
+    again.mkdir()
+    r = rebasectl(again, "import", f"{base[:12]}..linear", "--repo", str(clone))
+    assert r.returncode == 0, r.stderr
+    assert f"imported {patches} patches" in r.stdout and "warning" not in r.stderr
+    r = rebasectl(again, "apply", "--upstream", str(up.path))
+    assert r.returncode == 0, r.stderr
+    tree = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], cwd=again / ".rebasectl/tree",
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert tree == up.tree(tip)

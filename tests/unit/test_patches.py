@@ -17,6 +17,7 @@ from rebasectl.model.patches import (
     raw_to_rfc2822,
     rfc2822_to_raw,
 )
+from tests.harness.cli import fails, ok, one_error
 from tests.harness.git import Repo, git, lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -335,6 +336,49 @@ def test_hand_edits_read_as_git_apply_reads_them_or_refused(tmp_path: Path) -> N
         assert ours is None or ours == theirs, (at, kind)
         seen["both accept" if ours else "only git accepts" if theirs else "both refuse"] += 1
     assert all(seen.values()), seen
+
+
+_QUOTE = ("diff --git a/foo.py b/foo.py\n--- a/foo.py\n+++ b/foo.py\n@@ -1 +1 @@\n-old\n"
+          "+new\n")
+
+
+@pytest.mark.parametrize("after", ["", "\nThat was the bug.\n"])
+def test_a_patch_file_whose_message_quotes_a_diff(tmp_path: Path, after: str) -> None:
+    """hostile6 #10: a patch file (git format-patch writes it) whose message quotes a diff at
+    the start of a line, at the message's end or followed by more text. Refused in one line
+    that says so and what to do, attributing nothing to git (git apply reads both diffs, the
+    quote as a change to foo.py); git am ends the message at the quote, as the line says. The
+    advice works: the quote indented, the file checks and applies with that message."""
+    repo = Repo(tmp_path / "up")
+    base = repo.commit("base", {"a.txt": lines(10)})
+    message = "fix: a\n\nThe old code did this:\n" + _QUOTE + after
+    repo.commit(message, {"a.txt": lines(10).replace("line 3\n", "THREE\n")})
+    series = tmp_path / "series"
+    series.mkdir()
+    repo.git("commit", "-q", "--amend", "-m", "fix: a")
+    ok(series, "import", f"{base}..HEAD", "--repo", str(repo.path))
+    repo.git("commit", "-q", "--amend", "-m", message)
+    [name] = [p.name for p in (series / "patches").iterdir()]
+    data = repo.git("format-patch", "-1", "--stdout", "-k", "HEAD").encode()
+    (series / "patches" / name).write_bytes(data)
+    line = data[: data.index(b"diff --git a/foo.py")].count(b"\n") + 1
+    error = one_error(fails(series, 2, "check"), f"patches/{name}:{line}: the message quotes a "
+                      "diff at the start of a line ('diff --git a/foo.py b/foo.py')",
+                      "indent the quoted diff's lines in the message, then run this again")
+    assert "git apply" not in error and "corrupt" not in error
+    mailinfo = git(repo.path, "mailinfo", str(tmp_path / "msg"), str(tmp_path / "diff"),
+                   input=data)
+    assert mailinfo.returncode == 0
+    assert (tmp_path / "msg").read_text() == "The old code did this:\n"
+    indented = data.replace(_QUOTE.encode(), "".join(f"    {ln}\n" for ln in
+                                                     _QUOTE.splitlines()).encode())
+    (series / "patches" / name).write_bytes(indented)
+    ok(series, "check")
+    ok(series, "apply", "--upstream", str(repo.path))
+    body = git(series / ".rebasectl/tree", "log", "-1", "--format=%B").stdout
+    assert "    diff --git a/foo.py b/foo.py\n    --- a/foo.py\n" in body
+    assert git(series / ".rebasectl/tree", "diff", "--name-only", "HEAD^", "HEAD").stdout == \
+        "a.txt\n"
 
 
 @pytest.mark.parametrize("cut", [3000, 2999])
