@@ -19,6 +19,11 @@ import shlex
 import shutil
 from pathlib import Path
 
+import pytest
+
+from rebasectl.commands.resume import cont
+from rebasectl.infra.errors import ConflictError
+from rebasectl.model.workspace import Workspace
 from tests.harness.cli import ok, one_error, run
 from tests.harness.git import Repo, git, git_out
 from tests.harness.scenes import advised, resolve_all, tree
@@ -31,14 +36,14 @@ def scene(tmp_path: Path) -> Path:
     """A series stopped at patch 1 of 3 on the new base."""
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"a.txt": TEXT, "b.txt": TEXT})
-    up.branch("feature")
+    up.branch("feature")  # b's conflict is not a's (rerere would resolve it as a's)
     up.commit("upstream", {"a.txt": TEXT.replace("line 3\n", "UP 3\n"),
-                           "b.txt": TEXT.replace("line 3\n", "UP 3\n")})
+                           "b.txt": TEXT.replace("line 3\n", "UP B 3\n")})
     new_base = up.head()
     up.checkout("feature")
     up.commit("fix: a", {"a.txt": TEXT.replace("line 3\n", "PATCH 3\n")})
     up.commit("feat: n", {"n.txt": "new file\n"})
-    up.commit("fix: b", {"b.txt": TEXT.replace("line 3\n", "PATCH 3\n"),
+    up.commit("fix: b", {"b.txt": TEXT.replace("line 3\n", "PATCH B 3\n"),
                          "m.txt": "added by patch 3\n"})
     series = tmp_path / "series"
     series.mkdir()
@@ -56,6 +61,7 @@ def follow(series: Path, message: str, at_stop: str) -> None:
     """Run what ``message`` advises, in order: `mv`, git and rebasectl commands; a continue
     that stops (exit 1) is resolved in ``at_stop`` and continued, as the advice says
     ("resolving any stop as usual")."""
+    stopped = False
     for command in advised(message):
         argv = shlex.split(command)
         if argv[0] == "mv":
@@ -69,6 +75,8 @@ def follow(series: Path, message: str, at_stop: str) -> None:
                 assert "stash(es) in" in status and "once the apply is done" in status, status
             resolve(series, at_stop)
             ok(series, "continue")
+            stopped = True
+    assert stopped  # the advice was followed through a later stop
     assert not (series / ".rebasectl" / "apply-state.json").exists()
 
 
@@ -77,9 +85,13 @@ def test_the_stash_advice_works_through_a_later_stop(tmp_path: Path) -> None:
     resolve(series, "a.txt")
     b = tree(series) / "b.txt"
     b.write_text(b.read_text() + NOTE)
-    r = run(series, "continue", want=1)
-    line = one_error(r.stderr, "b.txt", "in the way", "1/3 ", ": committed ")
-    assert "Applying (3/3)" not in r.stderr, r.stderr  # refused: no stop was written
+    said: list[str] = []
+    with pytest.raises(ConflictError, match="in the way") as refused:
+        cont(Workspace(series), notify=said.append)  # the news a slow run prints
+    assert "1/3 a: committed " in str(refused.value)
+    assert not [x for x in said if "3/3" in x], said  # refused: no stop was announced
+    r = run(series, "continue", want=1)  # refused again, the same way
+    line = one_error(r.stderr, "b.txt", "in the way")
     assert b.read_text().endswith(NOTE)
     follow(series, line, "b.txt")
     assert b.read_text() == TEXT.replace("line 3\n", "RESOLVED 3\n") + NOTE
