@@ -29,6 +29,23 @@ def imported(tmp: Path, fork: Fork, tip: str) -> Path:
     return series
 
 
+GATE = ("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")})
+WIDER_SLICE = ("feat: wider slice", {"b.txt": ("slice = 2\n", "slice = 3\n")})
+
+
+def gate_landed(tmp: Path, *more: tuple[str, dict[str, tuple[str, str]]],
+                files: dict[str, str] | None = None) -> tuple[Fork, Path, str]:
+    """A series whose first patch (the gate) upstream then lands, with a change beside it (b 21
+    renamed), so the patch's merge conflicts on upstream's own copy of its lines: the
+    ``upstreamed`` case. ``more``: later patches; ``files``: more of the base's files."""
+    fork = Fork(tmp, {"b.txt": lines(30, "b"), **(files or {})})
+    shas = fork.series([GATE, *more])
+    series = imported(tmp, fork, shas[-1])
+    landed = fork.change("upstream lands the gate and renames b 21",
+                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    return fork, series, landed
+
+
 def conflicted_history(tmp: Path) -> tuple[Fork, Path, dict[str, str]]:
     fork = Fork(tmp, {"a.txt": lines(30), "b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
     shas = fork.series([
@@ -259,14 +276,7 @@ def test_a_patch_upstream_carries_blocks_nothing(tmp_path: Path) -> None:
     them) is ``upstreamed``; a later patch that edits those lines finds them upstream, so its
     conflict is upstream's doing: ``conflict`` with the upstream commit named, never ``blocked``
     by the upstreamed patch. blame says the same as bump."""
-    fork = Fork(tmp_path, {"b.txt": lines(30, "b")})
-    shas = fork.series([
-        ("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")}),
-        ("feat: wider slice", {"b.txt": ("slice = 2\n", "slice = 3\n")}),
-    ])
-    series = imported(tmp_path, fork, shas[-1])
-    landed = fork.change("upstream lands the gate and renames b 21",
-                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    fork, series, landed = gate_landed(tmp_path, WIDER_SLICE)
     r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
                   env=TERMINAL)
     assert r.returncode == 1, r.stderr
@@ -314,11 +324,7 @@ def test_blame_names_the_commit_that_upstreamed_a_patch(tmp_path: Path) -> None:
     """A patch upstream carries (its merge conflicts on upstream's own copy of its lines) is
     ``upstreamed`` in blame as in bump, named by the commit that carries it: not a "first
     break", and never a commit that "changed its lines (it still applies)"."""
-    fork = Fork(tmp_path, {"b.txt": lines(30, "b")})
-    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")})])
-    series = imported(tmp_path, fork, shas[-1])
-    landed = fork.change("upstream lands the gate and renames b 21",
-                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    fork, series, landed = gate_landed(tmp_path)
     r = rebasectl(series, "blame", "gate", "--to", "main", "--upstream", str(fork.up.path))
     assert r.returncode == 0, r.stderr
     assert f"upstream carries it: {landed[:12]} upstream lands the gate" in r.stdout
@@ -338,11 +344,7 @@ def test_blame_from_a_revision_that_carries_the_patch_already(tmp_path: Path) ->
     """hostile6 #6: ``--from REV`` where upstream carries the patch already (REV is the commit
     that landed it, or a later one): blame says upstreamed, naming that commit, as it does
     from the series' base; not "conflict ... does not apply at REV already"."""
-    fork = Fork(tmp_path, {"b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
-    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")})])
-    series = imported(tmp_path, fork, shas[-1])
-    landed = fork.change("upstream lands the gate and renames b 21",
-                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    fork, series, landed = gate_landed(tmp_path, files={"c.txt": lines(10, "c")})
     later = fork.change("noise", {"c.txt": ("c 5\n", "c five\n")})
     for rev in (landed, later):  # the truth: the patch's lines are there, where it adds them
         assert "b 20\ngate = 1\nslice = 2\n" in fork.up.git("show", f"{rev}:b.txt")
@@ -367,12 +369,8 @@ def test_apply_stopping_on_an_upstreamed_patch_says_so(tmp_path: Path) -> None:
     (apply does not drop patches); the stop names the commit that carries it, as bump would,
     and what to do. The advice followed (skip, then export --drop) leaves a series without it
     that applies there cleanly."""
-    fork = Fork(tmp_path, {"b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
-    shas = fork.series([("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")}),
-                        ("feat: c", {"c.txt": ("c 5\n", "c five\n")})])
-    series = imported(tmp_path, fork, shas[-1])
-    landed = fork.change("upstream lands the gate and renames b 21",
-                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    fork, series, landed = gate_landed(tmp_path, ("feat: c", {"c.txt": ("c 5\n", "c five\n")}),
+                                       files={"c.txt": lines(10, "c")})
     r = rebasectl(series, "apply", "--base", "main", "--upstream", str(fork.up.path), "--json")
     assert r.returncode == 1, r.stderr
     assert json.loads(r.stdout)["stopped_at"]["upstream_commit"] == landed
@@ -488,14 +486,7 @@ def test_an_upstreamed_patch_is_explained_counted_and_its_advice_works(tmp_path:
     failing patches' (the answer keys count every region of the merges), the terminal and the
     artifacts README say which commit carries it and how it leaves the series, and that advice
     (skip at apply's stop, then export --drop) works."""
-    fork = Fork(tmp_path, {"b.txt": lines(30, "b")})
-    shas = fork.series([
-        ("feat: gate", {"b.txt": ("b 20\n", "b 20\ngate = 1\nslice = 2\n")}),
-        ("feat: wider slice", {"b.txt": ("slice = 2\n", "slice = 3\n")}),
-    ])
-    series = imported(tmp_path, fork, shas[-1])
-    landed = fork.change("upstream lands the gate and renames b 21",
-                         {"b.txt": ("b 20\nb 21\n", "b 20\ngate = 1\nslice = 2\nB 21\n")})
+    fork, series, landed = gate_landed(tmp_path, WIDER_SLICE)
     art = tmp_path / "art"
     r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
                   "--artifacts", str(art), "--propose", env=TERMINAL)
