@@ -143,19 +143,15 @@ class Worktree:
         forever. Such a file holds ``commit``'s content or the start of it (a write cut short);
         it is removed so the move writes it whole. Any other untracked file is the person's and
         stays, and git refuses as it would."""
-        raw = self.runner.out(["diff-tree", "-r", "-z", "--no-renames", "--diff-filter=A",
-                               "HEAD", commit])
-        fields = raw.split("\0")
-        for meta, path in zip(fields[0::2], fields[1::2]):
-            target = self.path / path
-            if not meta or not target.is_file() or target.is_symlink():
-                continue
-            blob = self.runner.run(["cat-file", "blob", meta.split()[3]]).stdout
-            if blob.startswith(target.read_bytes()) and not self._tracked(path):
-                target.unlink()
-
-    def _tracked(self, path: str) -> bool:
-        return bool(self.runner.out(["--literal-pathspecs", "ls-files", "--", path]))
+        added = [p for p in self._names(["diff-tree", "-r", "-z", "--name-only", "--no-renames",
+                                         "--diff-filter=A", "HEAD", commit, "--"], [])
+                 if (self.path / p).is_file() and not (self.path / p).is_symlink()]
+        if not added:
+            return
+        tracked = set(self._names(["ls-files", "-z", "--"], added))
+        for path in added:
+            if path not in tracked and self._reached(path, commit):
+                (self.path / path).unlink()
 
     def discard_changes(self) -> None:
         """Back to HEAD: tracked changes, unmerged entries and files added to the index go;
