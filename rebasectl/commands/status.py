@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.exchange import load_patches, patch_stats
-from ..engine.state import ApplyState, Carrying, StateError, TreeMap, tolerant
+from ..engine.state import ApplyState, Carrying, TreeMap, tolerant
 from ..git import Worktree
 from ..infra.errors import GitError
 from ..model.dependencies import SeriesLines
@@ -66,10 +66,7 @@ def missing_worktree(ws: Workspace) -> str | None:
     """The work tree the last apply or bump recorded, when it is gone: a kill between removing
     the old tree and making the new one leaves tree.json naming nothing (nothing is lost: the
     series is unchanged and ``apply`` makes the tree again)."""
-    try:
-        tmap = TreeMap.load(ws.tree_map)
-    except StateError:  # an unreadable map is abort's and apply's to report, not status'
-        return None
+    tmap, _ = tolerant(TreeMap.load, ws.tree_map)  # an unreadable one is abort's to report
     if tmap is None or ws.path(tmap.worktree).exists() or ws.carrying.exists():
         return None
     return str(tmap.worktree)

@@ -80,6 +80,7 @@ class Workspace:
 
     @property
     def carrying(self) -> Path:
+        """A clean bump making the new work tree (engine/state.Carrying)."""
         return self.state_dir / "carrying.json"
 
     @property
