@@ -114,11 +114,16 @@ class PatchOutcome(AboutPatch):
             return f"clean ({self.how.value} resolution replayed)"
         return self.status.value
 
+    def carrier_subject(self) -> str:
+        """The subject of the upstream commit that carries an upstreamed patch (its culprit)."""
+        culprits = self.attribution.culprits if self.attribution else []
+        return culprits[0].subject if culprits else ""
+
     def upstreamed_line(self, total: int, carried: bool = False) -> str:
         """What became of an upstreamed patch and what to do (``carried``: the clean bump
         dropped it), in one line."""
-        assert self.upstream_commit is not None and self.attribution is not None
-        subject = self.attribution.culprits[0].subject if self.attribution.culprits else ""
+        assert self.upstream_commit is not None
+        subject = self.carrier_subject()
         n = self.region_count()
         had = f"; its {n} merge region{'' if n == 1 else 's'} already upstream" if n else ""
         head = f"{self.index}/{total} {self.id}: upstreamed by {self.upstream_commit.short()} " \
@@ -777,8 +782,7 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
 def _readme_upstreamed(p: PatchOutcome) -> list[str]:
     """An upstreamed patch: the commit that carries it, and how it leaves the series."""
     assert p.upstream_commit is not None
-    subject = p.attribution.culprits[0].subject if p.attribution and p.attribution.culprits \
-        else ""
+    subject = p.carrier_subject()
     lines = ["", f"## {p.index}. {escape(p.id)}: upstreamed", "",
              f"- upstream `{p.upstream_commit.short()}` {escape(subject)} carries its change "
              "(not a break: nothing of the patch is left to carry)"]
@@ -850,14 +854,8 @@ def blame(ws: Workspace, repo: Repo, series: Series, patch_ref: str, old: Oid, n
 def _recorded(ws: Workspace, repo: Repo, patch: Patch, parent: Oid | None) -> bool:
     """Whether a resolution ``continue`` recorded for this patch on exactly this state (its
     files at ``parent``) is in this checkout: apply and bump would replay it."""
-    if parent is None:
-        return False
-
-    def blob_of(path: str) -> str | None:
-        entry = repo.entries_at(parent, [path]).get(path)
-        return entry.blob if entry else None
-
-    return Memory(ws.resolutions).find(patch.diff, blob_of) is not None
+    return parent is not None and \
+        Memory(ws.resolutions).find_at(repo, patch.diff, parent) is not None
 
 
 def find_patch(loaded: list[SeriesPatch], ref: str) -> int:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..git import Repo
 from ..infra.fsutil import atomic_write
 
 BlobOf = Callable[[str], str | None]  # a path's blob sha in the state at hand (None: absent)
@@ -82,6 +83,18 @@ class Memory:
             if res is not None and all(blob_of(p) == b for p, b in res.state.items()):
                 return res.diff
         return None
+
+    def find_at(self, repo: Repo, diff: bytes, commit: str) -> bytes | None:
+        """``find`` for the state of ``commit``'s files (each path read from it once)."""
+        seen: dict[str, str | None] = {}
+
+        def blob_of(path: str) -> str | None:
+            if path not in seen:
+                entry = repo.entries_at(commit, [path]).get(path)
+                seen[path] = entry.blob if entry else None
+            return seen[path]
+
+        return self.find(diff, blob_of)
 
     def forget(self, patch_ids: set[str] | None) -> tuple[int, list[str]]:
         """Remove the records of these series ids (None: all); returns how many went and the

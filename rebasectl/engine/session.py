@@ -308,15 +308,7 @@ class Session:
     def _replay(self, state: ApplyState, tree: Worktree, lp: SeriesPatch) -> bool:
         """A resolution recorded earlier for this patch on this very state: applied and
         committed, and the apply goes on."""
-        seen: dict[str, str | None] = {}
-
-        def blob_of(path: str) -> str | None:
-            if path not in seen:
-                entry = self.repo.entries_at(state.tip, [path]).get(path)
-                seen[path] = entry.blob if entry else None
-            return seen[path]
-
-        recorded = self.memory.find(lp.patch.diff, blob_of)
+        recorded = self.memory.find_at(self.repo, lp.patch.diff, state.tip)
         if recorded is None:
             return False
         state.written = list(diffs.parse(recorded).paths())
