@@ -234,11 +234,6 @@ def parse(data: bytes, source: str) -> Patch:
     first = head.count(b"\n") + 3  # line number of ``rest``'s first line
     _one_message(rest, source, first)
     body, diff, model, at = split_body(rest, source, first)
-    if diff and not diff.endswith(b"\n"):  # a file cut mid-line reads as a shorter last line
-        last = data.count(b"\n") + 1
-        raise PatchError(f"{source}:{last}: the file ends in the middle of a "
-                         "diff line (cut short?): restore it (git checkout -- FILE) or end the "
-                         "line (git apply: corrupt patch)")
     if model is not None:
         check_model(model, source, at)
     text = body.decode("utf-8", errors="surrogateescape")
@@ -356,6 +351,11 @@ def split_body(rest: bytes, source: str,
         return _message_without_diff(rest, source, first), b"", None, first
     at = first + head.count(b"\n")  # the file line of the diff's first line
     diff = _unsigned(rest[m.start():])
+    if not diff.endswith(b"\n"):  # a file cut mid-line would read as a shorter last line
+        last = at + diff.count(b"\n")
+        raise PatchError(f"{source}:{last}: the file ends in the middle of a "
+                         "diff line (cut short?): restore it (git checkout -- FILE) or end the "
+                         "line (git apply: corrupt patch)")
     try:
         model = diffs.parse(diff)
     except DiffError as exc:
