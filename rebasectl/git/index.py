@@ -64,9 +64,10 @@ def _ls_records(out: str) -> Iterator[tuple[str, str, int, str]]:
 
 
 class Index:
-    def __init__(self, runner: Runner, path: Path) -> None:
+    def __init__(self, runner: Runner, path: Path, *, of_worktree: bool = False) -> None:
         self.runner = runner
         self.path = path
+        self.of_worktree = of_worktree
 
     @classmethod
     @contextmanager
@@ -78,7 +79,12 @@ class Index:
         return self.runner.out(args, input=input, index=self.path)
 
     def read_tree(self, tree: str) -> None:
-        self._run(["read-tree", tree])
+        """The index becomes ``tree`` (unmerged entries dropped). A work tree's own index keeps
+        the stat data of every entry whose content did not change (``--reset``, a one-tree
+        merge): a plain ``read-tree`` forgets it for all of them, and every later ``git status``
+        on a Megatron-sized tree hashes each file again (0.2 s a call, and our statuses never
+        write the refreshed index back). A scratch index has no work tree for ``--reset``."""
+        self._run(["read-tree", *(["--reset"] if self.of_worktree else []), tree])
 
     def set_entries(self, entries: Mapping[str, Entry]) -> None:
         """Exactly ``entries`` (path -> entry): a sparse stage on which ``git apply --cached``
