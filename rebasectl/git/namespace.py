@@ -62,10 +62,16 @@ def adopt_clone(runner: Runner) -> None:
         lines.append(f"delete {ref} {sha}")
     if lines:
         runner.run(["update-ref", "--stdin"], input=("\n".join(lines) + "\n").encode())
-    head = runner.run(["symbolic-ref", "-q", "HEAD"], check=False).stdout.decode().strip()
+    adopt_head(runner, runner.run(["symbolic-ref", "-q", "HEAD"], check=False).stdout.decode()
+               .strip())
+    configure(runner)
+
+
+def adopt_head(runner: Runner, head: str) -> None:
+    """HEAD pointed at the upstream's default branch ``head`` (``refs/heads/<name>``) in the
+    namespace; a detached or unreadable upstream HEAD leaves it as ``init`` made it."""
     if head.startswith("refs/heads/"):
         runner.run(["symbolic-ref", "HEAD", UPSTREAM_REFS + head[5:]])
-    configure(runner)
 
 
 def candidates(rev: str) -> tuple[list[str], str]:

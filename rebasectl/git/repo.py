@@ -43,6 +43,51 @@ def _files(ls_tree: bytes) -> dict[str, Entry]:
     return found
 
 
+def _shallow_local(source: str) -> Path | None:
+    """The git directory of ``source`` when it is a local shallow repository (bare or not):
+    git's local clone copies the object files, but not from a shallow repository, which it
+    packs and indexes whole instead (2 s for the Megatron snapshot every fetch uses)."""
+    path = Path(source)
+    if not path.is_absolute() or not path.is_dir():
+        return None
+    for git_dir in (path, path / ".git"):
+        if (git_dir / "shallow").is_file() and (git_dir / "objects" / "pack").is_dir():
+            return git_dir
+    return None
+
+
+def _copy_objects(git_dir: Path, dest: Path) -> None:
+    """The source's packs and loose objects copied (never hard-linked: the mirror must not share
+    a file with the user's repository). Anything missing, e.g. objects behind alternates, is
+    fetched the ordinary way after."""
+    src = git_dir / "objects"
+    for item in sorted(src.iterdir()):
+        if item.name == "pack":
+            names = [f for f in item.iterdir() if f.suffix in (".idx", ".pack") and f.is_file()]
+        elif len(item.name) == 2 and item.is_dir():
+            names = [f for f in item.iterdir() if f.is_file()]
+        else:
+            continue
+        (dest / "objects" / item.name).mkdir(exist_ok=True)
+        for f in sorted(names, key=lambda f: f.suffix != ".pack"):  # each .idx after its pack
+            shutil.copyfile(f, dest / "objects" / item.name / f.name)
+
+
+def _seeded_clone(git_dir: Path, source: str, dest: Path) -> None:
+    """What ``clone --mirror`` + ``adopt_clone`` make, from a local shallow repository: a bare
+    repository holding copies of its objects and its shallow list, whose fetch of the namespaced
+    refs then finds every object present and transfers nothing."""
+    Runner(dest.parent, network=True).run(["init", "--bare", "--quiet", "--", str(dest)])
+    _copy_objects(git_dir, dest)
+    shutil.copyfile(git_dir / "shallow", dest / "shallow")
+    runner = Runner(dest)
+    runner.run(["config", "remote.origin.url", source])
+    namespace.configure(runner)
+    Runner(dest, network=True).run(["fetch", "--no-tags", "--quiet", "origin"])
+    head = Runner(git_dir).run(["symbolic-ref", "-q", "HEAD"], check=False)
+    namespace.adopt_head(runner, head.stdout.decode().strip())
+
+
 class Repo:
     """``upstream``: the cached mirror, whose upstream refs live in rebasectl's namespace
     (git/namespace.py): names resolve there first."""
@@ -76,9 +121,13 @@ class Repo:
         """``git clone --mirror`` (the user's config applies to the transport; a local source
         is hard-linked), then the upstream's refs moved into rebasectl's namespace before
         anyone uses the clone."""
-        Runner(dest.parent, network=True).run(["clone", "--mirror", "--quiet", "--", source,
-                                               str(dest)])
-        namespace.adopt_clone(Runner(dest))
+        seed = _shallow_local(source)
+        if seed is not None:
+            _seeded_clone(seed, source, dest)
+        else:
+            Runner(dest.parent, network=True).run(["clone", "--mirror", "--quiet", "--", source,
+                                                   str(dest)])
+            namespace.adopt_clone(Runner(dest))
         repo = cls(dest, upstream=True)
         repo.fetched = True
         return repo

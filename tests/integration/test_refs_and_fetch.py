@@ -189,3 +189,63 @@ def test_git_refusing_a_repo_is_quoted(tmp_path: Path) -> None:
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "dubious ownership" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _shallow_copy(sc: Scenario, tmp: Path) -> Path:
+    """A shallow bare clone of the scenario's upstream (depth 2, every branch), as the shared
+    Megatron snapshot is, with one unreachable loose object only a copy of its files carries."""
+    path = tmp / "shallow.git"
+    subprocess.run(["git", "clone", "-q", "--bare", "--no-single-branch", "--depth", "2",
+                    f"file://{sc.up.path}", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "hash-object", "-w", "--stdin"], input=b"only here\n",
+                   check=True, capture_output=True)
+    return path
+
+
+def _refs(path: Path) -> list[str]:
+    return git(path, "for-each-ref", "--format=%(objectname) %(refname)").splitlines()
+
+
+def test_a_shallow_local_upstream_is_copied_and_namespaced(sc: Scenario, tmp_path: Path) -> None:
+    """git's local clone packs a shallow repository whole (2 s for the Megatron snapshot); the
+    mirror copies its object files instead, and ends as `clone --mirror` would have made it:
+    the same refs in the namespace, HEAD on the upstream's default branch, the shallow list,
+    origin's namespaced fetch specs, and a later fetch that works."""
+    source = _shallow_copy(sc, tmp_path)
+    series = copy(sc, tmp_path)
+    run(series, "fetch", "--upstream", str(source))
+    mirror = series / ".rebasectl" / "upstream.git"
+    want = sorted(ln.replace(" refs/", " refs/rebasectl/upstream/") for ln in _refs(source))
+    assert sorted(_refs(mirror)) == want
+    assert git(mirror, "symbolic-ref", "HEAD") == "refs/rebasectl/upstream/" + \
+        git(source, "symbolic-ref", "HEAD")[5:]
+    assert (mirror / "shallow").read_bytes() == (source / "shallow").read_bytes()
+    loose = subprocess.run(["git", "-C", str(source), "hash-object", "--stdin"],
+                           input=b"only here\n", capture_output=True, check=True).stdout.strip()
+    assert git(mirror, "cat-file", "-t", loose.decode()) == "blob"  # copied, not packed anew
+    assert git(mirror, "config", "--get-all", "remote.origin.fetch").splitlines() == [
+        "+refs/heads/*:refs/rebasectl/upstream/heads/*",
+        "+refs/tags/*:refs/rebasectl/upstream/tags/*"]
+    assert git(mirror, "config", "remote.origin.url") == str(source)
+    git(mirror, "rev-list", "--objects", "--all")  # every object of every ref is there
+    run(series, "apply", "--base", sc.base)
+
+
+def test_a_shallow_upstream_behind_alternates_is_fetched_whole(sc: Scenario,
+                                                               tmp_path: Path) -> None:
+    """Objects the shallow source keeps in another repository (its alternates) are not among
+    the files copied: the fetch after the copy transfers them, and the mirror needs nothing of
+    the source's alternates afterwards."""
+    source = _shallow_copy(sc, tmp_path)
+    other = own_upstream(sc, tmp_path)
+    tip = other.commit("only in the alternate", {"alt.txt": "alt\n"})
+    (source / "objects" / "info").mkdir(exist_ok=True)
+    (source / "objects" / "info" / "alternates").write_text(f"{other.path}/.git/objects\n")
+    git(source, "update-ref", "refs/heads/alt", tip)
+    series = copy(sc, tmp_path)
+    run(series, "fetch", "--upstream", str(source))
+    mirror = series / ".rebasectl" / "upstream.git"
+    assert git(mirror, "rev-parse", "refs/rebasectl/upstream/heads/alt") == tip
+    assert not (mirror / "objects" / "info" / "alternates").exists()
+    (source / "objects" / "info" / "alternates").unlink()
+    assert git(mirror, "cat-file", "-t", f"{tip}:alt.txt") == "blob"
