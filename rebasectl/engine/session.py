@@ -35,7 +35,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..git import InTheWay, Repo, Worktree
+from ..git import InTheWay, Repo, TreeStatus, Worktree
 from ..git.runner import Started
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
@@ -235,8 +235,8 @@ class Session:
                 if pending is not None:
                     pending.wait()
                     pending = None
-            self._discard_leftovers(state)
-            self._check_in_the_way(state, stopped)
+            seen = self._discard_leftovers(state)
+            self._check_in_the_way(state, stopped, seen)
             tree = checkout(self.ws, self.repo, Path(state.worktree), state.tip)
             boundary("worktree")
             if stopped is None:
@@ -251,31 +251,36 @@ class Session:
             self.commit_resolution(state, tree, patches[stopped.id], allow_empty=False,
                                    how=Applied.RERERE)
 
-    def _discard_leftovers(self, state: ApplyState) -> None:
+    def _discard_leftovers(self, state: ApplyState) -> TreeStatus | None:
         """The files this apply wrote for a patch it has moved past (a skip, or a redo after an
         interruption) and any unmerged entry go back to HEAD. Every other change in the work
-        tree is the person's and stays, as ``git am --skip`` and ``--continue`` leave it."""
+        tree is the person's and stays, as ``git am --skip`` and ``--continue`` leave it.
+        Returns the status it read when it changed nothing (still the tree's status: the
+        check that follows reads it instead of asking git again), else None."""
         tree = Worktree(Path(state.worktree))
         if not tree.exists or tree.head() is None:
-            return
-        leftovers = [*state.written, *tree.status().unmerged]
+            return None
+        status = tree.status()
+        leftovers = [*state.written, *status.unmerged]
         if not leftovers:
-            return
+            return status
         tree.rerere_forget_in_progress()
         tree.restore(leftovers)
         if state.written:
             state.written = []
             self.save(state)
+        return None
 
-    def _check_in_the_way(self, state: ApplyState, stopped: Step | None) -> None:
+    def _check_in_the_way(self, state: ApplyState, stopped: Step | None,
+                          status: TreeStatus | None) -> None:
         """Refuse, before the work tree moves, when the person's files sit where the move to
         the new tip or the next stop's conflict would write (git refuses the same way); the
         state is saved, so ``continue`` goes on once they are out of the way. The stop is
         announced only past this check: a refused run wrote no conflict."""
         tree = Worktree(Path(state.worktree))
-        if tree.exists and tree.head() is not None:
+        if status is not None or (tree.exists and tree.head() is not None):
             also = [*stopped.patch.paths(), *stopped.followed.values()] if stopped else []
-            blocked = tree.in_the_way(state.tip, also)
+            blocked = tree.in_the_way(state.tip, also, status)
             if blocked:
                 done = "".join(f"{what}; " for what in self.settled)
                 raise ConflictError(done + in_the_way_message(tree.path, blocked))

@@ -179,15 +179,17 @@ class Worktree:
         out = self.runner.run(["--literal-pathspecs", *args, *paths], check=False).stdout
         return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
 
-    def in_the_way(self, target: str, also: Sequence[str]) -> InTheWay:
+    def in_the_way(self, target: str, also: Sequence[str],
+                   status: TreeStatus | None = None) -> InTheWay:
         """The person's files that moving to ``target`` (and then writing ``also``) would
         overwrite, to be kept: tracked ones with uncommitted changes, and untracked ones where
         ``target`` adds a file or ``also`` writes one, ignored ones included (git refuses the
         first; the stop's write would replace the second unsaid). A file that already is
         ``target``'s, or the start of it, is what a move killed mid-way wrote, not an edit: a
         tracked one is put back as the index has it (a killed move never wrote the index), an
-        untracked one is left for ``move_to`` to drop, so the move can run again."""
-        status = self.status()
+        untracked one is left for ``move_to`` to drop, so the move can run again. ``status``:
+        the tree's status when the caller has just read it."""
+        status = status if status is not None else self.status()
         found = InTheWay(untracked=self._untracked_in_the_way(
             [*status.untracked, *self.ignored()], target, also))
         changed = status.changed
