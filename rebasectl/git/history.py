@@ -8,8 +8,11 @@ two trees. Attribution, the conflict engine and the report ask these; nothing el
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..model.ids import ZERO, Oid, is_full
 from .runner import Runner
@@ -38,9 +41,40 @@ class RawCommit:
     changes: tuple[FileChange, ...]
 
 
+_END = b"\0#end"  # a kept answer is whole only when it ends with this
+
+
+def _read_kept(path: Path | None) -> bytes | None:
+    """A kept answer, or None when there is none or it was cut short."""
+    try:
+        data = path.read_bytes() if path is not None else None
+    except OSError:
+        return None
+    return data[: -len(_END)] if data is not None and data.endswith(_END) else None
+
+
+def _keep(path: Path | None, raw: bytes) -> None:
+    """Kept for the next process (written whole, then renamed in); a folder that cannot take it
+    costs only the next process asking git again."""
+    if path is None:
+        return
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(exist_ok=True)
+        tmp.write_bytes(raw + _END)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
 class History:
-    def __init__(self, runner: Runner) -> None:
+    """``store``: a folder where answers about two full shas are kept between processes (the
+    cached mirror's; commits never change, and each command of one bump asks again)."""
+
+    def __init__(self, runner: Runner, store: Path | None = None) -> None:
         self.runner = runner
+        self.store = store
         self._renames: dict[tuple[str, str], dict[str, str]] = {}
 
     # -- revisions -----------------------------------------------------------------------------
@@ -180,9 +214,14 @@ class History:
         return dict(found)
 
     def _find_renames(self, old: str, new: str) -> dict[str, str]:
-        out = self.runner.run(["diff", "--name-status", "-z", "--find-renames", "-l0", old, new,
-                               "--"]).stdout.decode("utf-8", errors="surrogateescape")
-        fields = out.strip("\0").split("\0")
+        kept = self.store / f"renames-{old}-{new}" if self.store and is_full(old) and \
+            is_full(new) else None
+        raw = _read_kept(kept)
+        if raw is None:
+            raw = self.runner.run(["diff", "--name-status", "-z", "--find-renames", "-l0", old,
+                                   new, "--"]).stdout
+            _keep(kept, raw)
+        fields = raw.decode("utf-8", errors="surrogateescape").strip("\0").split("\0")
         found, i = {}, 0
         while i < len(fields):
             status = fields[i]

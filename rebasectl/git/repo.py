@@ -97,7 +97,7 @@ class Repo:
         self.upstream = upstream
         self.fetched = False  # fetched (or cloned) by this process: no need to fetch again
         self.runner = Runner(self.path)
-        self.history = History(self.runner)
+        self.history = History(self.runner, self.path / "rebasectl-kept" if upstream else None)
         self._objects: Objects | None = None
         self._commits: set[str] = set()  # full shas known to name commits here
 
