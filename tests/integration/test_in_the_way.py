@@ -162,27 +162,36 @@ def _refusal_in_status(series: Path) -> str:
     return next(x for x in out.splitlines() if x.startswith("the last run was refused: "))
 
 
-@pytest.mark.parametrize("command", ["continue", "skip"])
-def test_status_says_a_refusal_and_its_advice_works(tmp_path: Path, command: str) -> None:
-    """hostile6: after continue/skip refused (an untracked file where a patch adds one), status
-    said the apply was "interrupted"; nothing was. Now it says refused, with the refusal's own
-    reason and way past, the same words the command said (and in the JSON); following status's
-    advice finishes the apply, and status no longer says refused once a run got past it."""
+@pytest.mark.parametrize(("command", "name", "what"), [
+    ("continue", "n.txt", "untracked n.txt"),
+    ("skip", "n.txt", "untracked n.txt"),
+    ("continue", "b.txt", "your uncommitted changes to b.txt")])
+def test_status_says_a_refusal_and_its_advice_works(tmp_path: Path, command: str, name: str,
+                                                    what: str) -> None:
+    """hostile6: after continue/skip refused (an untracked file where a patch adds one, an edit
+    where the next stop writes), status said the apply was "interrupted"; nothing was. Now it
+    says refused, with the refusal's own reason and way past, the same words the command said
+    (and in the JSON); following status's advice finishes the apply, and status no longer says
+    refused once a run got past it."""
     series = scene(tmp_path)
     if command == "continue":
         resolve(series, "a.txt")
-    (tree(series) / "n.txt").write_text("draft\n")
-    said = one_error(run(series, command, want=1).stderr, "n.txt", "in the way")
+    mine = tree(series) / name
+    mine.write_text(mine.read_text() + NOTE if mine.exists() else "draft\n")
+    said = one_error(run(series, command, want=1).stderr, name, "in the way")
     line = _refusal_in_status(series)
     reason = line.removeprefix("the last run was refused: ").removesuffix(
         "; `rebasectl abort` gives up")
-    assert reason.startswith(f"{tree(series)}: untracked n.txt in the way") and \
+    assert reason.startswith(f"{tree(series)}: {what} in the way") and \
         said.endswith(reason), (reason, said)  # said: after what the run committed or skipped
     assert advised(line) == [*advised(said), "rebasectl abort"], (line, said)
     got = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]["refused"]
     assert got == reason
     follow(series, reason, "b.txt")  # status's own advice
-    assert (tree(series) / "n.txt.mine").read_text() == "draft\n"
+    if name == "n.txt":
+        assert (tree(series) / "n.txt.mine").read_text() == "draft\n"
+    else:
+        assert mine.read_text().endswith(NOTE) and "RESOLVED 3" in mine.read_text()
     assert "refused" not in ok(series, "status").stdout
 
 
