@@ -33,6 +33,10 @@ from .diffs import Diff, DiffError, FileDiff
 from .status import Word
 
 MBOX_FROM = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+# The reader's version, kept with what is cached of what it read (status's numbers): raised
+# whenever it starts refusing bytes it once accepted, so that no cache outlives the change and
+# a file now refused is refused by every command. 2: a '---' line with no diff after it.
+READER_VERSION = 2
 # How an empty commit's file ends, as ``git format-patch --always`` ends one: no ``---`` line
 # (git am reads ``---`` with no diff after it as "No valid patches in input", the very shape of
 # a file cut after its message), a signature instead: the mark that the message is whole. Ours

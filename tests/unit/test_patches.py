@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from rebasectl.model.patches import (
+    READER_VERSION,
     Patch,
     PatchError,
     diff_start_in_message,
@@ -467,3 +470,28 @@ def test_a_patch_file_cut_mid_line_is_refused_where_git_apply_says(tmp_path: Pat
     assert "git checkout -- FILE" in line
     git(series, "checkout", "--", "patches/0003-post-layernorm.patch")  # the advice
     run(series, "check", want=0)
+
+
+def test_status_does_not_read_a_cut_file_from_an_older_readers_cache(tmp_path: Path) -> None:
+    """status keeps each patch file's numbers by the sha1 of its bytes; a cache written by a
+    reader that took the cut file for an empty commit (0 files) would have status show it so
+    while check refuses it. The cache holds the reader's version: an older one's is read
+    again, and status refuses the file as check does; the intact file's numbers come back."""
+    repo = Repo(tmp_path / "up")
+    base = repo.commit("base", {"a.txt": lines(10)})
+    repo.commit("fix: a\n\nWhy.", {"a.txt": lines(10).replace("line 3\n", "THREE\n")})
+    series = tmp_path / "series"
+    series.mkdir()
+    ok(series, "import", f"{base}..HEAD", "--repo", str(repo.path))
+    [path] = list((series / "patches").iterdir())
+    data = path.read_bytes()
+    cut = data[: data.index(b"\n---\n") + 5]
+    path.write_bytes(cut)
+    cache = series / ".rebasectl" / "patch-stats.json"
+    old = {"stats": {hashlib.sha1(cut).hexdigest(): [0, 0, 0]}}  # what the old reader kept
+    cache.write_text(json.dumps(old))
+    one_error(fails(series, 2, "status"), f"patches/{path.name}:7: '---' line with no diff "
+              "after it: the file looks cut short")
+    path.write_bytes(data)
+    assert json.loads(ok(series, "status", "--json").stdout)["patches"][0]["files"] == 1
+    assert json.loads(cache.read_text())["reader"] == READER_VERSION
