@@ -212,10 +212,13 @@ def test_a_refusal_then_a_stop_is_a_stop(tmp_path: Path) -> None:
         "refused"] is None
 
 
-@pytest.mark.parametrize("fault", ["kill@state", "kill@worktree"])
-def test_a_kill_after_a_refusal_is_an_interruption(tmp_path: Path, fault: str) -> None:
+@pytest.mark.parametrize(("fault", "code"), [("kill@state", -9), ("kill@worktree", -9),
+                                             ("int@state", 130)])
+def test_a_kill_after_a_refusal_is_an_interruption(tmp_path: Path, fault: str,
+                                                   code: int) -> None:
     """A run after a refusal killed at a boundary (SIGKILL at its first state save, or after it
-    moved the tree): status says interrupted, not the old refusal; continue finishes."""
+    moved the tree; Ctrl-C at the save): status says interrupted, not the old refusal; continue
+    goes on."""
     series = scene(tmp_path)
     resolve(series, "a.txt")
     n = tree(series) / "n.txt"
@@ -224,7 +227,7 @@ def test_a_kill_after_a_refusal_is_an_interruption(tmp_path: Path, fault: str) -
     _refusal_in_status(series)
     shutil.move(n, tree(series) / "n.txt.mine")
     killed = run(series, "continue", env={"REBASECTL_FAULT": fault})
-    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    assert killed.returncode == code, (killed.returncode, killed.stderr)
     out = ok(series, "status").stdout
     assert "interrupted in" in out and "refused" not in out, out
     assert advised(out.strip().splitlines()[-1])[0] == "rebasectl continue", out
