@@ -115,30 +115,59 @@ def rebuildable(ws: Workspace, baseline: Baseline, at_tip: bool, plan: Planned) 
     """Would ``rebasectl apply`` rebuild the tree from the edited series losing nothing of the
     tree's? Only when the tree is at the tip rebasectl recorded (``at_tip``: apply refuses
     otherwise) and every file export writes is what the apply read or already on disk (no
-    resolution, new commit or amend of the tree's own that only export would save)."""
+    resolution, new commit or amend of the tree's own that only export would save). At the
+    tip, a patch series.yaml no longer lists is one the apply made from an entry the person
+    removed: a rebuild leaves it out, as the person meant."""
     if not at_tip or plan.removed or any(e.endswith(" (deleted)") for e in plan.edits):
         return False  # (apply cannot read a series whose listed file is gone)
+    listed = {e.file for e in plan.current.patches}
     for name, data in plan.files.items():
-        if data != _on_disk(ws, name) and file_digest(data) != baseline.files.get(name):
+        if name in listed and data != _on_disk(ws, name) and \
+                file_digest(data) != baseline.files.get(name):
             return False
     return True
 
 
-def refusal(ws: Workspace, tmap: TreeMap, plan: Planned, can_rebuild: bool) -> RebasectlError:
-    """One line: the edits, and the ways out that work (each tested)."""
-    shown = plan.edits[:SHOWN] + (["..."] if len(plan.edits) > SHOWN else [])
-    ways: list[str] = []
-    if any(" (title of " in e for e in plan.edits):
-        ways.append("a title follows its patch's subject: change the Subject: line in the "
-                    "patch file too")
+class HandEdits(RebasectlError):
+    """Export refused to write over hand edits (exit 1); ``edits`` names them."""
+
+    def __init__(self, message: str, edits: list[str]) -> None:
+        super().__init__(message, ExitCode.CONFLICT)
+        self.edits = edits
+
+
+def _shown(edits: list[str]) -> str:
+    return ", ".join(edits[:SHOWN] + (["..."] if len(edits) > SHOWN else []))
+
+
+def refusal(ws: Workspace, tmap: TreeMap, plan: Planned, can_rebuild: bool) -> HandEdits:
+    """One line: the edits, and the ways out that work (each tested). Where the tree changed
+    the same patches, no rebuild can keep both: ``--force`` takes the tree's and keeps the
+    person's copy, to merge back and rebuild from."""
+    title = " (a title is its patch's Subject: line: change that line too)" \
+        if any(" (title of " in e for e in plan.edits) else ""
+    apply = _apply_command(ws, tmap, plan)
     if can_rebuild:
-        ways.append(f"keep them: `{_apply_command(ws, tmap, plan)}` rebuilds the work tree "
-                    "from them, then `rebasectl export`")
-    ways.append("`rebasectl export --force` writes over them (a copy of each kept in "
-                ".rebasectl/overwritten/)")
-    return RebasectlError(
+        ways = (f"keep them{title}: `{apply}` rebuilds the work tree from them, then "
+                "`rebasectl export`; or `rebasectl export --force` writes over them (yours kept "
+                "in .rebasectl/overwritten/)")
+    else:
+        ways = ("the work tree holds changes of its own a rebuild would lose: `rebasectl "
+                "export --force` writes them and keeps yours in .rebasectl/overwritten/; merge "
+                "your change back"
+                f"{title}, then `{apply}` rebuilds the work tree from the series")
+    return HandEdits(
         f"export would write over what was changed by hand since the work tree was built: "
-        f"{', '.join(shown)}; nothing written; " + "; or ".join(ways), ExitCode.CONFLICT)
+        f"{_shown(plan.edits)}; nothing written; {ways}", plan.edits)
+
+
+def during_bump(refused: HandEdits, rerun: str) -> HandEdits:
+    """A bump reads the series once and exports what it carried at its end: an edit made in
+    between is refused the same way, and the way out is the bump again, which carries the
+    series as it is now (its half-made tree is its own to replace)."""
+    return HandEdits(f"the series was changed by hand while this bump ran: "
+                     f"{_shown(refused.edits)}; nothing written; `{rerun}` carries it as it "
+                     "is now, the changes included", refused.edits)
 
 
 def _apply_command(ws: Workspace, tmap: TreeMap, plan: Planned) -> str:

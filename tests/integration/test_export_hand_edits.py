@@ -13,9 +13,18 @@ import shlex
 import shutil
 from pathlib import Path
 
-from tests.harness.cli import fails, ok, one_error, run
+from tests.harness.cli import fails, ok, one_error, popen, run
 from tests.harness.git import git
-from tests.harness.scenes import World, advised, applied, commit_in, tree
+from tests.harness.process import resume, wait_stopped
+from tests.harness.scenes import (
+    World,
+    advised,
+    applied,
+    commit_in,
+    conflicted,
+    resolve_a,
+    tree,
+)
 from tests.sfix import snapshot
 
 
@@ -90,12 +99,19 @@ def test_edit_against_a_changed_tree_offers_force_which_keeps_a_copy(
     path.write_bytes(path.read_bytes().replace(b"A body line.", b"A body line, edited by hand."))
     mine = path.read_bytes()
     line = _refused(series)
-    assert "rebasectl apply" not in line, line
-    assert advised(line) == ["rebasectl export --force"], line
-    _follow(series, advised(line)[0])
+    force, rebuild = advised(line)
+    assert force == "rebasectl export --force" and rebuild == "rebasectl apply", line
+    assert line.index("--force") < line.index("merge your change back") < line.index(rebuild)
+    _follow(series, force)
     assert b"Reworded in the tree." in path.read_bytes()
     copies = list((series / ".rebasectl" / "overwritten").glob(f"*/patches/{path.name}"))
     assert [c.read_bytes() for c in copies] == [mine]
+    # the person merges the two by hand, then rebuilds as advised: export keeps the merge
+    path.write_bytes(path.read_bytes().replace(b"Reworded in the tree.",
+                                               b"Reworded in the tree, edited by hand."))
+    _follow(series, rebuild)
+    ok(series, "export")
+    assert b"Reworded in the tree, edited by hand." in path.read_bytes()
 
 
 def test_deleted_patch_file_refused_and_force_writes_it_back(world: World,
@@ -105,10 +121,13 @@ def test_deleted_patch_file_refused_and_force_writes_it_back(world: World,
     path.unlink()
     line = _refused(series)
     assert f"patches/{path.name} (deleted)" in line, line
-    assert "rebasectl apply" not in line, line  # apply cannot read a series missing a file
-    _follow(series, "rebasectl export --force")
+    assert line.index("--force") < line.index("rebasectl apply"), line  # the file back first
+    force, rebuild = advised(line)
+    _follow(series, force)
     assert path.is_file()
     ok(series, "check")
+    _follow(series, rebuild)
+    ok(series, "export")
 
 
 def test_file_already_equal_to_export_is_no_conflict(world: World, tmp_path: Path) -> None:
@@ -172,6 +191,53 @@ def test_order_edited_by_hand_refused_and_rebuild_keeps_it(world: World, tmp_pat
     assert now.index("id: touch-b") < now.index("id: add-e"), now
 
 
+def test_entry_removed_by_hand_refused_and_rebuild_leaves_it_out(world: World,
+                                                                  tmp_path: Path) -> None:
+    """An entry taken out of series.yaml after apply: export would bring its commit back as a
+    new patch; refused, and the rebuild it advises leaves the patch out."""
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    text = yaml.read_text()
+    start = text.index("- id: add-e\n")
+    yaml.write_text(text[:start] + text[text.index("- id: touch-b\n"):])
+    line = _refused(series)
+    assert "series.yaml (add-e removed)" in line, line
+    _follow(series, _rebuild_advice(line))
+    assert not (tree(series) / "e.txt").exists()
+    ok(series, "export")
+    assert "add-e" not in yaml.read_text()
+    assert sorted(p.name for p in (series / "patches").glob("0006*")) == []
+
+
+def test_base_edited_by_hand_refused_and_rebuild_keeps_it(world: World, tmp_path: Path) -> None:
+    """series.yaml's base changed by hand after apply: export would write the tree's base back;
+    the rebuild it advises applies onto the edited base, and export keeps it."""
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    yaml.write_text(yaml.read_text().replace(world.sc.base, world.clean))
+    line = _refused(series)
+    assert "series.yaml (base)" in line, line
+    rebuild = _rebuild_advice(line)
+    assert "--base" not in rebuild, line  # the edited base is the one wanted
+    _follow(series, rebuild)
+    ok(series, "export")
+    assert f"base: {world.clean}" in yaml.read_text()
+
+
+def test_apply_state_from_before_baselines_still_continues(world: World,
+                                                          tmp_path: Path) -> None:
+    """An apply stopped by an older rebasectl (its state has no baseline): continue finishes
+    it and export writes as before, saying it could not check."""
+    series = conflicted(world, tmp_path)
+    state = series / ".rebasectl" / "apply-state.json"
+    data = json.loads(state.read_text())
+    del data["baseline"]
+    state.write_text(json.dumps(data))
+    resolve_a(series)
+    ok(series, "continue")
+    assert "not checked" in ok(series, "export").stdout
+
+
 def test_older_tree_map_without_baseline_exports_as_before(world: World,
                                                            tmp_path: Path) -> None:
     """A tree map written before baselines: export goes on (as it did) and says it could not
@@ -228,3 +294,28 @@ def test_kill_in_export_then_rerun_is_not_taken_for_hand_edits(world: World,
     assert r.returncode == -9, (r.returncode, r.stdout, r.stderr)
     ok(series, "export")
     assert b"Reworded." in _patch(series, "line-30").read_bytes()
+
+
+def test_bump_refuses_an_edit_made_while_it_ran_and_its_rerun_carries_it(
+        world: World, tmp_path: Path) -> None:
+    """bump reads the series, carries it, exports at its end: a patch file edited in between
+    (the bump frozen at its `carried` point) is refused the same way, and the rerun it advises
+    carries the file as it is now, the edit included."""
+    series = applied(world, tmp_path)
+    ok(series, "export")  # nothing to write: the tree holds the series as it is
+    proc = popen(series, "bump", "--to", world.clean,
+                 env={"REBASECTL_FAULT": "stop@carried:1"})
+    wait_stopped(proc)
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"+new file\n", b"+new file, edited\n"))
+    resume(proc)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, (proc.returncode, err)
+    line = one_error(err, "changed by hand while this bump ran", f"patches/{path.name} (edited)",
+                     "nothing written")
+    assert b"+new file, edited\n" in path.read_bytes()
+    rerun = advised(line)
+    assert len(rerun) == 1 and rerun[0].startswith("rebasectl bump --to "), line
+    _follow(series, rerun[0])
+    assert b"+new file, edited\n" in path.read_bytes()
+    assert world.clean in (series / "series.yaml").read_text()
