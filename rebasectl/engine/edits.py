@@ -59,10 +59,12 @@ def _on_disk(ws: Workspace, name: str) -> bytes | None:
 def edited_files(ws: Workspace, baseline: Baseline, plan: Planned) -> list[str]:
     """Patch files export would write or delete that a person changed since the read. A file
     under a name the apply did not read is the person's unless its bytes are some file the
-    apply read (a file renamed by hand along with its ``file:``)."""
+    apply read (a file renamed by hand along with its ``file:``). A file series.yaml does not
+    list is not export's to write at all (``write_series`` refuses it by name)."""
     read = set(baseline.files.values())
+    listed = {e.file for e in plan.current.patches}
     out: list[str] = []
-    for name in sorted(set(plan.files) | set(plan.removed)):
+    for name in sorted((set(plan.files) | set(plan.removed)) & listed):
         now = _on_disk(ws, name)
         if now == plan.files.get(name):
             continue  # already what export writes (or gone, and export deletes it)
