@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.fsutil import read_regular
-from ..model.ids import Oid, short
+from ..model.ids import short
 from ..model.series import PATCH_DIR, SERIES_FILE, Series
 from ..model.series_patch import file_digest
 from ..model.workspace import Workspace
@@ -177,7 +177,7 @@ def _apply_command(ws: Workspace, tmap: TreeMap, plan: Planned) -> str:
     hand in series.yaml is the base the person wants)."""
     words = ["rebasectl apply"]
     if tmap.base != plan.current.upstream.base and f"{SERIES_FILE} (base)" not in plan.edits:
-        words.append(f"--base {short(Oid(tmap.base))}")
+        words.append(f"--base {short(tmap.base)}")
     if tmap.worktree.resolve() != ws.default_tree.resolve():
         words.append(f"--worktree {tmap.worktree}")
     return " ".join(words)

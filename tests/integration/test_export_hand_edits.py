@@ -48,6 +48,8 @@ def _follow(series: Path, advice: str) -> None:
 
 
 def _rebuild_advice(line: str) -> str:
+    """The rebuild a refusal offers when the tree holds nothing of its own."""
+    assert "keep them" in line and "holds changes of its own" not in line, line
     found = [a for a in advised(line) if a.startswith("rebasectl apply")]
     assert len(found) == 1, line
     return found[0]
@@ -286,14 +288,28 @@ def test_edit_before_the_patch_was_applied_goes_into_the_tree(world: World,
 
 def test_kill_in_export_then_rerun_is_not_taken_for_hand_edits(world: World,
                                                                tmp_path: Path) -> None:
-    """export killed after its first file moved into place (the tree map's baseline still the
-    apply's): the rerun finds the files equal to its own result, not hand edits."""
+    """export killed after its file moved into place (the tree map's baseline still the
+    apply's): the rerun takes that file for its own result, not a hand edit, and still sees
+    the edit the person made since."""
     series = applied(world, tmp_path)
     git(tree(series), "commit", "-q", "--amend", "-m", "feat: change a line 30\n\nReworded.\n")
     r = run(series, "export", env={"REBASECTL_FAULT": "kill@txn-move:1"})
     assert r.returncode == -9, (r.returncode, r.stdout, r.stderr)
+    mine = _patch(series, "add-e")
+    mine.write_bytes(mine.read_bytes().replace(b"+new file\n", b"+new file, mine\n"))
+    line = one_error(fails(series, 1, "export"), "changed by hand")  # rolls the write forward
+    assert f"patches/{mine.name} (edited)" in line and "line-30" not in line, line
+    assert b"Reworded." in _patch(series, "line-30").read_bytes()
+    # the tree map still names the tip before the amend, so apply would refuse the tree:
+    # --force, then the person's copy back (nothing to merge here), then the rebuild
+    force, rebuild = advised(line)
+    _follow(series, force)
+    copy = next((series / ".rebasectl" / "overwritten").glob(f"*/patches/{mine.name}"))
+    mine.write_bytes(copy.read_bytes())
+    _follow(series, rebuild)
     ok(series, "export")
     assert b"Reworded." in _patch(series, "line-30").read_bytes()
+    assert b"+new file, mine\n" in mine.read_bytes()
 
 
 def test_bump_refuses_an_edit_made_while_it_ran_and_its_rerun_carries_it(
