@@ -186,13 +186,16 @@ def forget(ws: Workspace, patch_ids: tuple[str, ...], everything: bool) -> None:
 @click.option("--worktree", type=click.Path(path_type=Path), help="Work tree to export from.")
 @click.option("--drop", "drops", multiple=True, metavar="ID",
               help="Drop this patch from the series (repeatable); nothing is dropped otherwise.")
+@click.option("--force", is_flag=True,
+              help="Write over patch files and series.yaml fields edited by hand since the work "
+                   "tree was built (a copy of each is kept under .rebasectl/overwritten/).")
 @pass_ws
-def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...]) -> None:
+def export(ws: Workspace, worktree: Path | None, drops: tuple[str, ...], force: bool) -> None:
     """Write patches/ and series.yaml from the work tree's commits."""
     from . import render
     from .commands.export import export as run_export
 
-    series, built, changed = run_export(ws, worktree, list(drops))
+    series, built, changed = run_export(ws, worktree, list(drops), force=force)
     render.export(series, built, changed)
 
 

@@ -254,6 +254,11 @@ def export(series: Any, built: Any, changed: list[str]) -> None:
             f"{len(changed)} files changed")
     for path in changed:
         ui.line(f"  {path}")
+    if built.overwritten is not None:
+        ui.line(f"wrote over files edited by hand (--force); your versions are in "
+                f"{built.overwritten}")
+    for note in built.notes:
+        ui.line(f"note: {note}")
     for pid in built.kept:
         ui.line(f"kept {pid} as it was: skipped at its conflict, it still does not apply on "
                 f"{series.upstream.base.short()}, so the exported series stops there until it is "

@@ -52,7 +52,8 @@ def _apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path
     if sha != series.upstream.base and repo.resolve(series.upstream.base):
         _seed_blobs(repo, series.upstream.base, loaded)
     target = ws.path(worktree) if worktree else ws.default_tree
-    return Session(ws, repo, notify).start(sha, target.resolve(), loaded)
+    return Session(ws, repo, notify).start(sha, target.resolve(), loaded,
+                                           series.upstream.base)
 
 
 def _seed_blobs(repo: Repo, base: Oid, loaded: list[SeriesPatch]) -> None:

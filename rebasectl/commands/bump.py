@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine import edits
 from ..engine import serialize as engine_json
 from ..engine.aftermerge import Risk, risks
 from ..engine.attribution import (
@@ -52,7 +53,7 @@ from ..engine.proposals import (
 from ..engine.proposals.evidence import BothInsert, ContextOnly, Moved, Superseded, Upstream
 from ..engine.resolutions import Memory
 from ..engine.session import followed_words
-from ..engine.state import Carrying, TreeMap
+from ..engine.state import Baseline, Carrying, TreeMap
 from ..engine.worktrees import check_room, checkout, clear
 from ..git import Index, Repo
 from ..infra.artifacts import Artifacts
@@ -618,7 +619,9 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str |
         write_conflicts(out, result, {lp.id: lp for lp in loaded})
         out.finish()
         return result
-    carry(ws, repo, result, mat, notify)
+    rerun = f"rebasectl bump --to {new}" + (f" --upstream {shlex.quote(upstream)}"
+                                            if upstream else "")
+    carry(ws, repo, result, mat, loaded, notify, rerun)
     out.write("bump.json", (json.dumps(serialize.bump_result(result), indent=2) + "\n").encode())
     out.write("risks.txt", "".join(f"{ln}\n" for ln in result.warning_lines()).encode())
     notify("writing the rebase report")
@@ -637,8 +640,11 @@ def bump(ws: Workspace, repo: Repo, series: Series, new: Oid, *, upstream: str |
 
 
 def carry(ws: Workspace, repo: Repo, result: BumpResult, mat: Materialised,
-          notify: Notify) -> None:
-    """Work tree at REV + the kept patches, then export (series.yaml's base becomes REV)."""
+          loaded: list[SeriesPatch], notify: Notify, rerun: str) -> None:
+    """Work tree at REV + the kept patches, then export (series.yaml's base becomes REV). The
+    tree map's baseline is the series as this bump read it (``loaded``), so its export, like
+    every export, refuses to write over a patch file edited while the bump ran; ``rerun``
+    (this bump's command) is the way out it then gives."""
     kept = [s for s, p in zip(mat.steps, result.patches)
             if p.status is not BumpStatus.UPSTREAMED and s.commit]
     worktree = ws.default_tree.resolve()
@@ -651,9 +657,13 @@ def carry(ws: Workspace, repo: Repo, result: BumpResult, mat: Materialised,
     notify(f"checking out {worktree}")
     checkout(ws, repo, worktree, tip)
     boundary("carried")  # a kill here: a tree at the new upstream, the old series.yaml
-    TreeMap(result.new, worktree, [(s.id, s.commit) for s in kept if s.commit]).save(ws.tree_map)
+    TreeMap(result.new, worktree, [(s.id, s.commit) for s in kept if s.commit],
+            baseline=Baseline.of(result.old, loaded)).save(ws.tree_map)
     drops = [p.id for p in result.patches if p.status is BumpStatus.UPSTREAMED]
-    _, _, changed = export_tree(ws, worktree, drops)
+    try:
+        _, _, changed = export_tree(ws, worktree, drops)
+    except edits.HandEdits as refused:
+        raise edits.during_bump(refused, rerun) from None
     Carrying.remove(ws.carrying)
     result.worktree, result.changed = worktree, changed
 

@@ -20,7 +20,8 @@ from .common import (
 
 
 def export(ws: Workspace, worktree: Path | None, drops: list[str],
-           notify: Notify = quiet) -> tuple[Series, Built, list[str]]:
+           notify: Notify = quiet, force: bool = False) -> tuple[Series, Built, list[str]]:
+    """``force``: write over files edited by hand since the tree was built (copies kept)."""
 
     with locked(ws, "export", notify):
         if ws.apply_state.exists():
@@ -28,4 +29,4 @@ def export(ws: Workspace, worktree: Path | None, drops: list[str],
                                  "`skip`) or `rebasectl abort` before exporting")
         tmap = TreeMap.load(ws.tree_map)
         path = ws.path(worktree) if worktree else (tmap.worktree if tmap else ws.default_tree)
-        return export_tree(ws, path, drops)
+        return export_tree(ws, path, drops, force)

@@ -48,9 +48,11 @@ from ..model.series import (
     patch_filename,
     slugify,
 )
-from ..model.series_patch import SeriesPatch
+from ..model.series_patch import SeriesPatch, file_digest
 from ..model.workspace import Workspace
-from .state import TreeMap
+from . import edits
+from .edits import Planned
+from .state import Baseline, TreeMap
 
 
 def load_patches(ws: Workspace, series: Series) -> list[SeriesPatch]:
@@ -61,7 +63,8 @@ def load_patches(ws: Workspace, series: Series) -> list[SeriesPatch]:
             data = read_regular(path)
         except OSError as exc:
             raise PatchError(f"{PATCH_DIR}/{entry.file}: cannot read: {exc.strerror}") from None
-        loaded.append(SeriesPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}")))
+        loaded.append(SeriesPatch(entry, parse(data, f"{PATCH_DIR}/{entry.file}"),
+                                  file_digest(data)))
     links.check_series((f"{PATCH_DIR}/{lp.file}", lp.patch) for lp in loaded)
     return loaded
 
@@ -167,6 +170,8 @@ class Built:
     folded: dict[str, str] = field(default_factory=dict)  # absorbed id -> survivor id
     dropped: list[str] = field(default_factory=list)
     new: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # said after the export
+    overwritten: Path | None = None  # --force: where the hand-edited files were copied
 
 
 def _unique(slug: str, used: set[str]) -> str:
@@ -401,8 +406,13 @@ def import_range(ws: Workspace, repo_path: Path, spec: str, branch: str | None) 
 
 
 # -- export ----------------------------------------------------------------------------------------
-def export_tree(ws: Workspace, worktree: Path,
-                drops: Sequence[str] = ()) -> tuple[Series, Built, list[str]]:
+def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
+                force: bool = False) -> tuple[Series, Built, list[str]]:
+    """The work tree's commits written back as the series; nothing is written over a file a
+    person edited since the tree was built unless ``force`` (see ``engine/edits``). The tree
+    map is saved after the files, with what was written as its baseline: a kill between the
+    two leaves the old baseline, against which the new files are export's own result, so a
+    rerun goes through and nothing is lost."""
     previous = load(ws.root, check_files=False)
     unknown = [d for d in drops if d not in {p.id for p in previous.patches}]
     if unknown:
@@ -430,11 +440,31 @@ def export_tree(ws: Workspace, worktree: Path,
     series = Series(replace(previous.upstream, base=tmap.base), tuple(built.entries),
                     fork_web=previous.fork_web)
     removed = [e.file for e in previous.patches if e.id in built.dropped or e.id in built.folded]
+    plan = Planned(previous, series, built.files, removed)
+    _guard(ws, tmap, head == tmap.tip_of(worktree), plan, built, force)
     changed = write_series(ws, series, built.files, removed)
     remember_stats(ws, built.files, stats)
     TreeMap(tmap.base, worktree, [(e.id, i.sha) for e, i in zip(entries, infos)],
-            [k for k in built.kept]).save(ws.tree_map)
+            [k for k in built.kept], baseline=Baseline.written(series, built.files)
+            ).save(ws.tree_map)
     return series, built, changed
+
+
+def _guard(ws: Workspace, tmap: TreeMap, at_tip: bool, plan: Planned, built: Built,
+           force: bool) -> None:
+    """Refuse (exit 1, nothing written) to write over hand edits; with ``force``, keep a copy
+    of each and go on. A tree map from before baselines: a note, and on as before."""
+    if not edits.find_edits(ws, tmap, plan):
+        built.notes.append("the work tree was built by an older rebasectl, which kept no record "
+                           "of the files it read: hand edits to patches/ or series.yaml were "
+                           "not checked")
+        return
+    if not plan.edits:
+        return
+    if not force:
+        assert tmap.baseline is not None
+        raise edits.refusal(ws, tmap, plan, edits.rebuildable(ws, tmap.baseline, at_tip, plan))
+    built.overwritten = edits.keep_copies(ws, plan)
 
 
 def _account(ws: Workspace, previous: Series, built: Built, skipped: set[str],
@@ -510,7 +540,12 @@ def _keep_skipped(ws: Workspace, previous: Series, built: Built) -> None:
     order = {p.id: i for i, p in enumerate(previous.patches)}
     for pid in built.kept:
         entry = next(p for p in previous.patches if p.id == pid)
-        built.files[entry.file] = (ws.patch_dir / entry.file).read_bytes()
+        try:
+            built.files[entry.file] = read_regular(ws.patch_dir / entry.file)
+        except OSError as exc:
+            raise RebasectlError(f"{PATCH_DIR}/{entry.file}: cannot read ({exc.strerror}); "
+                                 f"export keeps skipped {pid} as it is: put the file back, or "
+                                 f"`--drop {pid}`") from None
         at = next((i for i, e in enumerate(built.entries)
                    if order.get(e.id, -1) > order[pid]), len(built.entries))
         built.entries.insert(at, entry)

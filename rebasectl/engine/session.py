@@ -56,7 +56,7 @@ from .exchange import load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .serialize import file_conflict
-from .state import ApplyState, TreeMap
+from .state import ApplyState, Baseline, TreeMap
 from .worktrees import check_room, checkout, clear, forget_half_made, registered
 
 Notify = Callable[[str], None]
@@ -148,10 +148,12 @@ class Session:
         return lambda pid: Labels(upstream, f"patch {pid}")
 
     # -- start / resume ------------------------------------------------------------------------
-    def start(self, base: Oid, worktree: Path,
-              loaded: list[SeriesPatch] | None = None) -> ApplyOutcome:
+    def start(self, base: Oid, worktree: Path, loaded: list[SeriesPatch] | None = None,
+              pinned: Oid | None = None) -> ApplyOutcome:
         """A new apply onto ``base`` into ``worktree``; ``loaded``: the series' patches when the
-        caller has read them already (a long series is held once, not twice)."""
+        caller has read them already (a long series is held once, not twice), ``pinned`` the
+        base its series.yaml names. Both go into the state's baseline, which export checks the
+        files against before it writes over them."""
         previous = self.load()
         if previous is not None:
             if previous.current is None and previous.base == base and \
@@ -159,11 +161,13 @@ class Session:
                 return self.resume()  # the same apply, interrupted: a rerun finishes it
             raise RebasectlError("an apply is in progress: `rebasectl continue`, `skip` or "
                                  "`abort` it")
-        if loaded is None:
-            loaded = load_patches(self.ws, load(self.ws.root))
+        if loaded is None or pinned is None:
+            series = load(self.ws.root)
+            loaded, pinned = load_patches(self.ws, series), series.upstream.base
         check_room(self.ws, worktree)
         state = ApplyState(base, str(worktree), [lp.id for lp in loaded], cleared=False,
-                           labels=[f"upstream {base.short()}"])
+                           labels=[f"upstream {base.short()}"],
+                           baseline=Baseline.of(pinned, loaded))
         self.save(state)  # from here on an interruption is finished by `continue` or a rerun
         clear(self.ws, worktree)
         forget_half_made(self.ws, worktree)
@@ -178,6 +182,7 @@ class Session:
         state = self.require()
         state.refused = None  # this run goes past the last refusal or says its own (saved next)
         patches = self.patches(state)
+        state.reread(patches.values())
         tree = self.reconcile(state, patches)
         if state.current is not None:
             if tree is None or not state.in_tree:
@@ -390,7 +395,7 @@ class Session:
 
     def _finish(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> ApplyOutcome:
         TreeMap(state.base, Path(state.worktree), [(i, Oid(c)) for i, c in state.done],
-                list(state.skipped)).save(self.ws.tree_map)
+                list(state.skipped), baseline=state.baseline).save(self.ws.tree_map)
         self.ws.apply_state.unlink(missing_ok=True)
         return self._outcome(state, patches, None, [])
 
@@ -448,6 +453,7 @@ class Session:
         state = self.require()
         state.refused = None  # as in resume: the next save says this run began
         patches = self.patches(state)
+        state.reread(patches.values())
         tree = self.reconcile(state, patches)
         if state.current is None:
             raise RebasectlError("no patch is stopped at a conflict: nothing to skip "

@@ -14,12 +14,17 @@ files in the way), so that ``status`` says "refused" and its way past, not "inte
 
 ``TreeMap``: which commit of the finished work tree is which patch (and which were skipped), for
 ``export``.
+
+``Baseline`` (held by both): the series the work tree was built from, as read (series.yaml's
+base, its entries' ids and titles, each patch file's digest), so that export can tell a file a
+person edited since from one it may rewrite. Files written before it existed have none: export
+then behaves as it did and says it could not check.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +33,8 @@ from ..infra.errors import RebasectlError
 from ..infra.faults import boundary
 from ..infra.fsutil import atomic_write
 from ..model.ids import Oid, is_full
+from ..model.series import Series
+from ..model.series_patch import SeriesPatch, file_digest
 from ..model.status import Applied
 
 
@@ -108,6 +115,53 @@ def _check(path: Path, data: dict[str, Any], spec: dict[str, str]) -> None:
             raise _fail(path, f"field {key!r} is not a valid {kind}")
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What the work tree was built from, as read: series.yaml's pinned base (``pinned``), its
+    entries in order as (id, title), and each patch file's digest (``model.series_patch.
+    file_digest``) keyed by its name under patches/. A file on disk whose digest differs was
+    edited (or deleted) by a person after the read; export refuses to write over that."""
+
+    pinned: Oid
+    entries: tuple[tuple[str, str], ...]
+    files: dict[str, str]
+
+    @classmethod
+    def of(cls, pinned: Oid, loaded: Iterable[SeriesPatch]) -> Baseline:
+        patches = list(loaded)
+        return cls(pinned, tuple((lp.id, lp.entry.title) for lp in patches),
+                   {lp.file: lp.digest for lp in patches if lp.digest})
+
+    @classmethod
+    def written(cls, series: Series, files: dict[str, bytes]) -> Baseline:
+        """What an export wrote: the next export compares the files with these."""
+        return cls(series.upstream.base, tuple((e.id, e.title) for e in series.patches),
+                   {name: file_digest(data) for name, data in files.items()})
+
+    def reread(self, loaded: Iterable[SeriesPatch]) -> Baseline:
+        """The digests of ``loaded`` replace those read before (patches an apply goes on to
+        commit from their files as read now)."""
+        files = dict(self.files)
+        files.update({lp.file: lp.digest for lp in loaded if lp.digest})
+        return Baseline(self.pinned, self.entries, files)
+
+    def stored(self) -> dict[str, Any]:
+        """Its part of the state file (which its loader, ``from_stored``, reads back)."""
+        return {"pinned": self.pinned, "entries": [list(e) for e in self.entries],
+                "files": [[f, d] for f, d in sorted(self.files.items())]}
+
+    @classmethod
+    def from_stored(cls, path: Path, raw: object) -> Baseline | None:
+        """None for a file written before baselines were kept (no key, or null)."""
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise _fail(path, "field 'baseline' is not an object")
+        _check(path, raw, {"pinned": "sha", "entries": "pairs", "files": "pairs"})
+        return cls(Oid(raw["pinned"]), tuple((i, t) for i, t in raw["entries"]),
+                   {f: d for f, d in raw["files"]})
+
+
 @dataclass
 class ApplyState:
     base: Oid
@@ -127,6 +181,7 @@ class ApplyState:
     # the refusal that ended the last run before the tree moved (its one line, the way past it
     # included); None once a later run starts: a kill from then on is an interruption
     refused: str | None = None
+    baseline: Baseline | None = None  # the series as read (None: a state from before baselines)
 
     _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
@@ -148,6 +203,15 @@ class ApplyState:
         self.done.append([pid, commit])
         self.how.append([pid, how.value])
 
+    def reread(self, loaded: Iterable[SeriesPatch]) -> None:
+        """A continue or skip read the series again: the patches not begun yet will be
+        committed from these bytes, so their digests are these. The committed ones and the
+        one at the stop keep the digests of the bytes they were made from."""
+        if self.baseline is None:
+            return
+        fresh = set(self.remaining()) - {self.current}
+        self.baseline = self.baseline.reread(lp for lp in loaded if lp.id in fresh)
+
     def how_applied(self, pid: str) -> str:
         """The word recorded for ``pid`` (as read: a state file is kept as it was written)."""
         return next((h for i, h in self.how if i == pid), Applied.ADOPTED.value)
@@ -161,7 +225,8 @@ class ApplyState:
         data.setdefault("written", [])
         data.setdefault("refused", None)  # written before refusals were kept
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
-        state = cls(**{k: data[k] for k in cls._SPEC})
+        state = cls(**{k: data[k] for k in cls._SPEC},
+                    baseline=Baseline.from_stored(path, data.get("baseline")))
         state.base = Oid(state.base)  # checked by _check: a full sha
         state.worktree = str(_loaded_tree(path, state.worktree))
         known = set(state.ids)
@@ -176,6 +241,8 @@ class ApplyState:
     def save(self, path: Path) -> None:
         data = {k: getattr(self, k) for k in self._SPEC}
         data["worktree"] = _stored_tree(path, self.worktree)
+        if self.baseline is not None:
+            data["baseline"] = self.baseline.stored()
         atomic_write(path, json.dumps(data, indent=1).encode())
         boundary("state")
 
@@ -192,6 +259,7 @@ class TreeMap:
     commits: list[tuple[str, Oid]]  # (patch id, commit sha), in order
     skipped: list[str] = field(default_factory=list)
     others: dict[Path, str] = field(default_factory=dict)  # other work tree -> its tip
+    baseline: Baseline | None = None  # what the tree was built from (None: an older map)
 
     @property
     def tip(self) -> Oid:
@@ -214,7 +282,8 @@ class TreeMap:
                             "skipped": "ids", "others": "pairs"})
         return cls(Oid(data["base"]), _loaded_tree(path, data["worktree"]),
                    [(pid, Oid(sha)) for pid, sha in data["commits"]], list(data["skipped"]),
-                   {_loaded_tree(path, w): tip for w, tip in data["others"]})
+                   {_loaded_tree(path, w): tip for w, tip in data["others"]},
+                   Baseline.from_stored(path, data.get("baseline")))
 
     def save(self, path: Path) -> None:
         """Write the map, keeping the previous map's tree (when another one, still there)
@@ -227,9 +296,11 @@ class TreeMap:
         mine = self.worktree.resolve()
         kept = [[_stored_tree(path, w), tip] for w, tip in sorted(others.items())
                 if w != mine and w.is_dir()]
-        data = {"base": self.base, "worktree": _stored_tree(path, self.worktree),
-                "commits": [list(c) for c in self.commits], "skipped": self.skipped,
-                "others": kept}
+        data: dict[str, Any] = {
+            "base": self.base, "worktree": _stored_tree(path, self.worktree),
+            "commits": [list(c) for c in self.commits], "skipped": self.skipped, "others": kept}
+        if self.baseline is not None:
+            data["baseline"] = self.baseline.stored()
         atomic_write(path, json.dumps(data, indent=1).encode())
 
 

@@ -15,6 +15,7 @@ attribution and the line owners (``SeriesLines``) take that, never (id, patch) p
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from .diffs import FileDiff
@@ -22,10 +23,17 @@ from .patches import Patch
 from .series import PatchEntry
 
 
+def file_digest(data: bytes) -> str:
+    """The one name of a patch file's bytes (sha1, hex): what an apply records of the files it
+    read, and what export compares a file on disk with to see whether a person edited it."""
+    return hashlib.sha1(data).hexdigest()
+
+
 @dataclass(frozen=True)
 class SeriesPatch:
     entry: PatchEntry
     patch: Patch
+    digest: str = ""  # file_digest of the file's bytes as the loader read them ("" unknown)
 
     @property
     def id(self) -> str:

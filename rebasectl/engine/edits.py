@@ -1,0 +1,200 @@
+"""Hand edits in the series since its work tree was built: what ``export`` must not write over.
+
+Export writes patches/ and series.yaml from the work tree's commits; the work tree wins. But a
+person who fixed a typo in a patch file after ``apply`` and then exported lost that fix without a
+word. Git refuses in the same spot ("Your local changes to the following files would be
+overwritten"), and so does export: the tree map's baseline (``state.Baseline``: what the apply
+or bump read) tells a file the person changed from one rebasectl may rewrite. A file is a hand
+edit when it differs from what the tree was built from *and* from what export would write (a
+file already equal to export's result loses nothing). series.yaml is compared field by field:
+export carries its metadata (why, kind, tests, comments, ...) from the file as it is now, so
+only what export derives from the commits can be lost: the pinned base, a title, the order, an
+entry removed by hand whose commit would come back as a new patch.
+
+``--force`` writes over them, after copying each such file under ``.rebasectl/overwritten/``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..infra.errors import ExitCode, RebasectlError
+from ..infra.fsutil import read_regular
+from ..model.ids import short
+from ..model.series import PATCH_DIR, SERIES_FILE, Series
+from ..model.series_patch import file_digest
+from ..model.workspace import Workspace
+from .state import Baseline, TreeMap
+
+SHOWN = 5  # the files a refusal names before "..."
+
+
+@dataclass
+class Planned:
+    """What an export is about to write: the series, the patch files (name -> bytes) and the
+    files it deletes, against series.yaml as it is now (``current``)."""
+
+    current: Series
+    series: Series
+    files: dict[str, bytes]
+    removed: Sequence[str]
+    edits: list[str] = field(default_factory=list)  # "patches/NAME (edited)", ...
+
+    def paths(self) -> list[str]:
+        """The files holding the edits, series.yaml once."""
+        return list(dict.fromkeys(e.split(" (")[0] for e in self.edits))
+
+
+def _on_disk(ws: Workspace, name: str) -> bytes | None:
+    try:
+        return read_regular(ws.patch_dir / name)
+    except OSError:
+        return None
+
+
+def edited_files(ws: Workspace, baseline: Baseline, plan: Planned) -> list[str]:
+    """Patch files export would write or delete that a person changed since the read. A file
+    under a name the apply did not read is the person's unless its bytes are some file the
+    apply read (a file renamed by hand along with its ``file:``). A file series.yaml does not
+    list is not export's to write at all (``write_series`` refuses it by name)."""
+    read = set(baseline.files.values())
+    listed = {e.file for e in plan.current.patches}
+    out: list[str] = []
+    for name in sorted((set(plan.files) | set(plan.removed)) & listed):
+        now = _on_disk(ws, name)
+        if now == plan.files.get(name):
+            continue  # already what export writes (or gone, and export deletes it)
+        was = baseline.files.get(name)
+        if now is None:
+            if was is not None and name in plan.files:
+                out.append(f"{PATCH_DIR}/{name} (deleted)")
+            continue
+        digest = file_digest(now)
+        if digest != was and (was is not None or digest not in read):
+            out.append(f"{PATCH_DIR}/{name} (edited)")
+    return out
+
+
+def edited_series(baseline: Baseline, plan: Planned) -> list[str]:
+    """The fields of series.yaml export takes from the commits that a person changed since the
+    read, where export would write something else."""
+    now, out = plan.current, plan.series
+    what: list[str] = []
+    if now.upstream.base != baseline.pinned and out.upstream.base != now.upstream.base:
+        what.append("base")
+    was = dict(baseline.entries)
+    by_id = {e.id: e for e in now.patches}
+    for entry in out.patches:
+        mine = by_id.get(entry.id)
+        if mine is not None and entry.id in was and mine.title != was[entry.id] \
+                and entry.title != mine.title:
+            what.append(f"title of {entry.id}")
+    common = set(was) & set(by_id) & {e.id for e in out.patches}
+    before = [i for i, _ in baseline.entries if i in common]
+    kept = [e.id for e in now.patches if e.id in common]
+    if kept != before and [e.id for e in out.patches if e.id in common] != kept:
+        what.append("order")
+    gone = [i for i, _ in baseline.entries if i not in by_id]
+    if gone and any(e.id not in by_id for e in out.patches):
+        what.append(f"{', '.join(gone)} removed")
+    return [f"{SERIES_FILE} ({w})" for w in what]
+
+
+def find_edits(ws: Workspace, tmap: TreeMap, plan: Planned) -> bool:
+    """Fill ``plan.edits``; False when the tree map has no baseline (written by an older
+    rebasectl: nothing to compare with, export goes on as it did)."""
+    if tmap.baseline is None:
+        return False
+    plan.edits = edited_files(ws, tmap.baseline, plan) + edited_series(tmap.baseline, plan)
+    return True
+
+
+def rebuildable(ws: Workspace, baseline: Baseline, at_tip: bool, plan: Planned) -> bool:
+    """Would ``rebasectl apply`` rebuild the tree from the edited series losing nothing of the
+    tree's? Only when the tree is at the tip rebasectl recorded (``at_tip``: apply refuses
+    otherwise) and every file export writes is what the apply read or already on disk (no
+    resolution, new commit or amend of the tree's own that only export would save). At the
+    tip, a patch series.yaml no longer lists is one the apply made from an entry the person
+    removed: a rebuild leaves it out, as the person meant."""
+    if not at_tip or plan.removed or any(e.endswith(" (deleted)") for e in plan.edits):
+        return False  # (apply cannot read a series whose listed file is gone)
+    listed = {e.file for e in plan.current.patches}
+    for name, data in plan.files.items():
+        if name in listed and data != _on_disk(ws, name) and \
+                file_digest(data) != baseline.files.get(name):
+            return False
+    return True
+
+
+class HandEdits(RebasectlError):
+    """Export refused to write over hand edits (exit 1); ``edits`` names them."""
+
+    def __init__(self, message: str, edits: list[str]) -> None:
+        super().__init__(message, ExitCode.CONFLICT)
+        self.edits = edits
+
+
+def _shown(edits: list[str]) -> str:
+    return ", ".join(edits[:SHOWN] + (["..."] if len(edits) > SHOWN else []))
+
+
+def refusal(ws: Workspace, tmap: TreeMap, plan: Planned, can_rebuild: bool) -> HandEdits:
+    """One line: the edits, and the ways out that work (each tested). Where the tree changed
+    the same patches, no rebuild can keep both: ``--force`` takes the tree's and keeps the
+    person's copy, to merge back and rebuild from."""
+    title = " (a title is its patch's Subject: line: change that line too)" \
+        if any(" (title of " in e for e in plan.edits) else ""
+    apply = _apply_command(ws, tmap, plan)
+    if can_rebuild:
+        ways = (f"keep them{title}: `{apply}` rebuilds the work tree from them, then "
+                "`rebasectl export`; or `rebasectl export --force` writes over them (yours kept "
+                "in .rebasectl/overwritten/)")
+    else:
+        ways = ("the work tree holds changes of its own a rebuild would lose: `rebasectl "
+                "export --force` writes them and keeps yours in .rebasectl/overwritten/; merge "
+                "your change back"
+                f"{title}, then `{apply}` rebuilds the work tree from the series")
+    return HandEdits(
+        f"export would write over what was changed by hand since the work tree was built: "
+        f"{_shown(plan.edits)}; nothing written; {ways}", plan.edits)
+
+
+def during_bump(refused: HandEdits, rerun: str) -> HandEdits:
+    """A bump reads the series once and exports what it carried at its end: an edit made in
+    between is refused the same way, and the way out is the bump again, which carries the
+    series as it is now (its half-made tree is its own to replace)."""
+    return HandEdits(f"the series was changed by hand while this bump ran: "
+                     f"{_shown(refused.edits)}; nothing written; `{rerun}` carries it as it "
+                     "is now, the changes included", refused.edits)
+
+
+def _apply_command(ws: Workspace, tmap: TreeMap, plan: Planned) -> str:
+    """``rebasectl apply`` onto the tree's own base and into its own folder (a base edited by
+    hand in series.yaml is the base the person wants)."""
+    words = ["rebasectl apply"]
+    if tmap.base != plan.current.upstream.base and f"{SERIES_FILE} (base)" not in plan.edits:
+        words.append(f"--base {short(tmap.base)}")
+    if tmap.worktree.resolve() != ws.default_tree.resolve():
+        words.append(f"--worktree {tmap.worktree}")
+    return " ".join(words)
+
+
+def keep_copies(ws: Workspace, plan: Planned) -> Path | None:
+    """``--force``: each file it writes over, copied first to a folder of its own under
+    ``.rebasectl/overwritten/`` (patches/NAME, series.yaml), which is returned."""
+    paths = [p for p in plan.paths() if (ws.root / p).is_file()]
+    if not paths:
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    dest = ws.state_dir / "overwritten" / stamp
+    n = 2
+    while dest.exists():
+        dest, n = ws.state_dir / "overwritten" / f"{stamp}-{n}", n + 1
+    for rel in paths:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ws.root / rel, dest / rel)
+    return dest

@@ -1,0 +1,337 @@
+"""Export never writes over what a person changed by hand in patches/ or series.yaml since the
+work tree was built (rebasectl/engine/edits.py): it refuses with one line (exit 1) naming the
+files, writes nothing, and each way out it gives works when followed literally.
+
+The scene: World's series applied on its base (five patches: 0001 changes a.txt line 3, 0002
+adds e.txt, 0003 touches b, 0004 empty, 0005 changes a.txt line 30).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+from tests.harness.cli import fails, ok, one_error, popen, run
+from tests.harness.git import git
+from tests.harness.process import resume, wait_stopped
+from tests.harness.scenes import (
+    World,
+    advised,
+    applied,
+    commit_in,
+    conflicted,
+    resolve_a,
+    tree,
+)
+from tests.sfix import snapshot
+
+
+def _patch(series: Path, tail: str) -> Path:
+    return next((series / "patches").glob(f"*{tail}.patch"))
+
+
+def _refused(series: Path, *args: str) -> str:
+    """export refused: exit 1, one error line, not a byte of the series changed."""
+    before = snapshot(series)
+    line = one_error(fails(series, 1, "export", *args), "changed by hand", "nothing written")
+    assert snapshot(series) == before
+    return line
+
+
+def _follow(series: Path, advice: str) -> None:
+    """Run a `rebasectl ...` command the refusal gave, word for word."""
+    words = shlex.split(advice)
+    assert words[0] == "rebasectl", advice
+    ok(series, *words[1:])
+
+
+def _rebuild_advice(line: str) -> str:
+    """The rebuild a refusal offers when the tree holds nothing of its own."""
+    assert "keep them" in line and "holds changes of its own" not in line, line
+    found = [a for a in advised(line) if a.startswith("rebasectl apply")]
+    assert len(found) == 1, line
+    return found[0]
+
+
+def test_edited_message_refused_then_kept_by_rebuilding(world: World, tmp_path: Path) -> None:
+    """A typo fixed in a patch's message after apply: export refuses to put the old message
+    back; the advised `rebasectl apply` rebuilds the tree from the edited file, and export then
+    keeps the fix."""
+    series = applied(world, tmp_path)
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"Subject: feat: add e\n",
+                                               b"Subject: feat: add e (typo fixed)\n"))
+    edited = path.read_bytes()
+    line = _refused(series)
+    assert "patches/" + path.name + " (edited)" in line, line
+    assert "`rebasectl export --force`" in line, line
+    _follow(series, _rebuild_advice(line))
+    ok(series, "export")
+    assert path.read_bytes() == edited
+    assert "title: 'feat: add e (typo fixed)'" in (series / "series.yaml").read_text()
+
+
+def test_edited_hunk_kept_by_rebuilding(world: World, tmp_path: Path) -> None:
+    """A hunk edited by hand (the new file's content): refused, then rebuilt and exported, the
+    tree and the file both hold the edit."""
+    series = applied(world, tmp_path)
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"+new file\n", b"+new file, edited\n"))
+    edited = path.read_bytes()
+    line = _refused(series)
+    _follow(series, _rebuild_advice(line))
+    assert (tree(series) / "e.txt").read_text() == "new file, edited\n"
+    ok(series, "export")
+    # the edit kept; the file's index line now names the edited blob (the hand edit left it)
+    assert b"+new file, edited\n" in path.read_bytes()
+    assert path.read_bytes() != edited
+
+
+def test_edit_against_a_changed_tree_offers_force_which_keeps_a_copy(
+        world: World, tmp_path: Path) -> None:
+    """The tree's own commit for the patch changed too (amended): rebuilding would throw that
+    away, so only --force is offered; it writes the tree's version and keeps the person's file
+    under .rebasectl/overwritten/."""
+    series = applied(world, tmp_path)
+    wt = tree(series)
+    git(wt, "commit", "-q", "--amend", "-m", "feat: change a line 30\n\nReworded in the tree.\n")
+    path = _patch(series, "line-30")
+    path.write_bytes(path.read_bytes().replace(b"A body line.", b"A body line, edited by hand."))
+    mine = path.read_bytes()
+    line = _refused(series)
+    force, rebuild = advised(line)
+    assert force == "rebasectl export --force" and rebuild == "rebasectl apply", line
+    assert line.index("--force") < line.index("merge your change back") < line.index(rebuild)
+    _follow(series, force)
+    assert b"Reworded in the tree." in path.read_bytes()
+    copies = list((series / ".rebasectl" / "overwritten").glob(f"*/patches/{path.name}"))
+    assert [c.read_bytes() for c in copies] == [mine]
+    # the person merges the two by hand, then rebuilds as advised: export keeps the merge
+    path.write_bytes(path.read_bytes().replace(b"Reworded in the tree.",
+                                               b"Reworded in the tree, edited by hand."))
+    _follow(series, rebuild)
+    ok(series, "export")
+    assert b"Reworded in the tree, edited by hand." in path.read_bytes()
+
+
+def test_deleted_patch_file_refused_and_force_writes_it_back(world: World,
+                                                             tmp_path: Path) -> None:
+    series = applied(world, tmp_path)
+    path = _patch(series, "touch-b")
+    path.unlink()
+    line = _refused(series)
+    assert f"patches/{path.name} (deleted)" in line, line
+    assert line.index("--force") < line.index("rebasectl apply"), line  # the file back first
+    force, rebuild = advised(line)
+    _follow(series, force)
+    assert path.is_file()
+    ok(series, "check")
+    _follow(series, rebuild)
+    ok(series, "export")
+
+
+def test_file_already_equal_to_export_is_no_conflict(world: World, tmp_path: Path) -> None:
+    """The tree reworded a patch and the person made the same edit in its file: nothing lost,
+    export goes through."""
+    series = applied(world, tmp_path)
+    wt = tree(series)
+    git(wt, "commit", "-q", "--amend", "-m", "feat: change a line 30\n\nSame edit both sides.\n")
+    path = _patch(series, "line-30")
+    path.write_bytes(path.read_bytes().replace(b"A body line.", b"Same edit both sides."))
+    ok(series, "export")
+    assert b"Same edit both sides." in path.read_bytes()
+
+
+def test_series_metadata_and_comments_edited_by_hand_are_kept(world: World,
+                                                              tmp_path: Path) -> None:
+    """series.yaml's own fields (why, comments) are carried by export from the file as it is:
+    no refusal, the edit stays, even when the tree changed a patch."""
+    series = applied(world, tmp_path)
+    commit_in(tree(series), "feat: a new one", {"n.txt": "n\n"})
+    text = (series / "series.yaml").read_text()
+    (series / "series.yaml").write_text("# kept by hand\n" + text.replace(
+        "  why: ''\n", "  why: edited by hand\n", 1))
+    ok(series, "export")
+    now = (series / "series.yaml").read_text()
+    assert now.startswith("# kept by hand\n") and "why: edited by hand" in now, now
+
+
+def test_title_edited_by_hand_refused_and_advice_keeps_it(world: World, tmp_path: Path) -> None:
+    """export writes each patch's subject as its title; a title changed only in series.yaml is
+    refused, and the advice (the Subject: line too, then rebuild) makes export keep it."""
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    yaml.write_text(yaml.read_text().replace("title: 'feat: add e'", "title: 'feat: add e file'"))
+    line = _refused(series)
+    assert "series.yaml (title of add-e)" in line and "Subject: line" in line, line
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"Subject: feat: add e\n",
+                                               b"Subject: feat: add e file\n"))
+    _follow(series, _rebuild_advice(line))
+    ok(series, "export")
+    assert "title: 'feat: add e file'" in yaml.read_text()
+
+
+def test_order_edited_by_hand_refused_and_rebuild_keeps_it(world: World, tmp_path: Path) -> None:
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    text = yaml.read_text()
+    head, _, rest = text.partition("patches:\n")
+    entries = ["- id:" + e for e in rest.split("- id:")[1:]]
+    e2, e3 = next(e for e in entries if "id: add-e" in e), next(e for e in entries
+                                                                 if "touch-b" in e)
+    i2, i3 = entries.index(e2), entries.index(e3)
+    entries[i2], entries[i3] = e3, e2
+    yaml.write_text(head + "patches:\n" + "".join(entries))
+    line = _refused(series)
+    assert "series.yaml (order)" in line, line
+    _follow(series, _rebuild_advice(line))
+    ok(series, "export")
+    now = yaml.read_text()
+    assert now.index("id: touch-b") < now.index("id: add-e"), now
+
+
+def test_entry_removed_by_hand_refused_and_rebuild_leaves_it_out(world: World,
+                                                                  tmp_path: Path) -> None:
+    """An entry taken out of series.yaml after apply: export would bring its commit back as a
+    new patch; refused, and the rebuild it advises leaves the patch out."""
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    text = yaml.read_text()
+    start = text.index("- id: add-e\n")
+    yaml.write_text(text[:start] + text[text.index("- id: touch-b\n"):])
+    line = _refused(series)
+    assert "series.yaml (add-e removed)" in line, line
+    _follow(series, _rebuild_advice(line))
+    assert not (tree(series) / "e.txt").exists()
+    ok(series, "export")
+    assert "add-e" not in yaml.read_text()
+    assert sorted(p.name for p in (series / "patches").glob("0006*")) == []
+
+
+def test_base_edited_by_hand_refused_and_rebuild_keeps_it(world: World, tmp_path: Path) -> None:
+    """series.yaml's base changed by hand after apply: export would write the tree's base back;
+    the rebuild it advises applies onto the edited base, and export keeps it."""
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    yaml.write_text(yaml.read_text().replace(world.sc.base, world.clean))
+    line = _refused(series)
+    assert "series.yaml (base)" in line, line
+    rebuild = _rebuild_advice(line)
+    assert "--base" not in rebuild, line  # the edited base is the one wanted
+    _follow(series, rebuild)
+    ok(series, "export")
+    assert f"base: {world.clean}" in yaml.read_text()
+
+
+def test_apply_state_from_before_baselines_still_continues(world: World,
+                                                          tmp_path: Path) -> None:
+    """An apply stopped by an older rebasectl (its state has no baseline): continue finishes
+    it and export writes as before, saying it could not check."""
+    series = conflicted(world, tmp_path)
+    state = series / ".rebasectl" / "apply-state.json"
+    data = json.loads(state.read_text())
+    del data["baseline"]
+    state.write_text(json.dumps(data))
+    resolve_a(series)
+    ok(series, "continue")
+    assert "not checked" in ok(series, "export").stdout
+
+
+def test_older_tree_map_without_baseline_exports_as_before(world: World,
+                                                           tmp_path: Path) -> None:
+    """A tree map written before baselines: export goes on (as it did) and says it could not
+    check; the next export has a baseline."""
+    series = applied(world, tmp_path)
+    tmap = series / ".rebasectl" / "tree.json"
+    data = json.loads(tmap.read_text())
+    del data["baseline"]
+    tmap.write_text(json.dumps(data))
+    out = ok(series, "export").stdout
+    assert "not checked" in out, out
+    assert "baseline" in json.loads(tmap.read_text())
+
+
+def _killed_apply(world: World, tmp_path: Path, point: str) -> tuple[Path, Path]:
+    """World's series with an apply killed at ``point``; patch 1's file then edited by hand."""
+    series = tmp_path / "series"
+    shutil.copytree(world.sc.series, series)
+    r = run(series, "apply", env={"REBASECTL_FAULT": f"kill@{point}"})
+    assert r.returncode == -9, (r.returncode, r.stdout, r.stderr)
+    path = _patch(series, "0001-change-a-line-3")
+    path.write_bytes(path.read_bytes().replace(b"+PATCH 3", b"+PATCH 3 edited"))
+    return series, path
+
+
+def test_kill_after_apply_recorded_keeps_the_record(world: World, tmp_path: Path) -> None:
+    """apply killed once every patch was committed and its state (with the baseline) saved,
+    before the tree moved; a patch file edited by hand, the apply finished by `continue`:
+    export still sees the edit as the person's."""
+    series, path = _killed_apply(world, tmp_path, "state:3")
+    ok(series, "continue")
+    line = _refused(series)
+    assert f"patches/{path.name} (edited)" in line, line
+
+
+def test_edit_before_the_patch_was_applied_goes_into_the_tree(world: World,
+                                                              tmp_path: Path) -> None:
+    """apply killed before it committed any patch; the edit made then is read by `continue`,
+    which applies the patch from it: the tree carries the edit and export writes it (no
+    refusal: nothing of the person's is overwritten)."""
+    series, path = _killed_apply(world, tmp_path, "state:2")
+    ok(series, "continue")
+    ok(series, "export")
+    assert b"+PATCH 3 edited\n" in path.read_bytes()
+
+
+def test_kill_in_export_then_rerun_is_not_taken_for_hand_edits(world: World,
+                                                               tmp_path: Path) -> None:
+    """export killed after its file moved into place (the tree map's baseline still the
+    apply's): the rerun takes that file for its own result, not a hand edit, and still sees
+    the edit the person made since."""
+    series = applied(world, tmp_path)
+    git(tree(series), "commit", "-q", "--amend", "-m", "feat: change a line 30\n\nReworded.\n")
+    r = run(series, "export", env={"REBASECTL_FAULT": "kill@txn-move:1"})
+    assert r.returncode == -9, (r.returncode, r.stdout, r.stderr)
+    mine = _patch(series, "add-e")
+    mine.write_bytes(mine.read_bytes().replace(b"+new file\n", b"+new file, mine\n"))
+    line = one_error(fails(series, 1, "export"), "changed by hand")  # rolls the write forward
+    assert f"patches/{mine.name} (edited)" in line and "line-30" not in line, line
+    assert b"Reworded." in _patch(series, "line-30").read_bytes()
+    # the tree map still names the tip before the amend, so apply would refuse the tree:
+    # --force, then the person's copy back (nothing to merge here), then the rebuild
+    force, rebuild = advised(line)
+    _follow(series, force)
+    copy = next((series / ".rebasectl" / "overwritten").glob(f"*/patches/{mine.name}"))
+    mine.write_bytes(copy.read_bytes())
+    _follow(series, rebuild)
+    ok(series, "export")
+    assert b"Reworded." in _patch(series, "line-30").read_bytes()
+    assert b"+new file, mine\n" in mine.read_bytes()
+
+
+def test_bump_refuses_an_edit_made_while_it_ran_and_its_rerun_carries_it(
+        world: World, tmp_path: Path) -> None:
+    """bump reads the series, carries it, exports at its end: a patch file edited in between
+    (the bump frozen at its `carried` point) is refused the same way, and the rerun it advises
+    carries the file as it is now, the edit included."""
+    series = applied(world, tmp_path)
+    ok(series, "export")  # nothing to write: the tree holds the series as it is
+    proc = popen(series, "bump", "--to", world.clean,
+                 env={"REBASECTL_FAULT": "stop@carried:1"})
+    wait_stopped(proc)
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"+new file\n", b"+new file, edited\n"))
+    resume(proc)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, (proc.returncode, err)
+    line = one_error(err, "changed by hand while this bump ran", f"patches/{path.name} (edited)",
+                     "nothing written")
+    assert b"+new file, edited\n" in path.read_bytes()
+    rerun = advised(line)
+    assert len(rerun) == 1 and rerun[0].startswith("rebasectl bump --to "), line
+    _follow(series, rerun[0])
+    assert b"+new file, edited\n" in path.read_bytes()
+    assert world.clean in (series / "series.yaml").read_text()
