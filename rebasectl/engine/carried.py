@@ -2,7 +2,9 @@
 
 Asked by ``bump`` (a patch is ``upstreamed`` only with the commit named), by the proposals
 (rules ``already-upstream`` and ``superseded``: one conflict region's lines) and by the report
-(a dropped patch: was it upstreamed, by which commit).
+(a dropped patch: was it upstreamed, by which commit). Its converse, "do these added lines put
+back what a commit of the range removed" (``removed_upstream``), is bump's re-adds warning and
+the report's partial revert.
 
 The question is asked of *lines*: what a change adds and what it removes, in one file (or every
 file of a patch). The evidence is the change's *telling* lines only (stripped; lines the
@@ -177,7 +179,8 @@ class CarriedLines:
         """The change's added lines that tell alone (``telling_alone``) that a commit of the
         range *removed* and the target does not have, grouped by that commit: a port of them
         reverts upstream (a patch that turns ``f(x)`` into ``f(x, weights_only=False)`` after
-        upstream took that argument out).
+        upstream took that argument out). Bump asks it of a patch, the report of the lines a
+        resolution wrote (the old patch's own left out): one rule for both warnings.
         ``prefetch`` reads the histories of many files in one process."""
         new = self._text(self.rng.new, self.at_new(change.path))
         back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new

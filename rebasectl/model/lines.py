@@ -4,19 +4,25 @@ Two questions the report's pairing and export's fold detection both ask: "is thi
 significant" (a blank, a bracket or ``else:`` says nothing about which patch it came from) and
 "is patch A contained in patch B" (most of A's significant lines are among B's). They are
 answered here once, with one threshold, so that a fold the report shows and one export finds
-cannot disagree.
+cannot disagree. A third, the report's "lost in resolution" asks: does a line survive in a
+rewritten one (``survives``: a parameter kept in a signature upstream widened).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 from .diffs import FileDiff
 
 CONTAIN = 0.5  # share of a patch's significant lines found in another: it is contained there
 _WORD = re.compile(r"[A-Za-z_]{3}")
+# a line's tokens: words, quoted strings whole, any other character alone
+_TOKEN = re.compile(r"""\w+|"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\S""")
+_OPEN, _CLOSE = "([{", ")]}"
+_MAX_TOKENS = 400  # a longer rewritten line (minified, generated) is not compared: not "kept"
 
 
 def significant(line: str) -> str | None:
@@ -48,3 +54,47 @@ def share(part: Counter[str], whole: Counter[str]) -> float:
 
 def contained(part: Counter[str], whole: Counter[str]) -> bool:
     return share(part, whole) >= CONTAIN
+
+
+def survives(line: str, rewritten: str) -> bool:
+    """Whether ``line``'s content is all in ``rewritten``, which only adds whole items to its
+    bracketed lists: every token of ``line`` in order, and each run of added tokens balanced
+    and either a comma-separated item (``x: int = 0,``) inside brackets or the content of a
+    list that was empty (``f()`` -> ``f(x)``). A parameter kept in a signature upstream widened
+    survives (June: ``def __init__(self, allow_partial_load: bool = False):`` in
+    ``def __init__(self, cache_metadata: bool = False, allow_partial_load: bool = False):``);
+    a changed value, a dropped token, a ``not`` or a wrapping call does not: precision over
+    recall, since a line wrongly said to survive hides a real loss."""
+    old, new = _TOKEN.findall(line), _TOKEN.findall(rewritten)
+    if not old or len(new) > _MAX_TOKENS or Counter(old) - Counter(new):
+        return False
+    depth = [0]
+    for tok in old:
+        depth.append(depth[-1] + (tok in _OPEN) - (tok in _CLOSE))
+
+    @functools.cache
+    def fits(i: int, j: int, gap_ok: bool) -> bool:
+        """old[i:] is new[j:] with whole items added (a gap never right after a gap)."""
+        if j == len(new):
+            return i == len(old)
+        if i < len(old) and old[i] == new[j] and fits(i + 1, j + 1, True):
+            return True
+        around = (old[i - 1] if i else "", old[i] if i < len(old) else "")
+        return gap_ok and depth[i] > 0 and any(
+            fits(i, k, False) for k in _item_ends(new, j, *around))
+
+    return fits(0, 0, True)
+
+
+def _item_ends(new: Sequence[str], j: int, before: str, after: str) -> Iterator[int]:
+    """Each ``k`` such that ``new[j:k]``, inserted between the tokens ``before`` and ``after``
+    (inside brackets), is whole list items: balanced, and delimited by a comma or filling an
+    empty list."""
+    empty = before != "" and before in _OPEN and after == _CLOSE[_OPEN.index(before)]
+    depth = 0
+    for k in range(j, len(new)):
+        depth += (new[k] in _OPEN) - (new[k] in _CLOSE)
+        if depth < 0:
+            return
+        if depth == 0 and (new[j] == "," or new[k] == "," or empty):
+            yield k + 1
