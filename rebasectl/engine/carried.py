@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..git import Repo
+from ..model import pysyntax
 from ..model.diffs import FileDiff, Hunk, text_lines
 from ..model.ids import Oid
 from ..model.patches import Patch
@@ -65,6 +66,8 @@ def telling(line: bytes) -> bool:
 _PIECE = re.compile(
     rb"""^(?:[\w.]+(?:=[-\w.\[\]]+|:\s*[\w.\[\]]+|\s*=\s*[\[({])?|"[^"]*"|'[^']*'),?$""")
 _PROSE = re.compile(rb"^[A-Za-z][\w\s,'-]*[.:]?$")
+# an import statement is code, though its words read like prose (``import logging``)
+_IMPORT = re.compile(pysyntax.IMPORT.encode())
 
 
 def telling_alone(line: bytes) -> bool:
@@ -72,9 +75,11 @@ def telling_alone(line: bytes) -> bool:
     neither a lone argument or list item nor a line of prose, which many call sites and
     docstrings share. A change's evidence is judged as a whole (``telling``); one added line
     said to undo an upstream removal (``removed_upstream``) must tell on its own (June: the
-    warning named ``Defaults to False.`` and ``cp_group=self.cp_group,``)."""
+    warning named ``Defaults to False.`` and ``cp_group=self.cp_group,``). An import is a
+    statement, not prose (the grown June report: ``import logging``, which upstream fa9c71454
+    removed from mlp.py, put back by a resolution)."""
     return telling(line) and not _PIECE.match(line) and not (
-        _PROSE.match(line) and b" " in line)
+        _PROSE.match(line) and b" " in line and not _IMPORT.match(line))
 
 
 def _evidence(added: Iterable[bytes]) -> set[bytes]:

@@ -57,20 +57,20 @@ def contained(part: Counter[str], whole: Counter[str]) -> bool:
 
 
 def survives(line: str, rewritten: str) -> bool:
-    """Whether ``line``'s content is all in ``rewritten``, which only adds whole items to its
-    bracketed lists: every token of ``line`` in order, and each run of added tokens balanced
-    and either a comma-separated item (``x: int = 0,``) inside brackets or the content of a
-    list that was empty (``f()`` -> ``f(x)``). A parameter kept in a signature upstream widened
-    survives (June: ``def __init__(self, allow_partial_load: bool = False):`` in
-    ``def __init__(self, cache_metadata: bool = False, allow_partial_load: bool = False):``);
-    a changed value, a dropped token, a ``not`` or a wrapping call does not: precision over
-    recall, since a line wrongly said to survive hides a real loss."""
+    """Whether ``line``'s content is all in ``rewritten``, which only adds whole items where
+    adding one keeps the others' meaning: every token of ``line`` in order, and each run of
+    added tokens balanced, delimited by a comma (or filling an empty list), and either
+    parameters of a ``def`` line or keyword arguments (``name=value``, ``**kw``) of a call.
+    A parameter kept in a signature upstream widened survives (June: ``def __init__(self,
+    allow_partial_load: bool = False):`` in ``def __init__(self, cache_metadata: bool = False,
+    allow_partial_load: bool = False):``); a changed value, a dropped token, a ``not``, a
+    wrapping call, a positional argument or a list item (a shape ``[s, b, h]`` that gained a
+    dimension) does not: precision over recall, since a line wrongly said to survive hides a
+    real loss."""
     old, new = _TOKEN.findall(line), _TOKEN.findall(rewritten)
     if not old or len(new) > _MAX_TOKENS or Counter(old) - Counter(new):
         return False
-    depth = [0]
-    for tok in old:
-        depth.append(depth[-1] + (tok in _OPEN) - (tok in _CLOSE))
+    where = _insertable(old)
 
     @functools.cache
     def fits(i: int, j: int, gap_ok: bool) -> bool:
@@ -79,22 +79,54 @@ def survives(line: str, rewritten: str) -> bool:
             return i == len(old)
         if i < len(old) and old[i] == new[j] and fits(i + 1, j + 1, True):
             return True
-        around = (old[i - 1] if i else "", old[i] if i < len(old) else "")
-        return gap_ok and depth[i] > 0 and any(
-            fits(i, k, False) for k in _item_ends(new, j, *around))
+        empty = 0 < i < len(old) and old[i - 1] == "(" and old[i] == ")"
+        return gap_ok and where[i] != "" and any(
+            fits(i, k, False) for k in _item_ends(new, j, empty, where[i] == "params"))
 
     return fits(0, 0, True)
 
 
-def _item_ends(new: Sequence[str], j: int, before: str, after: str) -> Iterator[int]:
-    """Each ``k`` such that ``new[j:k]``, inserted between the tokens ``before`` and ``after``
-    (inside brackets), is whole list items: balanced, and delimited by a comma or filling an
-    empty list."""
-    empty = before != "" and before in _OPEN and after == _CLOSE[_OPEN.index(before)]
-    depth = 0
+def _insertable(tokens: Sequence[str]) -> list[str]:
+    """Per position of ``tokens`` (0..len), what an item added there would be: "params"
+    (directly in a ``def``'s parameter list), "args" (directly in other parentheses: a
+    call's arguments) or "" (elsewhere: top level, a list, a dict, a subscript)."""
+    is_def = tokens[:1] == ["def"] or tokens[:2] == ["async", "def"]
+    stack: list[str] = []
+    first_paren = True
+    out = [""]
+    for tok in tokens:
+        if tok in _OPEN:
+            stack.append("params" if tok == "(" and is_def and first_paren and not stack
+                         else "args" if tok == "(" else "")
+            first_paren = first_paren and tok != "("
+        elif tok in _CLOSE and stack:
+            stack.pop()
+        out.append(stack[-1] if stack else "")
+    return out
+
+
+def _item_ends(new: Sequence[str], j: int, empty: bool, params: bool) -> Iterator[int]:
+    """Each ``k`` such that ``new[j:k]`` is whole items: balanced, delimited by a comma (or
+    filling an empty list: ``empty``), each a parameter (``params``) or a keyword argument."""
+    def allowed(piece: Sequence[str]) -> bool:
+        return params or not piece or _keyword(piece)
+
+    depth, start = 0, j
     for k in range(j, len(new)):
         depth += (new[k] in _OPEN) - (new[k] in _CLOSE)
         if depth < 0:
             return
-        if depth == 0 and (new[j] == "," or new[k] == "," or empty):
+        if depth == 0 and new[k] == ",":
+            if not allowed(new[start:k]):
+                return
+            start = k + 1
+        if depth == 0 and (new[j] == "," or new[k] == "," or empty) and \
+                allowed(new[start:k + 1]):
             yield k + 1
+
+
+def _keyword(item: Sequence[str]) -> bool:
+    """Whether a call's argument (its tokens) is ``name=value``, ``*args`` or ``**kw``."""
+    if item[0] == "*":
+        return True
+    return len(item) > 2 and item[0].isidentifier() and item[1] == "=" and item[2] != "="

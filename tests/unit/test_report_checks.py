@@ -189,14 +189,17 @@ def test_a_changed_value_is_lost(tmp_path: Path) -> None:
 
 
 def _readding(tmp_path: Path, old_adds: str, new_adds: str) -> tuple[Report, str]:
-    """Upstream removes a docstring's ``Defaults to False.``, a lone argument and a statement
-    (one commit); the old patch adds a guard and ``old_adds`` after line 10, the new one the
-    guard and ``new_adds``."""
-    gone = ("def build(flag):\n    \"\"\"Build.\n\n    flag: use it.\n        Defaults to False."
-            "\n    \"\"\"\n    return make(\n        flag,\n        position_ids,\n    )\n"
-            "legacy_state = restore_legacy_state(flag)\n")
-    kept = gone.replace("        Defaults to False.\n", "").replace(
-        "        position_ids,\n", "").replace("legacy_state = restore_legacy_state(flag)\n", "")
+    """Upstream removes an import, a docstring's ``Defaults to False.``, a lone argument and a
+    statement (one commit); the old patch adds a guard and ``old_adds`` after line 10, the new
+    one the guard and ``new_adds``."""
+    dropped = ["import logging\n", "        Defaults to False.\n", "        position_ids,\n",
+               "legacy_state = restore_legacy_state(flag)\n"]
+    gone = (dropped[0] + "\ndef build(flag):\n    \"\"\"Build.\n\n    flag: use it.\n" +
+            dropped[1] + "    \"\"\"\n    return make(\n        flag,\n" + dropped[2] +
+            "    )\n" + dropped[3])
+    kept = gone
+    for line in dropped:
+        kept = kept.replace(line, "")
     repo = Repo(tmp_path / "r")
     base1 = repo.commit("base", {"mod.py": text("mod") + gone})
     anchor = "mod_value_10 = compute_mod(10)\n"
@@ -228,11 +231,15 @@ def test_adds_back_only_lines_the_resolution_wrote(tmp_path: Path) -> None:
 
 
 def test_adds_back_a_statement_the_resolution_wrote(tmp_path: Path) -> None:
-    """The true finding stays: the new patch alone adds a statement upstream removed."""
-    r, removed = _readding(tmp_path, "", "legacy_state = restore_legacy_state(flag)\n")
+    """The true finding stays: the new patch alone adds a statement upstream removed, or an
+    import (words only, yet code: the grown June report's ``import logging`` in mlp.py)."""
+    r, removed = _readding(tmp_path / "a", "", "legacy_state = restore_legacy_state(flag)\n")
     reverts = [f for e in r.mapping for f in e.findings if f.kind == "partial-revert"]
     assert [(f.side, f.path, f.items, f.commit) for f in reverts] == \
         [("new", "mod.py", ("legacy_state = restore_legacy_state(flag)",), removed)]
+    r, removed = _readding(tmp_path / "b", "", "import logging\n")
+    assert [(f.items, f.commit) for e in r.mapping for f in e.findings
+            if f.kind == "partial-revert"] == [(("import logging",), removed)]
 
 
 def test_removed_parameter_still_used_upstream(tmp_path: Path) -> None:
