@@ -303,10 +303,11 @@ def partial_revert(c: Change, path: str, found: Sequence[tuple[Oid, Sequence[byt
     """One finding per file, from the engine's answer (the commits of the range, oldest first,
     each with the lines it removed that the patch adds back); the commit named is the last to
     remove the longest of the lines."""
-    texts = sorted({x.decode("utf-8", errors="replace") for _, xs in found for x in xs})
-    if not texts:
+    lines = sorted({(x.decode("utf-8", errors="replace"), x) for _, xs in found for x in xs})
+    if not lines:
         return []
-    longest = max(texts, key=len).encode("utf-8", errors="replace")
+    texts = list(dict.fromkeys(text for text, _ in lines))
+    longest = max(lines, key=lambda line: len(line[0]))[1]
     commit = [sha for sha, xs in found if longest in xs][-1]
     return [Finding("partial-revert", c.side, c.index, path,
                     f"adds back {_items(texts)}, which upstream removed between the bases",

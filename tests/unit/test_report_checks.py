@@ -413,3 +413,23 @@ def test_in_file_use_of_a_removed_import_but_not_of_a_rebound_name(tmp_path: Pat
     r = _report(repo, base, [], base, [c])
     used = [f for e in r.mapping for f in e.findings if f.kind == "removed-name-used"]
     assert [(f.path, f.items) for f in used] == [("m.py", ("saver", "m.py:6"))]
+
+
+def test_partial_revert_names_the_last_remover_of_the_longest_line() -> None:
+    """The engine's answer (commits oldest first, the lines each removed) read as one finding per
+    file; a line that is not UTF-8 is quoted with replacement characters, its commit still
+    found (it is matched as bytes)."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from rebasectl.model.ids import Oid
+    from rebasectl.report.findings import partial_revert
+    from rebasectl.report.lineage import Change
+
+    c = cast(Change, SimpleNamespace(side="new", index=2))
+    a, b = Oid("a" * 40), Oid("b" * 40)
+    found = [(a, [b"import gc", b"name = b'\xff\xfe long line'"]),
+             (b, [b"name = b'\xff\xfe long line'"])]
+    (f,) = partial_revert(c, "m.py", found)
+    assert f.commit == b and f.items == ("import gc", "name = b'\ufffd\ufffd long line'")
+    assert partial_revert(c, "m.py", []) == []
