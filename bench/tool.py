@@ -348,8 +348,9 @@ def bench_large_series(ours: Path, raw: Path, base: str, patch_files: list[Path]
                    capture_output=True, env={**os.environ, **HERMETIC})
     tree = root / "raw-tree"
     # git am stops at an empty patch (git < 2.43 has no --empty=keep): it gets the others
+    # (an empty commit's file ends in export's signature, where the others have a diff)
     patches = [p for p in sorted((series / "patches").glob("*.patch"))
-               if not p.read_bytes().endswith(b"\n---\n")]
+               if not p.read_bytes().endswith(b"\n-- \nrebasectl\n")]
 
     def apply_cmd() -> list[list[str]]:
         shutil.rmtree(series / ".rebasectl" / "tree", ignore_errors=True)

@@ -49,10 +49,11 @@ def status(data: dict[str, Any]) -> None:
     committed = progress.get("committed") or []
     stopped = progress["stopped_at"] if progress.get("conflict_written") and not committed \
         else None
-    where = f"stopped at {stopped}" if stopped else "interrupted"
+    refused = progress.get("refused") if not stopped and not committed else None
+    where = f"stopped at {stopped}" if stopped else "refused" if refused else "interrupted"
     ui.line(f"apply in progress on {short(progress['base'])}: "
             f"{progress['applied'] + len(committed)}/{progress['total']} applied, {where} in "
-            f"{progress['worktree']}{_behind(progress)}")
+            f"{progress['worktree']}{_behind(progress, advise=not refused)}")
     for item in committed:
         ui.line(f"  {item['index']}/{progress['total']} {item['id']}: committed "
                 f"{short(item['commit'])} (the run was interrupted before it said so)")
@@ -69,18 +70,22 @@ def status(data: dict[str, Any]) -> None:
     elif stopped:
         ui.line("resolve (edit, `git add`), then `rebasectl continue`; `rebasectl skip` leaves "
                 "the patch out, `rebasectl abort` gives up")
+    elif refused:  # nothing was interrupted: the last run refused, and said the way past
+        ui.line(f"the last run was refused: {refused}; `rebasectl abort` gives up")
     else:
         ui.line("`rebasectl continue` goes on from there, `rebasectl abort` gives up")
 
 
-def _behind(progress: dict[str, Any]) -> str:
+def _behind(progress: dict[str, Any], advise: bool = True) -> str:
     """The work tree short of the applied patches (made in memory; the run stopped before it
-    moved the tree): where it is, and that continue moves it on."""
+    moved the tree): where it is, and that continue moves it on (``advise``: not after a
+    refusal, whose own way past comes first)."""
     at = progress.get("tree_at")
     if at is None:
         return ""
     where = "the base" if at == 0 else f"{at}/{progress['total']} {progress['done_ids'][at - 1]}"
-    return f" (the work tree is at {where}: `rebasectl continue` moves it on)"
+    return f" (the work tree is at {where}: `rebasectl continue` moves it on)" if advise else \
+        f" (the work tree is at {where})"
 
 
 def _stashed(stash: dict[str, Any], in_progress: bool) -> None:

@@ -95,7 +95,7 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
             "committed": committed, "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
             "conflicts": state.conflicts, "tree_error": tree_error,
-            "conflict_written": state.in_tree,
+            "conflict_written": state.in_tree, "refused": state.refused,
             "tree_at": None if committed or tree_error else _tree_at(state, tree)}
 
 

@@ -28,7 +28,14 @@ from ..infra.fsutil import FileTransaction, atomic_write, read_regular
 from ..model import lines, links
 from ..model.ids import Oid, short
 from ..model.lines import significant_lines
-from ..model.patches import SYMLINK, Patch, PatchError, diff_start_in_message, parse
+from ..model.patches import (
+    READER_VERSION,
+    SYMLINK,
+    Patch,
+    PatchError,
+    diff_start_in_message,
+    parse,
+)
 from ..model.series import (
     PATCH_DIR,
     SERIES_FILE,
@@ -85,7 +92,8 @@ class Stats:
 
 def patch_stats(ws: Workspace, series: Series) -> list[Stats]:
     """Files and +/- of every patch, for ``status``. A patch file is parsed (and so validated)
-    once per content: the numbers are kept under ``.rebasectl/`` by the sha1 of its bytes, and
+    once per content: the numbers are kept under ``.rebasectl/`` by the sha1 of its bytes (and
+    the reader's version: a file a newer reader refuses is never read from the cache), and
     import and export record the files they write, so ``status`` on a long series reads bytes
     and hashes them, nothing more."""
     cache = _read_stats(ws.stats_cache)
@@ -110,6 +118,8 @@ def patch_stats(ws: Workspace, series: Series) -> list[Stats]:
 def _read_stats(path: Path) -> dict[str, Stats]:
     try:
         raw = json.loads(path.read_text())
+        if raw.get("reader") != READER_VERSION:  # read by an older reader: read again
+            return {}
         return {k: Stats(*v) for k, v in raw["stats"].items()
                 if isinstance(v, list) and len(v) == 3 and all(isinstance(n, int) for n in v)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -120,7 +130,8 @@ def _write_stats(ws: Workspace, cache: dict[str, Stats]) -> None:
     try:
         ws.ensure_state_dir()
         atomic_write(ws.stats_cache, json.dumps(
-            {"stats": {k: [s.files, s.added, s.removed] for k, s in cache.items()}}).encode())
+            {"reader": READER_VERSION,
+             "stats": {k: [s.files, s.added, s.removed] for k, s in cache.items()}}).encode())
     except RebasectlError:
         pass  # a read-only checkout: status still works, it only parses again next time
 

@@ -176,6 +176,7 @@ class Session:
 
     def resume(self, *, allow_empty: bool = False) -> ApplyOutcome:
         state = self.require()
+        state.refused = None  # this run goes past the last refusal or says its own (saved next)
         patches = self.patches(state)
         tree = self.reconcile(state, patches)
         if state.current is not None:
@@ -275,15 +276,18 @@ class Session:
                           status: TreeStatus | None) -> None:
         """Refuse, before the work tree moves, when the person's files sit where the move to
         the new tip or the next stop's conflict would write (git refuses the same way); the
-        state is saved, so ``continue`` goes on once they are out of the way. The stop is
-        announced only past this check: a refused run wrote no conflict."""
+        state is saved with the refusal, so ``status`` says the run was refused and how past
+        (not "interrupted": nothing was), and ``continue`` goes on once they are out of the
+        way. The stop is announced only past this check: a refused run wrote no conflict."""
         tree = Worktree(Path(state.worktree))
         if status is not None or (tree.exists and tree.head() is not None):
             also = [*stopped.patch.paths(), *stopped.followed.values()] if stopped else []
             blocked = tree.in_the_way(state.tip, also, status)
             if blocked:
+                state.refused = in_the_way_message(tree.path, blocked)
+                self.save(state)
                 done = "".join(f"{what}; " for what in self.settled)
-                raise ConflictError(done + in_the_way_message(tree.path, blocked))
+                raise ConflictError(done + state.refused)
         if stopped is not None:
             self.notify(_announcement(stopped, len(state.ids)))
 
@@ -442,6 +446,7 @@ class Session:
     # -- skip / abort --------------------------------------------------------------------------
     def skip(self) -> ApplyOutcome:
         state = self.require()
+        state.refused = None  # as in resume: the next save says this run began
         patches = self.patches(state)
         tree = self.reconcile(state, patches)
         if state.current is None:

@@ -8,7 +8,9 @@ command that clears it (``rebasectl abort``), never a traceback.
 ``ApplyState``: the series being applied (ids in order), the patches done (id, commit), those
 skipped, the one stopped at and its conflicts, and two flags that close the gaps between saves:
 ``cleared`` (an older work tree is gone, so commits found in the tree are this apply's) and
-``in_tree`` (the stopped patch's conflict reached the work tree, so ``continue`` may commit it).
+``in_tree`` (the stopped patch's conflict reached the work tree, so ``continue`` may commit it);
+and ``refused``: the refusal that ended the last run before it moved the tree (the person's
+files in the way), so that ``status`` says "refused" and its way past, not "interrupted".
 
 ``TreeMap``: which commit of the finished work tree is which patch (and which were skipped), for
 ``export``.
@@ -122,10 +124,13 @@ class ApplyState:
     # files of the work tree written for a patch not committed yet (its conflict or recorded
     # resolution): what skip and a redo put back; every other change there is the person's
     written: list[str] = field(default_factory=list)
+    # the refusal that ended the last run before the tree moved (its one line, the way past it
+    # included); None once a later run starts: a kill from then on is an interruption
+    refused: str | None = None
 
     _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
-             "labels": "ids", "how": "pairs", "written": "ids"}
+             "labels": "ids", "how": "pairs", "written": "ids", "refused": "str?"}
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -154,6 +159,7 @@ class ApplyState:
             return None
         data.setdefault("how", [])
         data.setdefault("written", [])
+        data.setdefault("refused", None)  # written before refusals were kept
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC})
         state.base = Oid(state.base)  # checked by _check: a full sha

@@ -76,6 +76,7 @@ class History:
         self.runner = runner
         self.store = store
         self._renames: dict[tuple[str, str], dict[str, str]] = {}
+        self._ancestry: dict[tuple[str, str], bool] = {}
 
     # -- revisions -----------------------------------------------------------------------------
     def rev_list(self, spec: Sequence[str], *, first_parent: bool = False, reverse: bool = True,
@@ -95,8 +96,19 @@ class History:
                                *(f"^{e}" for e in exclude), "--"])
         return int(out or 0)
 
+    def forget(self) -> None:
+        """After a fetch: a shallow history may have grown deeper, and an ancestry it answered
+        no to may be yes now."""
+        self._ancestry.clear()
+
     def is_ancestor(self, a: str, b: str) -> bool:
-        return self.runner.ok(["merge-base", "--is-ancestor", a, b])
+        """Is ``a`` ``b`` or an ancestor of it (kept for two full shas: it cannot change)."""
+        if (a, b) in self._ancestry:
+            return self._ancestry[(a, b)]
+        found = self.runner.ok(["merge-base", "--is-ancestor", a, b])
+        if is_full(a) and is_full(b):
+            self._ancestry[(a, b)] = found
+        return found
 
     def parents(self, spec: str) -> dict[Oid, tuple[Oid, ...]]:
         """Every commit of ``spec`` (all branches of it) -> its parents."""

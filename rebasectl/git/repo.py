@@ -100,6 +100,7 @@ class Repo:
         self.history = History(self.runner, self.path / "rebasectl-kept" if upstream else None)
         self._objects: Objects | None = None
         self._commits: set[str] = set()  # full shas known to name commits here
+        self._trees: dict[str, dict[str, Entry]] = {}  # full sha -> tree_entries' answer
 
     @classmethod
     def open(cls, path: Path) -> Repo:
@@ -138,6 +139,7 @@ class Repo:
         namespace.configure(self.runner)
         Runner(self.path, network=True).run(["fetch", "--prune", "--no-tags", "--quiet",
                                              "origin"])
+        self.history.forget()
         self.fetched = True
 
     def remote_url(self) -> str | None:
@@ -203,8 +205,15 @@ class Repo:
         return _files(self.runner.run(["ls-tree", "-z", "--full-tree", rev, "--", *paths]).stdout)
 
     def tree_entries(self, rev: str) -> dict[str, Entry]:
-        """Every file of ``rev``'s tree (``ls-tree -r``): path -> (mode, blob)."""
-        return _files(self.runner.run(["ls-tree", "-r", "-z", "--full-tree", rev]).stdout)
+        """Every file of ``rev``'s tree (``ls-tree -r``): path -> (mode, blob). A full sha's
+        answer is kept for this process (apply asks it of the base twice: materialising and the
+        link check); each caller gets its own dict."""
+        if rev in self._trees:
+            return dict(self._trees[rev])
+        found = _files(self.runner.run(["ls-tree", "-r", "-z", "--full-tree", rev]).stdout)
+        if is_full(rev):
+            self._trees[rev] = found
+        return dict(found)
 
     def hash_blobs(self, contents: Sequence[bytes]) -> list[str]:
         """Write blobs; their shas (one process for all)."""

@@ -33,6 +33,15 @@ from .diffs import Diff, DiffError, FileDiff
 from .status import Word
 
 MBOX_FROM = b"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+# The reader's version, kept with what is cached of what it read (status's numbers): raised
+# whenever it starts refusing bytes it once accepted, so that no cache outlives the change and
+# a file now refused is refused by every command. 2: a '---' line with no diff after it.
+READER_VERSION = 2
+# How an empty commit's file ends, as ``git format-patch --always`` ends one: no ``---`` line
+# (git am reads ``---`` with no diff after it as "No valid patches in input", the very shape of
+# a file cut after its message), a signature instead: the mark that the message is whole. Ours
+# names no git version, so the bytes stay the same whatever git is installed.
+EMPTY_SIGNATURE = b"-- \nrebasectl\n"
 
 
 class Mode(Word):
@@ -176,6 +185,8 @@ def render(patch: Patch) -> bytes:
     out = b"".join(header) + b"\n"
     if body:
         out += body.encode("utf-8", errors="surrogateescape")
+    if not patch.diff.strip():
+        return out + EMPTY_SIGNATURE
     return out + b"---\n" + patch.diff
 
 
@@ -401,24 +412,45 @@ def _after_separator(head: bytes) -> int:
 
 
 def _message_without_diff(rest: bytes, source: str, first: int) -> bytes:
-    """An empty commit: its message, then a ``---`` line (ours) or format-patch's signature.
-    With neither, the file was cut short (to its mail header, or in its message) and reading
-    it as an empty commit would drop the patch's change without a word."""
+    """An empty commit, told apart the way ``git am`` tells it: its message then a signature,
+    with no ``---`` line (what ``git format-patch --always`` and our export write; git am stops
+    at it with "Patch is empty", ``--allow-empty`` records it). A ``---`` line followed by no
+    diff (or by a diffstat alone) is what git am refuses ("No valid patches in input") and what
+    a file cut after its message looks like; no signature at all, a file cut in its message.
+    Reading either as an empty commit dropped the patch's change without a word."""
     unsigned = _unsigned(rest)
-    if unsigned == rest and _SEPARATOR.search(rest) is None:
+    last = _last_separator(unsigned)
+    if last is not None and _nothing_but_a_stat(unsigned[last.end():]):
+        line = first + unsigned[: last.start()].count(b"\n")
+        raise PatchError(f"{source}:{line}: '---' line with no diff after it: the file looks "
+                         "cut short after its message (git am: No valid patches in input); an "
+                         "empty commit has no '---' line, its message ends in a signature "
+                         "('-- ' and one line, as git format-patch --always writes it)")
+    if unsigned == rest:
         line = first + rest.rstrip(b"\n").count(b"\n") if rest.strip() else first - 1
-        raise PatchError(f"{source}:{line}: no diff, and no '---' line after the message: the "
-                         "file looks cut short (an empty commit is its message and a '---' "
-                         "line)")
-    return _message_part(unsigned)
+        raise PatchError(f"{source}:{line}: no diff, and no signature after the message: the "
+                         "file looks cut short (an empty commit is its message and a signature, "
+                         "'-- ' and one line, as git format-patch --always writes it)")
+    return unsigned
+
+
+# a diffstat's summary line (format-patch writes it after ``---``, before the diff)
+_STAT_SUMMARY = re.compile(rb"(?m)^ \d+ files? changed")
+
+
+def _nothing_but_a_stat(text: bytes) -> bool:
+    """What follows a ``---`` line is blank or a diffstat: the place of a diff that is not
+    there (any other text is the message's own, after a rule line of its)."""
+    return not text.strip() or _STAT_SUMMARY.search(text) is not None
 
 
 def _unsigned(diff: bytes) -> bytes:
-    """The text without format-patch's signature (``-- `` and a version line at the very end)."""
-    at = diff.rfind(b"\n-- \n")
-    if at < 0 or b"\n" in diff[at + 5:].rstrip(b"\n"):
+    """The text without format-patch's signature (``-- `` and a version line at the very end;
+    at the very start too: an empty commit whose message is its subject alone)."""
+    at = (b"\n" + diff).rfind(b"\n-- \n")
+    if at < 0 or b"\n" in diff[at + 4:].rstrip(b"\n"):
         return diff
-    return diff[:at + 1]
+    return diff[:at]
 
 
 def _message_part(body: bytes) -> bytes:

@@ -15,6 +15,7 @@ patch 2 adds n.txt."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_an_untracked_file_where_a_patch_adds_one_is_refused_and_kept(tmp_path: 
     assert "overwritten" not in r.stderr and "Applying (3/3)" not in r.stderr, r.stderr
     assert n.read_text() == "draft\n"
     status = ok(series, "status").stdout
-    assert "2/3 applied, interrupted" in status and "work tree is at 1/3 a" in status, status
+    assert "2/3 applied, refused" in status and "work tree is at 1/3 a)" in status, status
     again = run(series, "continue", want=1)  # refused again, nothing moved
     assert one_error(again.stderr, "n.txt", "in the way")
     follow(series, line, "b.txt")
@@ -151,3 +152,103 @@ def test_an_untracked_file_where_the_stop_writes_is_refused(tmp_path: Path) -> N
     follow(series, line, "b.txt")
     assert (tree(series) / "m.txt.mine").read_text() == "draft\n"
     assert m.read_text() == "added by patch 3\n"
+
+
+def _refusal_in_status(series: Path) -> str:
+    """status's line of the last run's refusal (and that it says refused, not interrupted)."""
+    out = ok(series, "status").stdout
+    head = next(x for x in out.splitlines() if x.startswith("apply in progress"))
+    assert "refused in" in head and "interrupted" not in out, out
+    return next(x for x in out.splitlines() if x.startswith("the last run was refused: "))
+
+
+@pytest.mark.parametrize(("command", "name", "what"), [
+    ("continue", "n.txt", "untracked n.txt"),
+    ("skip", "n.txt", "untracked n.txt"),
+    ("continue", "b.txt", "your uncommitted changes to b.txt")])
+def test_status_says_a_refusal_and_its_advice_works(tmp_path: Path, command: str, name: str,
+                                                    what: str) -> None:
+    """hostile6: after continue/skip refused (an untracked file where a patch adds one, an edit
+    where the next stop writes), status said the apply was "interrupted"; nothing was. Now it
+    says refused, with the refusal's own reason and way past, the same words the command said
+    (and in the JSON); following status's advice finishes the apply, and status no longer says
+    refused once a run got past it."""
+    series = scene(tmp_path)
+    if command == "continue":
+        resolve(series, "a.txt")
+    mine = tree(series) / name
+    mine.write_text(mine.read_text() + NOTE if mine.exists() else "draft\n")
+    said = one_error(run(series, command, want=1).stderr, name, "in the way")
+    line = _refusal_in_status(series)
+    reason = line.removeprefix("the last run was refused: ").removesuffix(
+        "; `rebasectl abort` gives up")
+    assert reason.startswith(f"{tree(series)}: {what} in the way") and \
+        said.endswith(reason), (reason, said)  # said: after what the run committed or skipped
+    assert advised(line) == [*advised(said), "rebasectl abort"], (line, said)
+    got = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]["refused"]
+    assert got == reason
+    follow(series, reason, "b.txt")  # status's own advice
+    if name == "n.txt":
+        assert (tree(series) / "n.txt.mine").read_text() == "draft\n"
+    else:
+        assert mine.read_text().endswith(NOTE) and "RESOLVED 3" in mine.read_text()
+    assert "refused" not in ok(series, "status").stdout
+
+
+def test_a_refusal_then_a_stop_is_a_stop(tmp_path: Path) -> None:
+    """The continue after a refusal that stops at a later patch clears the refusal: status says
+    stopped there, with the stop's advice."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    n = tree(series) / "n.txt"
+    n.write_text("draft\n")
+    run(series, "continue", want=1)
+    _refusal_in_status(series)
+    shutil.move(n, tree(series) / "n.txt.mine")
+    run(series, "continue", want=1)  # stops at patch 3 (b.txt)
+    out = ok(series, "status").stdout
+    assert "stopped at b in" in out and "refused" not in out, out
+    assert json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"][
+        "refused"] is None
+
+
+@pytest.mark.parametrize(("fault", "code"), [("kill@state", -9), ("kill@worktree", -9),
+                                             ("int@state", 130)])
+def test_a_kill_after_a_refusal_is_an_interruption(tmp_path: Path, fault: str,
+                                                   code: int) -> None:
+    """A run after a refusal killed at a boundary (SIGKILL at its first state save, or after it
+    moved the tree; Ctrl-C at the save): status says interrupted, not the old refusal; continue
+    goes on."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    n = tree(series) / "n.txt"
+    n.write_text("draft\n")
+    run(series, "continue", want=1)
+    _refusal_in_status(series)
+    shutil.move(n, tree(series) / "n.txt.mine")
+    killed = run(series, "continue", env={"REBASECTL_FAULT": fault})
+    assert killed.returncode == code, (killed.returncode, killed.stderr)
+    out = ok(series, "status").stdout
+    assert "interrupted in" in out and "refused" not in out, out
+    assert advised(out.strip().splitlines()[-1])[0] == "rebasectl continue", out
+    run(series, "continue", want=1)  # goes on, stops at patch 3
+    assert "stopped at b in" in ok(series, "status").stdout
+
+
+def test_a_state_file_from_before_refusals_were_kept_loads(tmp_path: Path) -> None:
+    """apply-state.json written before the `refused` field (a refusal then): loads as it did,
+    status says interrupted with continue, and continue goes on."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    n = tree(series) / "n.txt"
+    n.write_text("draft\n")
+    run(series, "continue", want=1)
+    path = series / ".rebasectl" / "apply-state.json"
+    data = json.loads(path.read_text())
+    assert data.pop("refused").startswith(f"{tree(series)}: untracked n.txt")
+    path.write_text(json.dumps(data))
+    out = ok(series, "status").stdout
+    assert "2/3 applied, interrupted" in out and "refused" not in out, out
+    shutil.move(n, tree(series) / "n.txt.mine")
+    run(series, "continue", want=1)  # stops at patch 3
+    assert "stopped at b in" in ok(series, "status").stdout

@@ -383,7 +383,7 @@ def test_import_new_series(tpl: Scenario, tmp_path: Path) -> None:
     assert b"Subject: [1/5] fix: change a line 3\n" in snap[
         "patches/0001-change-a-line-3.patch"]
     empty = snap["patches/0004-empty-marker.patch"]
-    assert empty.endswith(b"Subject: chore: empty marker\n\n---\n")
+    assert empty.endswith(b"Subject: chore: empty marker\n\n-- \nrebasectl\n")
     assert b"A body line.\n---\n" in snap["patches/0005-change-a-line-30.patch"]
     kinds = [line.split(": ")[1] for line in snap["series.yaml"].decode().splitlines()
              if line.startswith("  kind:")]

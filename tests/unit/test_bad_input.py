@@ -248,7 +248,17 @@ CASES: list[Case] = [
                 "patch)", lambda c: ["check"]),
     series_case("patch-cut-to-mail-header",
                 lambda c: c.write(P1, _patch_text(c).split(b"\n---\n")[0] + b"\n"),
-                f"{P1}:5: no diff, and no '---' line after the message", lambda c: ["check"]),
+                f"{P1}:5: no diff, and no signature after the message", lambda c: ["check"]),
+    # hostile6 #9: cut after the `---` line (git am: "No valid patches in input"); it read as
+    # an empty commit, and apply went on without the patch's change
+    series_case("patch-cut-after-its-separator",
+                lambda c: c.write(P1, _patch_text(c).split(b"\n---\n")[0] + b"\n---\n"),
+                f"{P1}:6: '---' line with no diff after it: the file looks cut short",
+                lambda c: ["check", "--apply"]),
+    series_case("patch-cut-after-its-separator-apply",
+                lambda c: c.write(P1, _patch_text(c).split(b"\n---\n")[0] + b"\n---\n"),
+                f"{P1}:6: '---' line with no diff after it", lambda c: ["apply", "--upstream",
+                                                                        c.up]),
     series_case("patch-missing-from",
                 lambda c: c.write(P1, _patch_text(c).replace(b"From: T", b"X-From: T", 1)
                                   .replace(b"From: Test Author", b"X-From: Test Author", 1)),

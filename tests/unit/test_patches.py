@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from rebasectl.model.patches import (
+    READER_VERSION,
     Patch,
     PatchError,
     diff_start_in_message,
@@ -70,12 +73,24 @@ def test_render_is_canonical_and_git_am_compatible(repo: Repo, tmp_path: Path) -
         "[2/3] fix: two hunks and a new file|Jöns Ünïcode|jons@example.invalid")
 
 
-def test_empty_commit_patch() -> None:
+def test_empty_commit_patch(tmp_path: Path) -> None:
+    """An empty commit is written as git format-patch --always writes one: its message, then a
+    signature, no `---` line (git am reads `---` with nothing after it as "No valid patches in
+    input", the shape of a file cut after its message). git am stops at ours with "Patch is
+    empty" and `git am --allow-empty` records it, as it does with format-patch's."""
     patch = Patch("A", "a@b.c", "Thu, 01 Jan 2026 00:00:00 +0000", "chore: nothing\n", b"")
     data = patch.render()
-    assert data.endswith(b"Subject: chore: nothing\n\n---\n")
+    assert data.endswith(b"Subject: chore: nothing\n\n-- \nrebasectl\n")
     again = parse(data, "e.patch")
     assert again == patch and again.is_empty and again.files == ()
+    repo = Repo(tmp_path / "r")
+    repo.commit("base", {"a.txt": "a\n"})
+    (tmp_path / "e.patch").write_bytes(data)
+    stopped = git(repo.path, "am", "-k", str(tmp_path / "e.patch"), check=False)
+    assert stopped.returncode != 0 and "Patch is empty." in stopped.stdout + stopped.stderr
+    git(repo.path, "am", "--allow-empty")
+    assert repo.git("log", "-1", "--format=%s") == "chore: nothing"
+    assert repo.git("rev-parse", "HEAD^{tree}") == repo.git("rev-parse", "HEAD~1^{tree}")
 
 
 def test_non_ascii_subject_round_trip() -> None:
@@ -246,19 +261,60 @@ def test_a_file_header_with_its_hunks_cut(three: tuple[Repo, bytes], tmp_path: P
 
 
 def test_a_file_cut_down_to_its_header_is_not_an_empty_commit(three: tuple[Repo, bytes]) -> None:
-    """A file cut after its mail header, or in its message, has no diff and no `---` line: an
+    """A file cut after its mail header, or in its message, has no diff and no signature: an
     error at its last line, never an empty commit (the patch's change dropped without a
-    word). Our empty commit (message, `---`) and format-patch's (message, signature) read."""
+    word). Our empty commit and format-patch's (message, signature) read, the message whole."""
     _, data = three
     header = data[: data.index(b"\n\n") + 2]
-    with pytest.raises(PatchError, match=r"^t.patch:5: no diff, and no '---' line"):
+    with pytest.raises(PatchError, match=r"^t.patch:5: no diff, and no signature after the "
+                                         r"message: the file looks cut short"):
         parse(header, "t.patch")
-    with pytest.raises(PatchError, match=r"^t.patch:6: no diff, and no '---' line"):
+    with pytest.raises(PatchError, match=r"^t.patch:6: no diff, and no signature"):
         parse(header + b"Why.\n", "t.patch")
-    assert parse(header + b"Why.\n---\n", "t.patch").is_empty
     signed = header + b"Why.\n-- \n2.39.5\n\n"
     patch = parse(signed, "t.patch")
     assert patch.is_empty and patch.message == "fix: three files\n\nWhy.\n"
+    ruled = parse(header + b"Why.\n---\nA rule, then text.\n-- \nrebasectl\n", "t.patch")
+    assert ruled.message == "fix: three files\n\nWhy.\n---\nA rule, then text.\n"
+    subject_only = parse(header + b"-- \n2.39.5\n\n", "t.patch")
+    assert subject_only.is_empty and subject_only.message == "fix: three files\n"
+
+
+def test_a_file_cut_after_its_separator_is_refused_as_git_am_refuses_it(
+        three: tuple[Repo, bytes], tmp_path: Path) -> None:
+    """hostile6 #9: a patch cut to its mail header, message and `---` line (`sed -n
+    '1,/^---$/p'`) read as an empty commit: check said ok, apply "empty" and went on. git am
+    refuses those bytes ("No valid patches in input"); so does the reader, naming the `---`
+    line and saying the file looks cut short (a diffstat with no diff after it too). An empty
+    commit meant as one ends in a signature instead of the `---` line, as the line says."""
+    repo, data = three
+    cut = data[: data.index(b"\n---\n") + 5]
+    assert cut.endswith(b"Why.\n---\n")
+    with pytest.raises(PatchError) as info:
+        parse(cut, "t.patch")
+    assert info.value.message.startswith(
+        "t.patch:7: '---' line with no diff after it: the file looks cut short after its "
+        "message (git am: No valid patches in input)")
+    assert "\n" not in info.value.message
+    (tmp_path / "cut.patch").write_bytes(cut)
+    am = git(repo.path, "am", "-k", str(tmp_path / "cut.patch"), check=False)
+    assert am.returncode != 0 and "No valid patches in input" in am.stdout + am.stderr
+    git(repo.path, "am", "--abort")
+    stat = cut + b" a.txt | 2 +-\n 1 file changed, 1 insertion(+), 1 deletion(-)\n\n"
+    with pytest.raises(PatchError, match=r"^t.patch:7: '---' line with no diff after it"):
+        parse(stat, "t.patch")
+    signed = cut.replace(b"Why.\n---\n", b"Why.\n-- \nrebasectl\n")  # what the line says
+    assert parse(signed, "t.patch").is_empty
+
+
+def test_a_shipped_patch_cut_after_its_separator_is_refused() -> None:
+    """The repository's own ipc-tms patch cut as hostile6 cut it: refused, not empty."""
+    data = (ROOT / "patches" / "0008-ipc-tms.patch").read_bytes()
+    assert parse(data, "p").files
+    cut = data[: data.index(b"\n---\n") + 5]
+    line = cut.count(b"\n")
+    with pytest.raises(PatchError, match=rf"^p:{line}: '---' line with no diff after it"):
+        parse(cut, "p")
 
 
 def test_a_git_format_patch_empty_commit(repo: Repo) -> None:
@@ -414,3 +470,28 @@ def test_a_patch_file_cut_mid_line_is_refused_where_git_apply_says(tmp_path: Pat
     assert "git checkout -- FILE" in line
     git(series, "checkout", "--", "patches/0003-post-layernorm.patch")  # the advice
     run(series, "check", want=0)
+
+
+def test_status_does_not_read_a_cut_file_from_an_older_readers_cache(tmp_path: Path) -> None:
+    """status keeps each patch file's numbers by the sha1 of its bytes; a cache written by a
+    reader that took the cut file for an empty commit (0 files) would have status show it so
+    while check refuses it. The cache holds the reader's version: an older one's is read
+    again, and status refuses the file as check does; the intact file's numbers come back."""
+    repo = Repo(tmp_path / "up")
+    base = repo.commit("base", {"a.txt": lines(10)})
+    repo.commit("fix: a\n\nWhy.", {"a.txt": lines(10).replace("line 3\n", "THREE\n")})
+    series = tmp_path / "series"
+    series.mkdir()
+    ok(series, "import", f"{base}..HEAD", "--repo", str(repo.path))
+    [path] = list((series / "patches").iterdir())
+    data = path.read_bytes()
+    cut = data[: data.index(b"\n---\n") + 5]
+    path.write_bytes(cut)
+    cache = series / ".rebasectl" / "patch-stats.json"
+    old = {"stats": {hashlib.sha1(cut).hexdigest(): [0, 0, 0]}}  # what the old reader kept
+    cache.write_text(json.dumps(old))
+    one_error(fails(series, 2, "status"), f"patches/{path.name}:7: '---' line with no diff "
+              "after it: the file looks cut short")
+    path.write_bytes(data)
+    assert json.loads(ok(series, "status", "--json").stdout)["patches"][0]["files"] == 1
+    assert json.loads(cache.read_text())["reader"] == READER_VERSION

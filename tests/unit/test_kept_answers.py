@@ -1,0 +1,44 @@
+"""Answers the git door keeps within one process are answers that cannot change: a full sha's
+tree, and whether one full sha descends from another, until a fetch deepens a shallow history.
+Each caller still gets its own copy, and a fetch forgets ancestry it said no to."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from rebasectl.git import Repo as GitRepo
+from tests.harness.git import Repo
+
+
+def test_a_kept_tree_is_a_copy_per_caller(tmp_path: Path) -> None:
+    up = Repo(tmp_path / "up")
+    sha = up.commit("one", {"a.txt": "a\n", "b.txt": "b\n"})
+    repo = GitRepo(up.path)
+    first = repo.tree_entries(sha)
+    first.pop("a.txt")  # a caller changing its answer changes nobody else's
+    assert sorted(repo.tree_entries(sha)) == ["a.txt", "b.txt"]
+    up.commit("two", {"c.txt": "c\n"})
+    assert sorted(repo.tree_entries("HEAD")) == ["a.txt", "b.txt", "c.txt"]  # a name: asked
+    assert sorted(repo.tree_entries(sha)) == ["a.txt", "b.txt"]
+
+
+def test_a_fetch_forgets_ancestry_a_shallow_history_hid(tmp_path: Path) -> None:
+    """In a shallow clone the cut-off commit's parent is unknown, so it is no ancestor; once a
+    fetch deepens the history, the same question gets the true answer."""
+    up = Repo(tmp_path / "up")
+    old = up.commit("old", {"a.txt": "1\n"})
+    up.commit("mid", {"a.txt": "2\n"})
+    up.commit("new", {"a.txt": "3\n"})
+    new = up.head()
+    shallow = tmp_path / "shallow.git"
+    subprocess.run(["git", "clone", "-q", "--bare", "--depth", "1", f"file://{up.path}",
+                    str(shallow)], check=True)
+    subprocess.run(["git", "-C", str(shallow), "config", "remote.origin.url",
+                    f"file://{up.path}"], check=True)
+    repo = GitRepo(shallow)
+    assert not repo.history.is_ancestor(old, new)  # `old` is not even there
+    subprocess.run(["git", "-C", str(shallow), "fetch", "-q", "--unshallow", "origin",
+                    "+refs/heads/*:refs/heads/*"], check=True)
+    repo.fetch()  # (the deepening came from outside; a fetch of ours is what forgets)
+    assert repo.history.is_ancestor(old, new)
