@@ -2,7 +2,9 @@
 
 Asked by ``bump`` (a patch is ``upstreamed`` only with the commit named), by the proposals
 (rules ``already-upstream`` and ``superseded``: one conflict region's lines) and by the report
-(a dropped patch: was it upstreamed, by which commit).
+(a dropped patch: was it upstreamed, by which commit). Its converse, "do these added lines put
+back what a commit of the range removed" (``removed_upstream``), is bump's re-adds warning and
+the report's partial revert.
 
 The question is asked of *lines*: what a change adds and what it removes, in one file (or every
 file of a patch). The evidence is the change's *telling* lines only (stripped; lines the
@@ -39,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ..git import Repo
+from ..model import pysyntax
 from ..model.diffs import FileDiff, Hunk, text_lines
 from ..model.ids import Oid
 from ..model.patches import Patch
@@ -63,6 +66,8 @@ def telling(line: bytes) -> bool:
 _PIECE = re.compile(
     rb"""^(?:[\w.]+(?:=[-\w.\[\]]+|:\s*[\w.\[\]]+|\s*=\s*[\[({])?|"[^"]*"|'[^']*'),?$""")
 _PROSE = re.compile(rb"^[A-Za-z][\w\s,'-]*[.:]?$")
+# an import statement is code, though its words read like prose (``import logging``)
+_IMPORT = re.compile(pysyntax.IMPORT.encode())
 
 
 def telling_alone(line: bytes) -> bool:
@@ -70,9 +75,11 @@ def telling_alone(line: bytes) -> bool:
     neither a lone argument or list item nor a line of prose, which many call sites and
     docstrings share. A change's evidence is judged as a whole (``telling``); one added line
     said to undo an upstream removal (``removed_upstream``) must tell on its own (June: the
-    warning named ``Defaults to False.`` and ``cp_group=self.cp_group,``)."""
+    warning named ``Defaults to False.`` and ``cp_group=self.cp_group,``). An import is a
+    statement, not prose (the grown June report: ``import logging``, which upstream fa9c71454
+    removed from mlp.py, put back by a resolution)."""
     return telling(line) and not _PIECE.match(line) and not (
-        _PROSE.match(line) and b" " in line)
+        _PROSE.match(line) and b" " in line and not _IMPORT.match(line))
 
 
 def _evidence(added: Iterable[bytes]) -> set[bytes]:
@@ -177,7 +184,8 @@ class CarriedLines:
         """The change's added lines that tell alone (``telling_alone``) that a commit of the
         range *removed* and the target does not have, grouped by that commit: a port of them
         reverts upstream (a patch that turns ``f(x)`` into ``f(x, weights_only=False)`` after
-        upstream took that argument out).
+        upstream took that argument out). Bump asks it of a patch, the report of the lines a
+        resolution wrote (the old patch's own left out): one rule for both warnings.
         ``prefetch`` reads the histories of many files in one process."""
         new = self._text(self.rng.new, self.at_new(change.path))
         back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new

@@ -7,7 +7,7 @@ each of its hunks (``interdiff``: the one attribution engine), the mechanical ch
 (``findings``), and the review decision a maintainer reads first: whether to look, why in a few
 words, and the commit that forced it.
 
-The work that takes time (one blame per file and side, pickaxes, one ``git grep`` per name a
+The work that takes time (one blame per file and side, file histories, one ``git grep`` per name a
 patch removes, the size of the range) is gathered first and run on threads, while the main thread
 replays the modified pairs and reads files for the other checks (the threads read objects through
 the range's own reader, so the two never share one).
@@ -24,6 +24,8 @@ from typing import Any
 
 from ..engine.attribution import Culprits
 from ..engine.attribution import UpstreamRange as Range
+from ..engine.carried import CarriedLines
+from ..engine.carried import Change as CarriedChange
 from ..git import Repo
 from ..model.ids import Oid
 from ..model.status import MappingStatus
@@ -110,6 +112,7 @@ class _Ctx:
         self.old_base, self.new_base, self.related = old_base, new_base, related
         self.old, self.new = old, new
         self.rng = Range(up, old_base, new_base)
+        self.carried = CarriedLines(self.rng)
         self._lines: dict[tuple[str, str], list[str] | None] = {}
 
     def lines(self, rev: str, path: str) -> list[str] | None:
@@ -124,7 +127,7 @@ class _Ctx:
         return self._lines[key]
 
     def entries(self, groups: list[Group]) -> tuple[tuple[Entry, ...], UpstreamRange]:
-        """The entries and the upstream range. The slow git questions (blames, pickaxes, greps,
+        """The entries and the upstream range. The slow git questions (blames, histories, greps,
         the range's size) run on threads while this thread replays the modified pairs and
         runs the checks that only read files."""
         jobs = Jobs() if self.related else None
@@ -221,8 +224,8 @@ class _Ctx:
 
 
 class _Late:
-    """The checks that ask git slow questions (pickaxe for partial reverts, ``git grep`` for
-    removed names), gathered to run on threads with the blames."""
+    """The checks that ask git slow questions (a file's history for partial reverts, ``git
+    grep`` for removed names), gathered to run on threads with the blames."""
 
     def __init__(self, ctx: _Ctx) -> None:
         self.ctx = ctx
@@ -231,26 +234,25 @@ class _Late:
         self._done: dict[int, list[Finding]] = {}
 
     def ask(self, g: Group) -> None:
-        """Queue the slow checks of the group's new patches: partial reverts (a pickaxe) and
+        """Queue the slow checks of the group's new patches: partial reverts (a file history) and
         removed names (one ``git grep`` per patch for all the names it removes)."""
         ctx = self.ctx
+        olds = [ctx.old[i - 1] for i in g.old]
         for j in g.new:
             c = ctx.new[j - 1]
             if ctx.related:
-                for path, lines in checks.revert_candidates(c, ctx.old_base, ctx.new_base,
-                                                            ctx.lines):
-                    self._revert(id(g), c, path, lines)
+                for path, change in checks.resolution_lines(c, olds, ctx.carried.at_new):
+                    self._revert(id(g), c, path, change)
             removed = checks.removed_names(c, ctx.lines)
             if removed:
                 self._removed(id(g), c, removed)
 
-    def _revert(self, key: int, c: Change, path: str, lines: list[str]) -> None:
-        """One pickaxe, for the longest of the lines: the commit that removed it."""
-        spec = f"{self.ctx.old_base}..{self.ctx.new_base}"
-        history = self.ctx.up.history
-        telling = max(lines, key=len)
-        self.tasks.append(lambda: next(iter(history.pickaxe(spec, telling, path)[-1:]), None))
-        self._asks.append((key, lambda sha: [checks.partial_revert(c, path, lines, sha)]))
+    def _revert(self, key: int, c: Change, path: str, change: CarriedChange) -> None:
+        """The lines the resolution wrote that re-add what a commit of the range removed: the
+        carried-lines engine's answer, bump's rule (one history of the file)."""
+        carried = self.ctx.carried
+        self.tasks.append(lambda: carried.removed_upstream(change))
+        self._asks.append((key, lambda found: checks.partial_revert(c, path, found)))
 
     def _removed(self, key: int, c: Change, items: list[checks.Removed]) -> None:
         history = self.ctx.git.history

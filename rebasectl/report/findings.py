@@ -8,8 +8,9 @@ it holds.
 - redundant: an added line that the same block already held before the patch (``import
   warnings`` twice at module level), not one that repeats a line of another block.
 - lost-in-resolution: lines the old patches added that are in neither the new patches nor the
-  file at the new base.
-- partial-revert: a line upstream removed between the bases that the new patch adds back.
+  file at the new base, nor kept whole in a rewritten line the new patches add to the file.
+- partial-revert: a line upstream removed between the bases that the new patch adds back and
+  the old patch did not add (the carried-lines engine's ``removed_upstream``: bump's rule).
 - removed-name-used: a name the patch unbinds that the patched file still uses (bump's own check,
   ``names.uses_of_removed``), and a function, class, parameter or attribute the patch removes
   that other files of the tree after the patch still use (upstream's test passing a parameter
@@ -25,10 +26,11 @@ import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from ..engine import carried
 from ..model import pysyntax
 from ..model.diffs import FileDiff, Hunk
 from ..model.ids import Oid, is_abbrev
-from ..model.lines import significant
+from ..model.lines import significant, survives
 from . import pycode
 from .lineage import Change
 from .model import Finding
@@ -242,17 +244,22 @@ def _norm(text: str) -> str:
 
 def lost(olds: Sequence[Change], news: Sequence[Change], new_base: str,
          lines: Lines) -> list[Finding]:
-    """Lines the old patches added that are in neither the new patches nor the new base; one
-    the new patch has a close version of (a rewrite, not a loss) is quoted with it."""
+    """Lines the old patches added that are in neither the new patches nor the new base, nor
+    kept whole in a line the new patches add to the same file (``lines.survives``: a parameter
+    kept in a signature upstream widened is rewritten, not lost); one the new patch has a close
+    version of is quoted with it."""
     carried = {_norm(x.decode("utf-8", errors="replace")) for c in news for f in c.files
                for h in f.hunks for x in h.added}
     out: list[Finding] = []
     for path in dict.fromkeys(f.path for c in olds for f in c.files):
         base = {_norm(x) for x in lines(new_base, path) or []}
+        here = sorted({_norm(x.decode("utf-8", errors="replace")) for c in news
+                       for f in c.files if f.path == path for h in f.hunks for x in h.added})
         gone = [_norm(x.decode("utf-8", errors="replace")) for c in olds
                 for f in c.files if f.path == path for h in f.hunks for x in h.added]
         gone = [x for x in dict.fromkeys(gone) if significant("+" + x) and
-                not x.startswith("#") and x not in carried and x not in base]
+                not x.startswith("#") and x not in carried and x not in base and
+                not any(survives(x, y) for y in here)]
         if not gone:
             continue
         index = next(c.index for c in olds if c.file(path) is not None)
@@ -271,29 +278,40 @@ def _with_counterpart(line: str, carried: set[str]) -> str:
 
 
 # -- partial revert --------------------------------------------------------------------------------
-def revert_candidates(c: Change, old_base: str, new_base: str,
-                      lines: Lines) -> list[tuple[str, list[str]]]:
-    """Per file, the lines the patch adds that the old base had and the new base lost."""
-    out: list[tuple[str, list[str]]] = []
+def resolution_lines(c: Change, olds: Sequence[Change],
+                     at_new: Callable[[str], str]) -> list[tuple[str, carried.Change]]:
+    """Per file the new patch changes (not one it creates), the lines it adds that no old patch
+    of its entry added to that file (``at_new`` follows an old path upstream renamed): what the
+    resolution wrote. Whether one of them re-adds what upstream removed is the carried-lines
+    engine's question (``removed_upstream``, the rule of bump's re-adds warning); a line the
+    old patch added too is the patch's own, which that warning judges when the old patch is
+    carried (June: ``Defaults to False.`` in post-layernorm's own docstrings)."""
+    out: list[tuple[str, carried.Change]] = []
     for f in c.files:
-        before = lines(old_base, f.path)
-        if before is None:
+        if f.old_path is None or f.binary:
             continue
-        had = {x.strip() for x in before if len(x.strip()) >= 12}
-        has = {x.strip() for x in lines(new_base, f.path) or [] if x.strip()}
-        found = sorted({t for t in (x.decode("utf-8", errors="replace").strip()
-                                    for h in f.hunks for x in h.added)
-                        if t in had and t not in has and not t.startswith("#")})
-        if found:
-            out.append((f.path, found))
+        own = {x.strip() for o in olds for g in o.files if f.path in (g.path, at_new(g.path))
+               for h in g.hunks for x in h.added}
+        added = tuple(x for h in f.hunks for x in h.added if x.strip() not in own)
+        if added:
+            out.append((f.path, carried.Change(f.old_path or f.path, added)))
     return out
 
 
-def partial_revert(c: Change, path: str, found: list[str], commit: Oid | None) -> Finding:
-    """One finding per file; ``commit`` removed the longest of the lines (pickaxe)."""
-    return Finding("partial-revert", c.side, c.index, path,
-                   f"adds back {_items(found)}, which upstream removed between the bases",
-                   commit, tuple(found))
+def partial_revert(c: Change, path: str, found: Sequence[tuple[Oid, Sequence[bytes]]]
+                   ) -> list[Finding]:
+    """One finding per file, from the engine's answer (the commits of the range, oldest first,
+    each with the lines it removed that the patch adds back); the commit named is the last to
+    remove the longest of the lines."""
+    lines = sorted({(x.decode("utf-8", errors="replace"), x) for _, xs in found for x in xs})
+    if not lines:
+        return []
+    texts = list(dict.fromkeys(text for text, _ in lines))
+    longest = max(lines, key=lambda line: len(line[0]))[1]
+    commit = [sha for sha, xs in found if longest in xs][-1]
+    return [Finding("partial-revert", c.side, c.index, path,
+                    f"adds back {_items(texts)}, which upstream removed between the bases",
+                    commit, tuple(texts))]
 
 
 # -- removed names still used ----------------------------------------------------------------------

@@ -118,3 +118,28 @@ def test_answer_key_is_the_data_here() -> None:
     for old, new, _ in ROWS:
         for sha in old + new:
             assert sha in text, sha
+
+
+def _items(data: dict[str, Any], kind: str, path: str) -> list[str]:
+    return [x for e in data["mapping"] for f in e["findings"]
+            if f["kind"] == kind and f["path"].endswith(path) for x in f["items"]]
+
+
+def test_lost_and_put_back_lines_are_true(june: dict[str, Any]) -> None:
+    """Hostile 6 #12's rules on the maintainers' bump: true-on-policy's ``layer_norm`` gained a
+    parameter upstream and kept its own (not lost), while the shape without the hc dimension is
+    not the shape with it (still lost: a list item added is no widened signature); the new
+    patch's ``import gc`` and ``import logging`` in mlp.py, which fa9c71454 removed and the old
+    patch never added, are said put back (an import is code, not prose), beside the two
+    findings the report made before."""
+    lost = _items(june, "lost-in-resolution", "true_on_policy/provider.py")
+    assert "def layer_norm(self, rms_norm: bool = False, for_qk: bool = False):" not in lost
+    assert "def grouped_mlp_modules(" in lost  # the check ran on that file
+    assert "tensor_shape = [seq_length, micro_batch_size, config.hidden_size]" in \
+        _items(june, "lost-in-resolution", "pipeline_parallel/schedules.py")
+    back = [f for e in june["mapping"] for f in e["findings"] if f["kind"] == "partial-revert"]
+    spec = ["from megatron.core.transformer.spec_utils import ModuleSpec, build_module"]
+    assert [(f["index"], f["path"].rsplit("/", 1)[-1], f["items"], f["commit"][:9])
+            for f in back] == [(18, "attention.py", spec, "dbfc96b08"),
+                               (18, "mlp.py", ["import gc", "import logging"], "fa9c71454"),
+                               (21, "attention.py", spec, "dbfc96b08")]

@@ -94,13 +94,15 @@ def test_readding_a_line_that_tells_nothing_alone_is_not_a_risk(tmp_path: Path) 
 
 def test_what_tells_alone_on_the_june_warnings() -> None:
     """The lines the grown June bump once warned about: pieces and prose do not tell alone;
-    statements (what the warning is for) do."""
+    statements (what the warning is for) do, an import among them (words only, yet code)."""
     from rebasectl.engine.carried import telling_alone
 
     quiet = [b"Defaults to False.", b"cp_group=self.cp_group,", b"qk_head_dim,",
-             b'"megatron.core",', b"gradient_scaling_factor,", b"dims=-1,", b"include = ["]
+             b'"megatron.core",', b"gradient_scaling_factor,", b"dims=-1,", b"include = [",
+             b"import it first.", b"from the start."]
     loud = [b"return torch.load(load_path, map_location='cpu', weights_only=False)",
             b"hidden_states = self.final_layernorm(hidden_states)",
-            b"self.cp_group = cp_group", b"mtp_labels, _ = roll_tensor("]
+            b"self.cp_group = cp_group", b"mtp_labels, _ = roll_tensor(",
+            b"import logging", b"from typing import Optional, Tuple", b"import numpy as np"]
     assert [ln for ln in quiet if telling_alone(ln)] == []
     assert [ln for ln in loud if not telling_alone(ln)] == []

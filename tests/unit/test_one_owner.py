@@ -153,6 +153,14 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
     "is a changed line significant": (
         "model/lines.py", _where(functions, lambda s: s.lstrip("_") in
                                  ("significant", "significant_lines", "is_significant"))),
+    "is a line kept whole in a rewritten one (lost in resolution or not)": (
+        "model/lines.py", _where(functions, lambda s: s.lstrip("_") in
+                                 ("survives", "survives_in", "kept_in"))),
+    "does a patch's added line put back what upstream removed (bump's re-adds, the report's "
+    "partial revert)": (
+        "engine/carried.py", _where(functions, lambda s: s.lstrip("_") in
+                                    ("telling_alone", "removed_upstream", "revert_candidates",
+                                     "re_adds", "readds"))),
     "what git's raw date looks like (the pattern; RawDate)": (
         "model/patches.py", _where(constants, lambda s: "[+-]\\d{4}" in s)),
     "a file's git mode (its spelling: 100644, 100755, 120000)": (
@@ -210,6 +218,10 @@ def test_a_second_definition_is_caught() -> None:
         "the regex for a Python assignment": 'A = re.compile(r"^(\\w+)\\s*=(?!=)")',
         "the containment threshold (is patch A contained in B)": "FOLD_CONTAINMENT = 0.5",
         "is a changed line significant": "def _significant(line):\n    return line",
+        "is a line kept whole in a rewritten one (lost in resolution or not)":
+            "def _survives(a, b):\n    return a in b",
+        "does a patch's added line put back what upstream removed (bump's re-adds, the "
+        "report's partial revert)": "def revert_candidates(c):\n    return []",
         "the parse of git's raw date": "when = datetime.fromtimestamp(1, tz)",
         "what git's raw date looks like (the pattern; RawDate)":
             'D = re.compile(r"\\d+ [+-]\\d{4}")',

@@ -20,3 +20,17 @@ def test_both_rules_read_imports_alike() -> None:
     lines = ("import os.path", "from x import y as z", "def f():", "    import inner")
     assert {"os", "z", "f"} <= defined(lines)
     assert module_names(lines) == {"os", "z", "f"}  # the indented import is not top level
+
+
+def test_what_an_import_line_looks_like() -> None:
+    """``IMPORT``: a whole import line (the carried-lines engine tells an import, code, from a
+    docstring's words-only prose)."""
+    import re
+
+    from rebasectl.model.pysyntax import IMPORT
+
+    pattern = re.compile(IMPORT)
+    assert all(pattern.match(x) for x in ("import logging", "import a.b as c, d",
+                                          "from typing import Optional, Tuple", "  import gc"))
+    assert not any(pattern.match(x) for x in ("import it first.", "from the start.",
+                                              "Defaults to False.", "imports = [a]"))

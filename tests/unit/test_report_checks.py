@@ -132,6 +132,116 @@ def test_partial_revert_and_lost_in_resolution(tmp_path: Path) -> None:
     assert [(f.side, f.items) for f in lost] == [("old", ("register_legacy_guard(mod_value_10)",))]
 
 
+LOADER = ("class Loader:\n    def __init__(self):\n        self.cached = None\n\n"
+          "    def load(self, path):\n        return read_state(path)\n")
+
+
+def _widened(tmp_path: Path, old_sig: str, new_sig: str | None, upstream_sig: str) -> Report:
+    """An old patch giving ``Loader.__init__`` a parameter (``old_sig``); upstream gives it
+    another (``upstream_sig``); the new patch resolves to ``new_sig`` (None: upstream's line
+    taken, the patch's own parameter dropped) and keeps its body line."""
+    repo = Repo(tmp_path / "r")
+    base1 = repo.commit("base", {"load.py": text("l") + LOADER})
+    plain = "    def __init__(self):\n"
+    body = "        self.cached = None\n"
+    own = "        self.allow_partial_load = allow_partial_load\n"
+    old = repo.commit("feat: partial load", {"load.py": text("l") + LOADER.replace(
+        plain, old_sig).replace(body, body + own)})
+    repo.checkout("-b", "up", base1)
+    repo.commit("upstream: cache metadata", {"load.py": text("l") + LOADER.replace(
+        plain, upstream_sig)})
+    base2 = repo.head()
+    cur = (repo.path / "load.py").read_text()
+    new = repo.commit("feat: partial load", {"load.py": cur.replace(
+        upstream_sig, new_sig or upstream_sig).replace(body, body + own)})
+    return _report(repo, base1, [old], base2, [new])
+
+
+def test_a_parameter_kept_in_a_widened_signature_is_not_lost(tmp_path: Path) -> None:
+    """Hostile 6 #12 (June, partial-ckpt-load's torch.py): upstream widened the signature the
+    patch had changed and the resolution kept both parameters: the old line is rewritten, its
+    content all there, not lost."""
+    r = _widened(tmp_path, "    def __init__(self, allow_partial_load: bool = False):\n",
+                 "    def __init__(self, cache_metadata: bool = False, "
+                 "allow_partial_load: bool = False):\n",
+                 "    def __init__(self, cache_metadata: bool = False):\n")
+    assert r.mapping[0].status == "modified"
+    assert _found(r, "lost-in-resolution") == []
+
+
+def test_a_parameter_the_resolution_dropped_is_lost(tmp_path: Path) -> None:
+    """The same bump resolved by taking upstream's signature alone: the patch's parameter is
+    gone (its body line still uses it), and the report says so."""
+    old_sig = "    def __init__(self, allow_partial_load: bool = False):\n"
+    r = _widened(tmp_path, old_sig, None, "    def __init__(self, cache_metadata: bool = False):\n")
+    lost = [f for e in r.mapping for f in e.findings if f.kind == "lost-in-resolution"]
+    assert [(f.side, f.path, f.items) for f in lost] == [("old", "load.py", (old_sig.strip(),))]
+
+
+def test_a_changed_value_is_lost(tmp_path: Path) -> None:
+    """A rewritten line that keeps the words but changes a value is not "kept"."""
+    r = _widened(tmp_path, "    def __init__(self, strict_load: bool = True):\n",
+                 "    def __init__(self, cache_metadata: bool = False, "
+                 "strict_load: bool = False):\n",
+                 "    def __init__(self, cache_metadata: bool = False):\n")
+    assert [f.items for e in r.mapping for f in e.findings if f.kind == "lost-in-resolution"] \
+        == [("def __init__(self, strict_load: bool = True):",)]
+
+
+def _readding(tmp_path: Path, old_adds: str, new_adds: str) -> tuple[Report, str]:
+    """Upstream removes an import, a docstring's ``Defaults to False.``, a lone argument and a
+    statement (one commit); the old patch adds a guard and ``old_adds`` after line 10, the new
+    one the guard and ``new_adds``."""
+    dropped = ["import logging\n", "        Defaults to False.\n", "        position_ids,\n",
+               "legacy_state = restore_legacy_state(flag)\n"]
+    gone = (dropped[0] + "\ndef build(flag):\n    \"\"\"Build.\n\n    flag: use it.\n" +
+            dropped[1] + "    \"\"\"\n    return make(\n        flag,\n" + dropped[2] +
+            "    )\n" + dropped[3])
+    kept = gone
+    for line in dropped:
+        kept = kept.replace(line, "")
+    repo = Repo(tmp_path / "r")
+    base1 = repo.commit("base", {"mod.py": text("mod") + gone})
+    anchor = "mod_value_10 = compute_mod(10)\n"
+    guard = anchor + "assert_guard_condition(mod_value_10)\n"
+    old = repo.commit("fix: guard", {"mod.py": text("mod").replace(anchor, guard + old_adds)
+                                     + gone})
+    repo.checkout("-b", "up", base1)
+    removed = repo.commit("upstream: drop the legacy state (#9)", {"mod.py": text("mod") + kept})
+    base2 = repo.head()
+    new = repo.commit("fix: guard", {"mod.py": text("mod").replace(anchor, guard + new_adds)
+                                     + kept})
+    return _report(repo, base1, [old], base2, [new]), removed
+
+
+def test_adds_back_only_lines_the_resolution_wrote(tmp_path: Path) -> None:
+    """Hostile 6 #12 (June, post-layernorm's ``Defaults to False.``): a line upstream removed
+    that the old patch added too is the patch's own, not the resolution putting back what
+    upstream took out; and a line that tells nothing alone (prose, a lone argument) is no
+    revert, as in bump's re-adds warning (one rule: ``CarriedLines.removed_upstream``)."""
+    own = ("    \"\"\"Guard.\n        Defaults to False.\n    \"\"\"\n"
+           "legacy_state = restore_legacy_state(flag)\n")
+    r, _ = _readding(tmp_path / "own", own, own + "log_guard(mod_value_10)\n")
+    assert r.mapping[0].status == "modified"
+    assert _found(r, "partial-revert") == []
+    pieces = "    \"\"\"Guard.\n        Defaults to False.\n    \"\"\"\n" \
+        "use(\n        position_ids,\n)\n"
+    r, _ = _readding(tmp_path / "pieces", "", pieces)
+    assert _found(r, "partial-revert") == []
+
+
+def test_adds_back_a_statement_the_resolution_wrote(tmp_path: Path) -> None:
+    """The true finding stays: the new patch alone adds a statement upstream removed, or an
+    import (words only, yet code: the grown June report's ``import logging`` in mlp.py)."""
+    r, removed = _readding(tmp_path / "a", "", "legacy_state = restore_legacy_state(flag)\n")
+    reverts = [f for e in r.mapping for f in e.findings if f.kind == "partial-revert"]
+    assert [(f.side, f.path, f.items, f.commit) for f in reverts] == \
+        [("new", "mod.py", ("legacy_state = restore_legacy_state(flag)",), removed)]
+    r, removed = _readding(tmp_path / "b", "", "import logging\n")
+    assert [(f.items, f.commit) for e in r.mapping for f in e.findings
+            if f.kind == "partial-revert"] == [(("import logging",), removed)]
+
+
 def test_removed_parameter_still_used_upstream(tmp_path: Path) -> None:
     """The example's [6/8] removes `router_replay` from topk_routing(...); upstream's test
     still passes it."""
@@ -303,3 +413,23 @@ def test_in_file_use_of_a_removed_import_but_not_of_a_rebound_name(tmp_path: Pat
     r = _report(repo, base, [], base, [c])
     used = [f for e in r.mapping for f in e.findings if f.kind == "removed-name-used"]
     assert [(f.path, f.items) for f in used] == [("m.py", ("saver", "m.py:6"))]
+
+
+def test_partial_revert_names_the_last_remover_of_the_longest_line() -> None:
+    """The engine's answer (commits oldest first, the lines each removed) read as one finding per
+    file; a line that is not UTF-8 is quoted with replacement characters, its commit still
+    found (it is matched as bytes)."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from rebasectl.model.ids import Oid
+    from rebasectl.report.findings import partial_revert
+    from rebasectl.report.lineage import Change
+
+    c = cast(Change, SimpleNamespace(side="new", index=2))
+    a, b = Oid("a" * 40), Oid("b" * 40)
+    found = [(a, [b"import gc", b"name = b'\xff\xfe long line'"]),
+             (b, [b"name = b'\xff\xfe long line'"])]
+    (f,) = partial_revert(c, "m.py", found)
+    assert f.commit == b and f.items == ("import gc", "name = b'\ufffd\ufffd long line'")
+    assert partial_revert(c, "m.py", []) == []
