@@ -24,9 +24,12 @@ def import_names(line: str) -> list[str]:
     """The names an ``import`` / ``from ... import`` line binds (``import a.b`` binds ``a``,
     ``... as z`` binds ``z``); none for any other line."""
     text = line.split("#")[0].strip()
-    if not text.startswith(("import ", "from ")):
+    if text.startswith("from ") and " import " in text:
+        body = text.split(" import ", 1)[1]
+    elif text.startswith("import "):
+        body = text[7:]
+    else:  # prose that starts with "from" (a docstring's "from the start.") binds nothing
         return []
-    body = text.split(" import ", 1)[1] if text.startswith("from ") else text[7:]
     out = []
     for part in body.strip("() \\").split(","):
         words = part.split()

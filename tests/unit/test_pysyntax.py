@@ -14,6 +14,7 @@ def test_import_names() -> None:
     assert import_names("from x import (y as z, w)  # two") == ["z", "w"]
     assert import_names("from . import m \\") == ["m"]
     assert import_names("x = 1") == [] and import_names("# import os") == []
+    assert import_names("from the start.") == []  # a docstring's line: was an IndexError
 
 
 def test_both_rules_read_imports_alike() -> None:
