@@ -195,9 +195,9 @@ def test_status_says_a_refusal_and_its_advice_works(tmp_path: Path, command: str
     assert "refused" not in ok(series, "status").stdout
 
 
-def test_a_refusal_then_a_stop_is_a_stop(tmp_path: Path) -> None:
-    """The continue after a refusal that stops at a later patch clears the refusal: status says
-    stopped there, with the stop's advice."""
+def _refused_then_moved_away(tmp_path: Path) -> Path:
+    """A continue refused for an untracked n.txt where the next patch writes (status says so),
+    then the file moved away as the refusal advised: the next run may go on."""
     series = scene(tmp_path)
     resolve(series, "a.txt")
     n = tree(series) / "n.txt"
@@ -205,6 +205,13 @@ def test_a_refusal_then_a_stop_is_a_stop(tmp_path: Path) -> None:
     run(series, "continue", want=1)
     _refusal_in_status(series)
     shutil.move(n, tree(series) / "n.txt.mine")
+    return series
+
+
+def test_a_refusal_then_a_stop_is_a_stop(tmp_path: Path) -> None:
+    """The continue after a refusal that stops at a later patch clears the refusal: status says
+    stopped there, with the stop's advice."""
+    series = _refused_then_moved_away(tmp_path)
     run(series, "continue", want=1)  # stops at patch 3 (b.txt)
     out = ok(series, "status").stdout
     assert "stopped at b in" in out and "refused" not in out, out
@@ -219,13 +226,7 @@ def test_a_kill_after_a_refusal_is_an_interruption(tmp_path: Path, fault: str,
     """A run after a refusal killed at a boundary (SIGKILL at its first state save, or after it
     moved the tree; Ctrl-C at the save): status says interrupted, not the old refusal; continue
     goes on."""
-    series = scene(tmp_path)
-    resolve(series, "a.txt")
-    n = tree(series) / "n.txt"
-    n.write_text("draft\n")
-    run(series, "continue", want=1)
-    _refusal_in_status(series)
-    shutil.move(n, tree(series) / "n.txt.mine")
+    series = _refused_then_moved_away(tmp_path)
     killed = run(series, "continue", env={"REBASECTL_FAULT": fault})
     assert killed.returncode == code, (killed.returncode, killed.stderr)
     out = ok(series, "status").stdout
