@@ -338,14 +338,19 @@ class Session:
     def _write_conflict(self, state: ApplyState, tree: Worktree,
                         lp: SeriesPatch) -> list[FileConflict]:
         """The stopped patch merged into the work tree as git leaves it; returns the conflicts
-        rerere did not resolve."""
-        merge = self.engine(state).merge(tree.index(), lp.patch,
-                                         self.labels(state)(lp.id))
-        # a renamed file the merge followed is written at its new path too: staged only, the
-        # work tree kept upstream's copy and `git add -A` dropped the patch's change
-        paths = [*lp.patch.paths(), *merge.followed.values()]
-        state.written = list(dict.fromkeys([*paths, *(c.path for c in merge.conflicts)]))
-        self.save(state)  # saved first: a kill while writing leaves files a redo puts back
+        rerere did not resolve. The merge is made in a copy of the work tree's index, which
+        replaces it only once the state names every path it touches: a kill during the merge
+        leaves the index as it was, and one after it leaves paths a redo puts back."""
+        live = tree.index()
+        with live.staged_copy() as index:
+            merge = self.engine(state).merge(index, lp.patch, self.labels(state)(lp.id))
+            boundary("merged")
+            # a renamed file the merge followed is written at its new path too: staged only,
+            # the work tree kept upstream's copy and `git add -A` dropped the patch's change
+            paths = [*lp.patch.paths(), *merge.followed.values()]
+            state.written = list(dict.fromkeys([*paths, *(c.path for c in merge.conflicts)]))
+            self.save(state)  # saved first: a kill while writing leaves files a redo puts back
+            index.install(live)
         write_files(tree, paths, merge.conflicts)
         resolved = set(tree.rerere()) if merge.conflicts else set()
         state.conflicts = [file_conflict(c) for c in merge.conflicts]

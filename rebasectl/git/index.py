@@ -9,6 +9,8 @@ engine lets git's own 3-way merge decide what conflicts. Unmerged entries are re
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -74,6 +76,23 @@ class Index:
     def scratch(cls, runner: Runner) -> Iterator[Index]:
         with tempfile.TemporaryDirectory(prefix="rebasectl-index-") as tmp:
             yield cls(runner, Path(tmp) / "index")
+
+    @contextmanager
+    def staged_copy(self) -> Iterator[Index]:
+        """A copy of this index beside it, for changes that must reach this index all at once
+        (``install``) or not at all: a kill while they are made leaves this one as it was (a
+        stop's merge takes seconds on Megatron, and its state is saved only once it is done)."""
+        copy = Index(self.runner, self.path.with_name(f"{self.path.name}.rebasectl"),
+                     of_worktree=self.of_worktree)
+        shutil.copyfile(self.path, copy.path)
+        try:
+            yield copy
+        finally:
+            copy.path.unlink(missing_ok=True)
+
+    def install(self, over: Index) -> None:
+        """This index becomes ``over``'s file, in one rename (what git's own lock file does)."""
+        os.replace(self.path, over.path)
 
     def _run(self, args: Sequence[str], *, input: bytes | None = None) -> str:
         return self.runner.out(args, input=input, index=self.path)

@@ -10,7 +10,8 @@ environment variable ``REBASECTL_FAULT`` is ``SIGNAL@NAME:N`` (``kill@commit:2``
 concurrency tests). Boundaries: ``commit`` (materialise made a patch commit),
 ``state`` (apply state saved), ``worktree`` (work tree moved to the new tip), ``tree-cleared``
 (a clean bump removed the old work tree, the new one not yet made), ``carried`` (a clean
-bump's new tree checked out, the series not yet exported), ``resolved`` (a
+bump's new tree checked out, the series not yet exported), ``merged`` (a stop's merge made,
+the state not yet naming its paths), ``resolved`` (a
 resolution committed by ``continue``), ``abort-removing`` (abort kept the person's files and is
 about to remove the work tree), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
 moved into place), ``git-wait`` (a command found a live git holding a lock in the mirror and

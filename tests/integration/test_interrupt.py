@@ -452,3 +452,35 @@ def test_ctrl_c_while_the_console_script_starts_is_one_line(
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130, (p.returncode, err)
     one_error(err, "interrupted")
+
+
+@pytest.mark.parametrize("point", ["merged", "state"])
+def test_a_stop_killed_while_its_merge_is_made_goes_on(tmp_path: Path, point: str) -> None:
+    """A patch with one file that conflicts and one that merges: killed once the stop's merge
+    is made but before the state names its paths (``merged``), or just after (``state``), the
+    work tree's index must not keep the merged file staged as if the person had staged it
+    (continue called it "your uncommitted changes ... in the way"); continue stops at the same
+    patch as an uninterrupted apply, with the same files."""
+    from tests.unit.test_attribution import Fork
+    from tests.unit.test_bump import imported
+
+    fork = Fork(tmp_path, {"a.txt": lines(20, "a"), "b.txt": lines(20, "b")})
+    (tip,) = fork.series([("feat: both", {"a.txt": ("a 3\n", "a 3 ours\n"),
+                                          "b.txt": ("b 9\n", "b 9 ours\n")})])
+    fork.change("upstream: a 3", {"a.txt": ("a 3\n", "a 3 theirs\n")})
+    series = imported(tmp_path, fork, tip)
+    whole = tmp_path / "whole"
+    shutil.copytree(series, whole)
+    rebasectl(whole, "apply", "--base", "main", "--upstream", str(fork.up.path), want=1)
+    killed = rebasectl(series, "apply", "--base", "main", "--upstream", str(fork.up.path),
+                       env={"REBASECTL_FAULT": f"kill@{point}:2" if point == "state" else
+                            f"kill@{point}:1"})
+    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
+    r = rebasectl(series, "continue")
+    assert r.returncode == 1 and "stopped at 1/1 both" in r.stdout, (r.stdout, r.stderr)
+    for t in (series, whole):
+        status = git(t / ".rebasectl" / "tree", "status", "--porcelain").stdout
+        assert status.splitlines() == ["UU a.txt", "M  b.txt"], status
+    for name in ("a.txt", "b.txt"):
+        assert (series / ".rebasectl" / "tree" / name).read_bytes() == \
+            (whole / ".rebasectl" / "tree" / name).read_bytes()
