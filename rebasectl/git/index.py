@@ -65,6 +65,9 @@ def _ls_records(out: str) -> Iterator[tuple[str, str, int, str]]:
         yield mode, blob, int(stage), path
 
 
+COPY_SUFFIX = ".rebasectl"  # a staged copy's name: a git killed inside it leaves its .lock
+
+
 class Index:
     def __init__(self, runner: Runner, path: Path, *, of_worktree: bool = False) -> None:
         self.runner = runner
@@ -82,7 +85,7 @@ class Index:
         """A copy of this index beside it, for changes that must reach this index all at once
         (``install``) or not at all: a kill while they are made leaves this one as it was (a
         stop's merge takes seconds on Megatron, and its state is saved only once it is done)."""
-        copy = Index(self.runner, self.path.with_name(f"{self.path.name}.rebasectl"),
+        copy = Index(self.runner, self.path.with_name(self.path.name + COPY_SUFFIX),
                      of_worktree=self.of_worktree)
         shutil.copyfile(self.path, copy.path)
         try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..model.ids import Oid
-from .index import Index
+from .index import COPY_SUFFIX, Index
 from .runner import Runner, Started
 
 CHECKOUT = ("-c", "checkout.workers=0")  # parallel checkout: most of an apply's time
@@ -301,7 +301,7 @@ class Worktree:
 
 # -- what a killed git leaves ----------------------------------------------------------------------
 _LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock",
-               "shallow.lock", "MERGE_RR.lock")
+               "shallow.lock", "MERGE_RR.lock", f"index{COPY_SUFFIX}.lock")
 
 
 def stale_git_locks(git_dirs: list[Path]) -> list[Path]:
