@@ -185,10 +185,14 @@ class CarriedLines:
         range *removed* and the target does not have, grouped by that commit: a port of them
         reverts upstream (a patch that turns ``f(x)`` into ``f(x, weights_only=False)`` after
         upstream took that argument out). Bump asks it of a patch, the report of the lines a
-        resolution wrote (the old patch's own left out): one rule for both warnings.
-        ``prefetch`` reads the histories of many files in one process."""
+        resolution wrote (the old patch's own left out): one rule for both warnings. A line the
+        change removes from the same file as well is moved, not put back (June: new patch 21
+        moves ``from ...spec_utils import ModuleSpec, build_module`` within attention.py; patch
+        18 is what added it back). ``prefetch`` reads the histories of many files in one
+        process."""
         new = self._text(self.rng.new, self.at_new(change.path))
-        back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new
+        moved = {ln.strip() for ln in change.removed}
+        back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new - moved
         if not back:
             return []
         found: dict[Oid, list[bytes]] = {}

@@ -285,7 +285,8 @@ def resolution_lines(c: Change, olds: Sequence[Change],
     resolution wrote. Whether one of them re-adds what upstream removed is the carried-lines
     engine's question (``removed_upstream``, the rule of bump's re-adds warning); a line the
     old patch added too is the patch's own, which that warning judges when the old patch is
-    carried (June: ``Defaults to False.`` in post-layernorm's own docstrings)."""
+    carried (June: ``Defaults to False.`` in post-layernorm's own docstrings). The file's
+    removed lines go with them: a line the patch removes and adds is moved, not put back."""
     out: list[tuple[str, carried.Change]] = []
     for f in c.files:
         if f.old_path is None or f.binary:
@@ -294,7 +295,8 @@ def resolution_lines(c: Change, olds: Sequence[Change],
                for h in g.hunks for x in h.added}
         added = tuple(x for h in f.hunks for x in h.added if x.strip() not in own)
         if added:
-            out.append((f.path, carried.Change(f.old_path or f.path, added)))
+            removed = tuple(x for h in f.hunks for x in h.removed)
+            out.append((f.path, carried.Change(f.old_path or f.path, added, removed)))
     return out
 
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rebasectl.engine.attribution import UpstreamRange
+from rebasectl.engine.carried import CarriedLines, Change
 from rebasectl.git import Repo as GitRepo
+from rebasectl.model.diffs import parse
+from rebasectl.model.ids import Oid
 from rebasectl.report import Side, build_report
 from rebasectl.report.findings import claim_lines, message_identifiers
 from rebasectl.report.model import Report
@@ -240,6 +244,30 @@ def test_adds_back_a_statement_the_resolution_wrote(tmp_path: Path) -> None:
     r, removed = _readding(tmp_path / "b", "", "import logging\n")
     assert [(f.items, f.commit) for e in r.mapping for f in e.findings
             if f.kind == "partial-revert"] == [(("import logging",), removed)]
+
+
+def test_a_moved_line_is_not_added_back(tmp_path: Path) -> None:
+    """Hostile 7 #8 (June new[21], attention.py): a patch that removes a line and adds it
+    elsewhere in the same file moves it; only the patch that put it back (new[18]) re-adds
+    what upstream removed. Bump's re-adds warning asks the same rule of the same lines."""
+    repo = Repo(tmp_path / "r")
+    head = "import logging\n"
+    base1 = repo.commit("base", {"mod.py": head + text("mod")})
+    removed = repo.commit("upstream: drop logging (#9)", {"mod.py": text("mod")})
+    base2 = repo.head()
+    back = repo.commit("fix: log again", {"mod.py": head + text("mod")})
+    anchor = "mod_value_10 = compute_mod(10)\n"
+    moved = repo.commit("refactor: import where it is used", {
+        "mod.py": text("mod").replace(anchor, anchor + head)})
+    r = _report(repo, base1, [], base2, [back, moved])
+    reverts = [f for e in r.mapping for f in e.findings if f.kind == "partial-revert"]
+    assert [(f.index, f.items, f.commit) for f in reverts] == [(1, ("import logging",), removed)]
+    git = GitRepo(repo.path)
+    carried = CarriedLines(UpstreamRange(git, Oid(base1), Oid(base2)))
+    diffs = git.history.commit_diffs([back, moved])
+    asked = [carried.removed_upstream(Change.of_file(parse(diffs[sha]).files[0]))
+             for sha in (back, moved)]
+    assert asked == [[(removed, [b"import logging"])], []]
 
 
 def test_removed_parameter_still_used_upstream(tmp_path: Path) -> None:
