@@ -249,9 +249,10 @@ class _Late:
 
     def _revert(self, key: int, c: Change, path: str, change: CarriedChange) -> None:
         """The lines the resolution wrote that re-add what a commit of the range removed: the
-        carried-lines engine's answer, bump's rule (one history of the file)."""
+        carried-lines engine's answer, bump's rule (one history of the file), asked of a patch
+        made on the new base (a line it removes there and adds is moved)."""
         carried = self.ctx.carried
-        self.tasks.append(lambda: carried.removed_upstream(change))
+        self.tasks.append(lambda: carried.removed_upstream(change, on_target=True))
         self._asks.append((key, lambda found: checks.partial_revert(c, path, found)))
 
     def _removed(self, key: int, c: Change, items: list[checks.Removed]) -> None:

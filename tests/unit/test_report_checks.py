@@ -249,7 +249,9 @@ def test_adds_back_a_statement_the_resolution_wrote(tmp_path: Path) -> None:
 def test_a_moved_line_is_not_added_back(tmp_path: Path) -> None:
     """Hostile 7 #8 (June new[21], attention.py): a patch that removes a line and adds it
     elsewhere in the same file moves it; only the patch that put it back (new[18]) re-adds
-    what upstream removed. Bump's re-adds warning asks the same rule of the same lines."""
+    what upstream removed. Bump's re-adds warning asks the same rule of a patch made on the old
+    base, where the same move does put the line back on the target (June bump: deepseek-v4's
+    schedules.py, true-on-policy's transformer_block.py)."""
     repo = Repo(tmp_path / "r")
     head = "import logging\n"
     base1 = repo.commit("base", {"mod.py": head + text("mod")})
@@ -265,9 +267,16 @@ def test_a_moved_line_is_not_added_back(tmp_path: Path) -> None:
     git = GitRepo(repo.path)
     carried = CarriedLines(UpstreamRange(git, Oid(base1), Oid(base2)))
     diffs = git.history.commit_diffs([back, moved])
-    asked = [carried.removed_upstream(Change.of_file(parse(diffs[sha]).files[0]))
-             for sha in (back, moved)]
-    assert asked == [[(removed, [b"import logging"])], []]
+    changes = [Change.of_file(parse(diffs[sha]).files[0]) for sha in (back, moved)]
+    assert [carried.removed_upstream(c, on_target=True) for c in changes] == \
+        [[(removed, [b"import logging"])], []]
+    # bump asks of a patch made on the old base: one that moves a line upstream has since
+    # removed puts it back on the target (its removal finds nothing there)
+    repo.checkout("-b", "on-old", base1)
+    on_old = repo.commit("refactor: import where it is used", {
+        "mod.py": text("mod").replace(anchor, anchor + head)})
+    (f,) = parse(git.history.commit_diffs([on_old])[on_old]).files
+    assert carried.removed_upstream(Change.of_file(f)) == [(removed, [b"import logging"])]
 
 
 def test_removed_parameter_still_used_upstream(tmp_path: Path) -> None:
