@@ -161,3 +161,14 @@ def test_a_moved_import_is_not_added_back(june: dict[str, Any]) -> None:
     row = next(m for m in june["mapping"] if m["new"] == [21])
     assert "partial-revert" not in row["review"]["reasons"], row["review"]
 
+
+def test_lost_lines_of_a_file_upstream_deleted_say_so(june: dict[str, Any]) -> None:
+    """Hostile 7 #12: the old patch's line in tokenizer.py, which upstream 32570939 deleted,
+    is not said to be missing from "this file at the new base" (there is none)."""
+    lost = [f for m in june["mapping"] for f in m["findings"]
+            if f["kind"] == "lost-in-resolution"
+            and f["path"] == "megatron/training/tokenizer/tokenizer.py"]
+    assert [(f["items"], (f["commit"] or "")[:9]) for f in lost] == \
+        [(["trust_remote_code=True,"], "325709393")], lost
+    assert "upstream deleted this file between the bases" in lost[0]["text"]
+    assert "nor this file at the new base" not in lost[0]["text"]

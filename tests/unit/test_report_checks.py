@@ -192,6 +192,35 @@ def test_a_changed_value_is_lost(tmp_path: Path) -> None:
         == [("def __init__(self, strict_load: bool = True):",)]
 
 
+def test_lost_lines_of_a_file_upstream_deleted(tmp_path: Path) -> None:
+    """Hostile 7 #12 (June tokenizer.py): the old patch's line is in no file at the new base
+    because upstream deleted the file; the finding says so and names the commit that did. A
+    file upstream only renamed is not said deleted."""
+    repo = Repo(tmp_path / "r")
+    base1 = repo.commit("base", {"tok.py": text("tok"), "keep.py": text("keep")})
+    anchor = "tok_value_3 = compute_tok(3)\n"
+    keep = text("keep") + "keep_checking_tokenizer_inputs(tok_value_3)\n"
+    old = repo.commit("fix: trust", {"keep.py": keep, "tok.py": text("tok").replace(
+        anchor, anchor + "trust_remote_code_for_tokenizers = True\n")})
+    repo.checkout("-b", "up", base1)
+    deleted = repo.commit("upstream: drop the legacy tokenizer (#7)", {"tok.py": None})
+    base2 = repo.head()
+    new = repo.commit("fix: trust", {"keep.py": keep})
+    r = _report(repo, base1, [old], base2, [new])
+    (f,) = [f for e in r.mapping for f in e.findings if f.kind == "lost-in-resolution"]
+    assert (f.path, f.items, f.commit) == \
+        ("tok.py", ("trust_remote_code_for_tokenizers = True",), deleted)
+    assert f.text == ("1 line(s) the old patch added are not in the new patch, and upstream "
+                      "deleted this file between the bases: "
+                      "`trust_remote_code_for_tokenizers = True`")
+    # a file still there without the line is said as before, with no commit
+    repo.checkout("-b", "same", base1)
+    kept = repo.commit("fix: trust", {"keep.py": keep})
+    r = _report(repo, base1, [old], base1, [kept])
+    (f,) = [f for e in r.mapping for f in e.findings if f.kind == "lost-in-resolution"]
+    assert "nor this file at the new base" in f.text and f.commit is None
+
+
 def _readding(tmp_path: Path, old_adds: str, new_adds: str) -> tuple[Report, str]:
     """Upstream removes an import, a docstring's ``Defaults to False.``, a lone argument and a
     statement (one commit); the old patch adds a guard and ``old_adds`` after line 10, the new
