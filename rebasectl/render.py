@@ -260,7 +260,7 @@ def imported(done: Any) -> None:
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
     ui.line(f"exported {len(series.patches)} patches on {series.upstream.base.short()}; "
-            f"{len(changed)} files changed")
+            f"{len(changed)} file{'' if len(changed) == 1 else 's'} changed")
     for path in changed:
         ui.line(f"  {path}")
     if built.overwritten is not None:
