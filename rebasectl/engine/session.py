@@ -471,6 +471,11 @@ class Session:
                                  "(`rebasectl continue` goes on with the apply in progress)")
         if tree is not None:
             guard_tree(tree, state, "skip")  # before the skip is recorded
+        if not state.in_tree:  # a refusal or a kill came before the stop was written
+            at = f"{state.position(state.current)}/{len(state.ids)} {state.current}"
+            raise ConflictError(f"{at}: its conflict was never shown (the last run ended "
+                                "before writing it): `rebasectl continue` writes it, or says "
+                                "what is in its way; then `rebasectl skip` leaves it out")
         state.go_on()  # as in resume: the next save says this run began
         skipped = state.current
         state.written = list(dict.fromkeys([*state.written, *patches[skipped].patch.paths()]))

@@ -431,3 +431,24 @@ def test_a_run_killed_before_it_began_leaves_the_refusal_as_it_was(tmp_path: Pat
     line = _refusal_in_status(series)
     assert said.endswith(line.removeprefix(REFUSED).removesuffix("; `rebasectl abort` gives up"))
     follow(series, line, "b.txt")
+
+
+def test_a_stop_never_shown_is_not_skipped(tmp_path: Path) -> None:
+    """skip of patch a refused at patch b (the person's edit to b.txt in the way), then skip
+    again: b was recorded as skipped though its conflict was never written or shown. skip now
+    refuses until a run has shown the stop (the refusal's own way past, then continue)."""
+    series = scene(tmp_path)
+    b = tree(series) / "b.txt"
+    b.write_text(b.read_text() + NOTE)
+    run(series, "skip", want=1)  # a skipped; refused before b's conflict reached the tree
+    state = json.loads((series / ".rebasectl" / "apply-state.json").read_text())
+    assert state["current"] == "b" and not state["in_tree"], state
+    line = one_error(run(series, "skip", want=1).stderr, "3/3 b", "never shown")
+    assert json.loads((series / ".rebasectl" / "apply-state.json").read_text()) == state
+    assert "`rebasectl continue`" in line
+    git(tree(series), "stash", "-q")  # what the continue's refusal advises for an edit
+    shown = run(series, "continue", want=1)
+    assert "stopped at 3/3 b" in shown.stdout and "<<<<<<<" in b.read_text()
+    assert "3/3 b: skipped" in run(series, "skip", want=0).stderr
+    git(tree(series), "stash", "pop", "-q")
+    assert b.read_text().endswith(NOTE)
