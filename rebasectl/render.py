@@ -29,10 +29,17 @@ def status(data: dict[str, Any]) -> None:
              [[p["index"], p["id"], p["kind"], p["files"], p["added"], p["removed"], p["title"]]
               for p in data["patches"]])
     progress = data["apply_in_progress"]
+    if _status_notices(data, progress) and progress:
+        _apply_progress(progress)
+
+
+def _status_notices(data: dict[str, Any], progress: dict[str, Any] | None) -> bool:
+    """What was left half done (an abort, a work tree, a bump) and stashed edits; False when
+    nothing else status could say holds."""
     if data.get("abort_interrupted"):  # the tree may be half removed: nothing else holds
         ui.line("an abort was interrupted (the work tree may be half removed, no longer a git "
                 "tree): `rebasectl abort` finishes it")
-        return
+        return False
     if data.get("missing_worktree"):
         ui.line(f"the work tree {data['missing_worktree']} is missing (an apply or bump was "
                 "interrupted while making it); the series is unchanged: `rebasectl apply` makes "
@@ -44,8 +51,11 @@ def status(data: dict[str, Any]) -> None:
                 f"{bump['to']}` does it again (or `rebasectl apply` for the pinned base)")
     if data.get("stashed"):
         _stashed(data["stashed"], in_progress=bool(progress))
-    if not progress:
-        return
+    return True
+
+
+def _apply_progress(progress: dict[str, Any]) -> None:
+    """Where the apply in progress stands, and the one way on that is true now."""
     committed = progress.get("committed") or []
     stopped = progress["stopped_at"] if progress.get("conflict_written") and not committed \
         else None
