@@ -17,13 +17,12 @@ entry removed by hand whose commit would come back as a new patch.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..infra.errors import ExitCode, RebasectlError
-from ..infra.fsutil import read_regular
+from ..infra.fsutil import fresh_folder, read_regular
 from ..model.ids import short
 from ..model.series import PATCH_DIR, SERIES_FILE, Series
 from ..model.series_patch import file_digest
@@ -189,11 +188,7 @@ def keep_copies(ws: Workspace, plan: Planned) -> Path | None:
     paths = [p for p in plan.paths() if (ws.root / p).is_file()]
     if not paths:
         return None
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    dest = ws.state_dir / "overwritten" / stamp
-    n = 2
-    while dest.exists():
-        dest, n = ws.state_dir / "overwritten" / f"{stamp}-{n}", n + 1
+    dest = fresh_folder(ws.overwritten)
     for rel in paths:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ws.root / rel, dest / rel)

@@ -335,3 +335,62 @@ def test_bump_refuses_an_edit_made_while_it_ran_and_its_rerun_carries_it(
     _follow(series, rerun[0])
     assert b"+new file, edited\n" in path.read_bytes()
     assert world.clean in (series / "series.yaml").read_text()
+
+
+def _redated(world: World, tmp_path: Path) -> tuple[Path, list[Path]]:
+    """World's series applied, every commit of its tree given a new author date: export then
+    rewrites all five patch files (in name order, series.yaml unchanged)."""
+    series = applied(world, tmp_path)
+    git(tree(series), "rebase", "-q", "--exec",
+        "git commit -q --amend --no-edit --allow-empty --date=2030-01-02T03:04:05Z",
+        world.sc.base)
+    files = sorted((series / "patches").glob("*.patch"))
+    assert len(files) == 5
+    return series, files
+
+
+def test_edit_after_a_killed_export_is_kept_when_the_next_command_finishes_it(
+        world: World, tmp_path: Path) -> None:
+    """export killed after 2 of its 5 moves; the person then edits a file it had not written
+    yet (patch 4) and one it had (patch 1). The next command (status) finishes the export and
+    says so; patch 4 gets the export's version and the person's is kept, named, under
+    .rebasectl/overwritten/; patch 1 (already the export's) keeps the edit. Nothing lost."""
+    series, files = _redated(world, tmp_path)
+    r = run(series, "export", env={"REBASECTL_FAULT": "kill@txn-move:2"})
+    assert r.returncode == -9, (r.returncode, r.stdout, r.stderr)
+    assert b"Date: Wed, 02 Jan 2030" in files[1].read_bytes()
+    assert b"Date: Wed, 02 Jan 2030" not in files[3].read_bytes()
+    late, early = files[3], files[0]
+    late.write_bytes(late.read_bytes().replace(b"Subject: ", b"Subject: HANDEDIT "))
+    mine_late = late.read_bytes()
+    early.write_bytes(early.read_bytes().replace(b"Subject: ", b"Subject: EARLY "))
+    mine_early = early.read_bytes()
+    err = ok(series, "status").stderr
+    said = [x for x in err.splitlines() if "finished the export interrupted at " in x]
+    assert len(said) == 1 and ": 3 files written;" in said[0], err
+    assert f"patches/{late.name} had been changed since the interruption" in said[0], err
+    assert early.name not in said[0], err
+    copies = list((series / ".rebasectl" / "overwritten").glob(f"*/patches/{late.name}"))
+    assert [c.read_bytes() for c in copies] == [mine_late]
+    assert str(copies[0].parent.parent.relative_to(series)) + "/" in said[0], said
+    assert b"Date: Wed, 02 Jan 2030" in late.read_bytes() and b"HANDEDIT" not in late.read_bytes()
+    assert early.read_bytes() == mine_early
+    assert not (series / ".rebasectl" / "txn").exists()
+    # the person brings the change back as the line says: export now guards both edits
+    late.write_bytes(copies[0].read_bytes())
+    line = _refused(series)
+    assert f"patches/{late.name} (edited)" in line and f"patches/{early.name} (edited)" in line
+
+
+def test_export_interrupted_by_ctrl_c_is_finished_and_said_by_status(
+        world: World, tmp_path: Path) -> None:
+    """Ctrl-C during the moves: the message sends the person to `rebasectl status`, which
+    finishes the export and says so (nothing changed by hand: nothing kept)."""
+    series, files = _redated(world, tmp_path)
+    r = run(series, "export", env={"REBASECTL_FAULT": "int@txn-move:3"})
+    assert r.returncode == 130 and "`rebasectl status`" in r.stderr, (r.returncode, r.stderr)
+    err = ok(series, "status", "--json").stderr
+    assert "finished the export interrupted at " in err and ": 2 files written" in err, err
+    assert "changed since" not in err and not (series / ".rebasectl" / "overwritten").exists()
+    assert all(b"Date: Wed, 02 Jan 2030" in f.read_bytes() for f in files)
+    assert ok(series, "status").stderr.count("finished") == 0  # said once
