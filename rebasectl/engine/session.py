@@ -186,7 +186,7 @@ class Session:
         tree = self.reconcile(state, patches)
         if state.current is not None:
             if tree is None or not state.in_tree:
-                state.current = None  # the conflict never reached the tree: redo that patch
+                state.redone(patches[state.current])  # the conflict never reached the tree
             else:
                 self.commit_resolution(state, tree, patches[state.current], allow_empty)
         return self.run(state, patches)
@@ -206,6 +206,7 @@ class Session:
         for pid, sha in found:
             state.record(pid, sha, Applied.RESOLVED if state.current == pid else Applied.ADOPTED)
             if state.current == pid:
+                state.committed_stop(patches[pid])
                 state.current, state.in_tree, state.written = None, False, []
             self.notify(f"{state.position(pid)}/{len(state.ids)} {pid}: committed "
                         f"{sha.short()} before the last run was interrupted; recorded now")
@@ -313,7 +314,9 @@ class Session:
             if step.commit:
                 state.record(step.id, step.commit, step.status)
         stopped = mat.first_conflict()
-        state.current = stopped.id if stopped else None
+        state.current = None
+        if stopped is not None:
+            state.stopped_at(patches[stopped.id])
         state.conflicts = [file_conflict(c) for c in stopped.conflicts] if stopped else []
         state.in_tree = False
         self.save(state)
@@ -387,6 +390,7 @@ class Session:
         self.settled.append(f"{state.position(state.current)}/{len(state.ids)} "
                             f"{state.current}: committed {commit.short()} ({how})")
         self.notify(self.settled[-1])
+        state.committed_stop(lp)
         state.current, state.conflicts, state.in_tree, state.written = None, [], False, []
         self.save(state)
 
@@ -467,7 +471,7 @@ class Session:
         state.written = list(dict.fromkeys([*state.written, *patches[skipped].patch.paths()]))
         kept = self._keep_resolution(state, tree) if tree is not None else None
         state.skipped.append(skipped)
-        state.current, state.conflicts, state.in_tree = None, [], False
+        state.current, state.conflicts, state.in_tree, state.stop_diff = None, [], False, None
         self.save(state)  # the stop's files go back to HEAD in run(), the person's other edits stay
         self.settled.append(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped")
         self.notify(f"{self.settled[-1]} (the series entry stays; `rebasectl export` keeps it)")

@@ -182,10 +182,15 @@ class ApplyState:
     # included); None once a later run starts: a kill from then on is an interruption
     refused: str | None = None
     baseline: Baseline | None = None  # the series as read (None: a state from before baselines)
+    # the digest (file_digest) of the diff the stopped patch was merged with: its file edited
+    # during the stop is committed by continue with the new message; the diff is the person's
+    # resolution either way (None: no stop, or a state from before it was kept)
+    stop_diff: str | None = None
 
     _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
-             "labels": "ids", "how": "pairs", "written": "ids", "refused": "str?"}
+             "labels": "ids", "how": "pairs", "written": "ids", "refused": "str?",
+             "stop_diff": "str?"}
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -212,6 +217,27 @@ class ApplyState:
         fresh = set(self.remaining()) - {self.current}
         self.baseline = self.baseline.reread(lp for lp in loaded if lp.id in fresh)
 
+    def stopped_at(self, lp: SeriesPatch) -> None:
+        """The apply stops at ``lp``, merged with its diff as read now."""
+        self.current, self.stop_diff = lp.id, file_digest(lp.diff)
+
+    def committed_stop(self, lp: SeriesPatch) -> None:
+        """The stopped patch committed from ``lp`` (its file as read by this continue): its
+        message, author and date are the commit's, its diff was only the stop's start. When
+        that diff is the one the stop was merged with, the file's bytes are what the commit
+        holds, and they become its baseline (a message edited during the stop is no hand
+        edit export must keep); an edited diff is not in the commit, and stays the person's."""
+        if self.baseline is not None and self.stop_diff == file_digest(lp.diff):
+            self.baseline = self.baseline.reread([lp])
+        self.stop_diff = None
+
+    def redone(self, lp: SeriesPatch) -> None:
+        """The stopped patch never reached the work tree: it is applied again, whole, from
+        ``lp`` (its file as read now), which is what its commit will hold."""
+        if self.baseline is not None:
+            self.baseline = self.baseline.reread([lp])
+        self.current, self.stop_diff = None, None
+
     def how_applied(self, pid: str) -> str:
         """The word recorded for ``pid`` (as read: a state file is kept as it was written)."""
         return next((h for i, h in self.how if i == pid), Applied.ADOPTED.value)
@@ -224,6 +250,7 @@ class ApplyState:
         data.setdefault("how", [])
         data.setdefault("written", [])
         data.setdefault("refused", None)  # written before refusals were kept
+        data.setdefault("stop_diff", None)  # written before the stop's diff was kept
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC},
                     baseline=Baseline.from_stored(path, data.get("baseline")))

@@ -394,3 +394,34 @@ def test_export_interrupted_by_ctrl_c_is_finished_and_said_by_status(
     assert "changed since" not in err and not (series / ".rebasectl" / "overwritten").exists()
     assert all(b"Date: Wed, 02 Jan 2030" in f.read_bytes() for f in files)
     assert ok(series, "status").stderr.count("finished") == 0  # said once
+
+
+def test_stopped_patch_message_edited_during_the_stop_is_committed_not_refused(
+        world: World, tmp_path: Path) -> None:
+    """At a stop, the person fixes the stopped patch's own Subject: line in its file;
+    `continue` commits from the file as it is now (the new subject), so export writes that
+    very message back: no refusal, the edit kept in file, commit and title."""
+    series = conflicted(world, tmp_path)
+    path = _patch(series, "0001-change-a-line-3")
+    path.write_bytes(path.read_bytes().replace(b"fix: change a line 3\n",
+                                               b"fix: change a line 3 (HANDCUR)\n", 1))
+    resolve_a(series)
+    ok(series, "continue")
+    subject = git(tree(series), "log", "-1", "--format=%s", "HEAD~4").stdout.strip()
+    assert subject.endswith("(HANDCUR)"), subject
+    ok(series, "export")
+    assert b"fix: change a line 3 (HANDCUR)\n" in path.read_bytes()
+    assert "line 3 (HANDCUR)" in (series / "series.yaml").read_text()
+
+
+def test_stopped_patch_diff_edited_during_the_stop_is_still_refused(world: World,
+                                                                   tmp_path: Path) -> None:
+    """A hunk of the stopped patch's file edited during the stop is not what continue
+    commits (the resolution in the tree is): export still refuses to write over it."""
+    series = conflicted(world, tmp_path)
+    path = _patch(series, "0001-change-a-line-3")
+    path.write_bytes(path.read_bytes().replace(b"+PATCH 3\n", b"+PATCH 3 by hand\n"))
+    resolve_a(series)
+    ok(series, "continue")
+    line = _refused(series)
+    assert f"patches/{path.name} (edited)" in line, line
