@@ -24,6 +24,7 @@ from pathlib import Path
 from ..infra.errors import ExitCode, RebasectlError
 from ..infra.fsutil import fresh_folder, read_regular
 from ..model.ids import short
+from ..model.patches import parse
 from ..model.series import PATCH_DIR, SERIES_FILE, Series
 from ..model.series_patch import file_digest
 from ..model.workspace import Workspace
@@ -76,6 +77,19 @@ def edited_files(ws: Workspace, baseline: Baseline, plan: Planned) -> list[str]:
         if digest != was and (was is not None or digest not in read):
             out.append(f"{PATCH_DIR}/{name} (edited)")
     return out
+
+
+def readable(ws: Workspace, plan: Planned) -> None:
+    """Each patch file edited by hand parses: one that does not (cut short, any refusal of the
+    reader) is refused with its own parse error, the line ``check`` gives (exit 2). Called
+    before the refusal of hand edits, whose rebuild advice cannot work on such a file (apply
+    refuses it too)."""
+    for edit in plan.edits:
+        rel, _, how = edit.partition(" (")
+        if how == "edited)" and rel.startswith(f"{PATCH_DIR}/"):
+            data = _on_disk(ws, rel[len(PATCH_DIR) + 1:])
+            if data is not None:
+                parse(data, rel)
 
 
 def edited_series(baseline: Baseline, plan: Planned) -> list[str]:

@@ -464,6 +464,7 @@ def _guard(ws: Workspace, tmap: TreeMap, at_tip: bool, plan: Planned, built: Bui
         return
     if not force:
         assert tmap.baseline is not None
+        edits.readable(ws, plan)
         raise edits.refusal(ws, tmap, plan, edits.rebuildable(ws, tmap.baseline, at_tip, plan))
     built.overwritten = edits.keep_copies(ws, plan)
 

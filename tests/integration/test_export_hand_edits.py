@@ -425,3 +425,21 @@ def test_stopped_patch_diff_edited_during_the_stop_is_still_refused(world: World
     ok(series, "continue")
     line = _refused(series)
     assert f"patches/{path.name} (edited)" in line, line
+
+
+def test_patch_file_cut_short_is_refused_with_its_parse_error(world: World,
+                                                              tmp_path: Path) -> None:
+    """A patch file cut after its `---` line: export refuses it with the reader's own error,
+    the line `check` gives (exit 2), not as an edit to rebuild from (apply cannot read it
+    either); once the file is whole again, export goes through."""
+    series = applied(world, tmp_path)
+    path = _patch(series, "line-30")
+    whole = path.read_bytes()
+    path.write_bytes(whole[:whole.index(b"\n---\n") + 5])
+    said = one_error(fails(series, 2, "check"), f"patches/{path.name}")
+    before = snapshot(series)
+    assert one_error(fails(series, 2, "export"), f"patches/{path.name}") == said
+    assert snapshot(series) == before
+    assert "edited" not in said and "rebasectl apply" not in said, said
+    path.write_bytes(whole)
+    ok(series, "export")
