@@ -56,7 +56,7 @@ from .exchange import load_patches
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .serialize import file_conflict
-from .state import ApplyState, Baseline, TreeMap
+from .state import ApplyState, Baseline, TreeMap, tolerant
 from .worktrees import check_room, checkout, clear, forget_half_made, registered
 
 Notify = Callable[[str], None]
@@ -165,9 +165,11 @@ class Session:
             series = load(self.ws.root)
             loaded, pinned = load_patches(self.ws, series), series.upstream.base
         check_room(self.ws, worktree)
+        before, _ = tolerant(TreeMap.load, self.ws.tree_map)
         state = ApplyState(base, str(worktree), [lp.id for lp in loaded], cleared=False,
                            labels=[f"upstream {base.short()}"],
-                           baseline=Baseline.of(pinned, loaded))
+                           baseline=Baseline.built(pinned, loaded,
+                                                   before.baseline if before else None))
         self.save(state)  # from here on an interruption is finished by `continue` or a rerun
         clear(self.ws, worktree)
         forget_half_made(self.ws, worktree)

@@ -128,8 +128,31 @@ class Baseline:
 
     @classmethod
     def of(cls, pinned: Oid, loaded: Iterable[SeriesPatch]) -> Baseline:
+        """The series as read, titles as series.yaml has them (a bump's: a title that was
+        never its patch's subject is not an edit made while the bump ran)."""
         patches = list(loaded)
         return cls(pinned, tuple((lp.id, lp.entry.title) for lp in patches),
+                   {lp.file: lp.digest for lp in patches if lp.digest})
+
+    @classmethod
+    def built(cls, pinned: Oid, loaded: Iterable[SeriesPatch],
+              previous: Baseline | None) -> Baseline:
+        """An apply's: the series as read, except a title series.yaml changed since the tree
+        before this one was built (``previous``, the tree map's baseline) that is still not
+        its patch's Subject: line. The commit carries the subject, which export writes back as
+        the title, so that title is recorded as the subject: export sees the person's title as
+        an edit it would lose and refuses again, where a rebuild made without changing the
+        Subject: line would otherwise undo it silently. A title that only lags behind a
+        Subject: line edited by hand (series.yaml unchanged) is export's to update."""
+        patches = list(loaded)
+        was = dict(previous.entries) if previous is not None else {}
+
+        def title(lp: SeriesPatch) -> str:
+            mine = lp.entry.title
+            edited = lp.id in was and was[lp.id] != mine
+            return lp.subject if edited and lp.subject != mine else mine
+
+        return cls(pinned, tuple((lp.id, title(lp)) for lp in patches),
                    {lp.file: lp.digest for lp in patches if lp.digest})
 
     @classmethod

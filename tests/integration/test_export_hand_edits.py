@@ -443,3 +443,71 @@ def test_patch_file_cut_short_is_refused_with_its_parse_error(world: World,
     assert "edited" not in said and "rebasectl apply" not in said, said
     path.write_bytes(whole)
     ok(series, "export")
+
+
+def test_title_advice_followed_literally_never_reverts_the_title(world: World,
+                                                                 tmp_path: Path) -> None:
+    """A title changed in series.yaml alone: the refusal names the Subject: line to change
+    first, by file. Running only its commands (`rebasectl apply`, then `rebasectl export`)
+    leaves the title as the person wrote it and is refused again; with the Subject: step
+    done, the same commands keep the title in series.yaml and in the patch."""
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    yaml.write_text(yaml.read_text().replace("title: 'feat: add e'", "title: 'feat: add e file'"))
+    path = _patch(series, "add-e")
+    line = _refused(series)
+    step = f"first set the Subject: line of patches/{path.name} to its new title, then "
+    assert step in line, line
+    rebuild = _rebuild_advice(line)
+    assert line.index(step) < line.index(rebuild), line
+    _follow(series, rebuild)  # the Subject: step left out
+    again = _refused(series)
+    assert "series.yaml (title of add-e)" in again and step in again, again
+    assert "title: 'feat: add e file'" in yaml.read_text()
+    path.write_bytes(path.read_bytes().replace(b"Subject: feat: add e\n",
+                                               b"Subject: feat: add e file\n"))
+    _follow(series, rebuild)
+    ok(series, "export")
+    assert "title: 'feat: add e file'" in yaml.read_text()
+    assert b"Subject: feat: add e file\n" in path.read_bytes()
+
+
+def test_rebuild_after_resolutions_is_offered_and_replays_them(world: World,
+                                                                tmp_path: Path) -> None:
+    """The tree was made onto another base with a conflict resolved at a stop: its patches
+    differ from their files by the apply's own work, which a rebuild redoes (the resolution
+    was recorded), so the refusal says so, not that a rebuild would lose anything; its
+    rebuild, followed literally, replays the resolution and export keeps both."""
+    series = conflicted(world, tmp_path)
+    resolve_a(series)
+    ok(series, "continue")
+    resolved = (tree(series) / "a.txt").read_text()
+    assert "PATCH 3 + UPSTREAM 3" in resolved
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"+new file\n", b"+new file, edited\n"))
+    line = _refused(series)
+    assert "would lose" not in line and "replays the resolutions rebasectl recorded" in line
+    rebuild = _rebuild_advice(line)
+    assert rebuild == f"rebasectl apply --base {world.sc.new_base[:12]}", line
+    _follow(series, rebuild)
+    assert (tree(series) / "a.txt").read_text() == resolved
+    ok(series, "export")
+    assert b"+new file, edited\n" in path.read_bytes()
+    assert b"UPSTREAM 3" in _patch(series, "0001-change-a-line-3").read_bytes()
+
+
+def test_rebuild_advice_names_the_skip_to_repeat(world: World, tmp_path: Path) -> None:
+    """A patch skipped when the tree was built stops the rebuild again: the refusal names it
+    and the skip, and following the whole advice gets the edit exported."""
+    series = conflicted(world, tmp_path)
+    ok(series, "skip")
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"+new file\n", b"+new file, edited\n"))
+    line = _refused(series)
+    assert "it stops again at change-a-line-3, skipped before" in line, line
+    rebuild = _rebuild_advice(line)
+    assert "`rebasectl skip`" in line and line.index(rebuild) < line.index("rebasectl skip")
+    fails(series, 1, *shlex.split(rebuild)[1:])
+    ok(series, "skip")
+    ok(series, "export")
+    assert b"+new file, edited\n" in path.read_bytes()
