@@ -49,8 +49,11 @@ def status(data: dict[str, Any]) -> None:
     committed = progress.get("committed") or []
     stopped = progress["stopped_at"] if progress.get("conflict_written") and not committed \
         else None
+    moved = progress.get("head_moved") if not committed else None  # continue's refusal now
     refused = progress.get("refused") if not stopped and not committed else None
-    where = f"stopped at {stopped}" if stopped else "refused" if refused else "interrupted"
+    gone = progress.get("refused_gone") if not stopped and not committed else None
+    where = f"stopped at {stopped}" if stopped else "HEAD moved" if moved else \
+        "refused" if refused else "paused" if gone else "interrupted"
     ui.line(f"apply in progress on {short(progress['base'])}: "
             f"{progress['applied'] + len(committed)}/{progress['total']} applied, {where} in "
             f"{progress['worktree']}{_behind(progress, advise=not refused)}")
@@ -67,11 +70,17 @@ def status(data: dict[str, Any]) -> None:
     if progress.get("tree_error"):
         ui.line(f"the work tree could not be read ({progress['tree_error']}); a moved checkout "
                 "is relinked by `rebasectl continue`")
+    elif moved:  # whatever came before: continue refuses this first
+        ui.line(moved)
     elif stopped:
         ui.line("resolve (edit, `git add`), then `rebasectl continue`; `rebasectl skip` leaves "
                 "the patch out, `rebasectl abort` gives up")
-    elif refused:  # nothing was interrupted: the last run refused, and said the way past
-        ui.line(f"the last run was refused: {refused}; `rebasectl abort` gives up")
+    elif refused:  # nothing was interrupted: a run refused, its files are still in the way
+        ui.line(f"going on was refused, and the reason still holds: {refused}; "
+                "`rebasectl abort` gives up")
+    elif gone:
+        ui.line(f"the files the last refusal named ({', '.join(gone)}) are out of the way now: "
+                "`rebasectl continue` goes on, `rebasectl abort` gives up")
     else:
         ui.line("`rebasectl continue` goes on from there, `rebasectl abort` gives up")
 
@@ -251,7 +260,7 @@ def imported(done: Any) -> None:
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
     ui.line(f"exported {len(series.patches)} patches on {series.upstream.base.short()}; "
-            f"{len(changed)} files changed")
+            f"{len(changed)} file{'' if len(changed) == 1 else 's'} changed")
     for path in changed:
         ui.line(f"  {path}")
     if built.overwritten is not None:

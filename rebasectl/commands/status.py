@@ -83,10 +83,12 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
     unmerged: list[str] = []
     tree_error = None
     committed: list[dict[str, str]] = []
+    held: dict[str, Any] = {"refused": state.refused}  # a state from before refused_paths
     try:
         committed = _unrecorded(ws, state, tree)
-        unmerged = tree.status().unmerged if tree.exists and state.in_tree and not committed \
-            else []
+        if tree.exists and not committed:
+            held = _held(state, tree)
+            unmerged = tree.status().unmerged if state.in_tree else []
     except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
         tree_error = str(e)
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
@@ -95,8 +97,27 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
             "committed": committed, "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
             "conflicts": state.conflicts, "tree_error": tree_error,
-            "conflict_written": state.in_tree, "refused": state.refused,
+            "conflict_written": state.in_tree, "refused": held.get("refused"),
+            "refused_gone": held.get("refused_gone"), "head_moved": held.get("head_moved"),
             "tree_at": None if committed or tree_error else _tree_at(state, tree)}
+
+
+def _held(state: ApplyState, tree: Worktree) -> dict[str, Any]:
+    """What holds the apply now (engine/holdups): a HEAD the person moved (what continue would
+    refuse, in its words), else the last refusal while its files are still in the way (its
+    line, naming only those), or the files it named once none is (``refused_gone``)."""
+    from ..engine.holdups import head_moved, still_in_the_way
+    from ..engine.session import in_the_way_message
+
+    moved = head_moved(tree, state)
+    if moved:
+        return {"head_moved": moved}
+    if not state.refused or not state.refused_paths:  # none, or from before files were kept
+        return {"refused": state.refused}
+    still = still_in_the_way(tree, state, tree.status())
+    if still:
+        return {"refused": in_the_way_message(tree.path, still)}
+    return {"refused_gone": [p for _, p in state.refused_paths]}
 
 
 def _tree_at(state: ApplyState, tree: Worktree) -> int | None:

@@ -180,15 +180,23 @@ class CarriedLines:
         lines = tuple(sorted(t for ts in added.values() for t in ts))
         return Carried(commit, self.rng.subject(commit), share, found, total, "lines", lines)
 
-    def removed_upstream(self, change: Change) -> list[tuple[Oid, list[bytes]]]:
+    def removed_upstream(self, change: Change, on_target: bool = False
+                         ) -> list[tuple[Oid, list[bytes]]]:
         """The change's added lines that tell alone (``telling_alone``) that a commit of the
         range *removed* and the target does not have, grouped by that commit: a port of them
         reverts upstream (a patch that turns ``f(x)`` into ``f(x, weights_only=False)`` after
         upstream took that argument out). Bump asks it of a patch, the report of the lines a
         resolution wrote (the old patch's own left out): one rule for both warnings.
+        ``on_target``: the change was made on a tree built on the target (the report's new
+        patches); a line it removes from that file and adds is moved there, not put back (June:
+        new patch 21 moves ``from ...spec_utils import ModuleSpec, build_module`` within
+        attention.py; patch 18 put it back). A patch made on the old base (bump) that moves a
+        line upstream has since removed does put it back on the target: its removal finds
+        nothing there (June: deepseek-v4's ``tensor_shape = [...]`` into a branch).
         ``prefetch`` reads the histories of many files in one process."""
         new = self._text(self.rng.new, self.at_new(change.path))
-        back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new
+        moved = {ln.strip() for ln in change.removed} if on_target else set()
+        back = {t for t in (ln.strip() for ln in change.added) if telling_alone(t)} - new - moved
         if not back:
             return []
         found: dict[Oid, list[bytes]] = {}

@@ -31,7 +31,7 @@ from ..model.series_patch import file_digest
 from ..model.workspace import Workspace
 from .state import Baseline, TreeMap
 
-SHOWN = 5  # the files a refusal names before "..."
+SHOWN = 5  # the files a refusal names before "and N more"
 
 
 @dataclass
@@ -166,7 +166,8 @@ class HandEdits(RebasectlError):
 
 
 def _shown(edits: list[str]) -> str:
-    return ", ".join(edits[:SHOWN] + (["..."] if len(edits) > SHOWN else []))
+    more = len(edits) - SHOWN
+    return ", ".join(edits[:SHOWN] + ([f"and {more} more"] if more > 0 else []))
 
 
 def refusal(ws: Workspace, tmap: TreeMap, plan: Planned, rebuild: Rebuild) -> HandEdits:

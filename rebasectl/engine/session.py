@@ -53,6 +53,7 @@ from .attribution import RegionCulprits, UpstreamRange, attribute
 from .carried import Carried, CarriedLines
 from .conflicts import Engine, FileConflict, Labels, engine_for
 from .exchange import load_patches
+from .holdups import head_moved, stop_moved
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .serialize import file_conflict
@@ -182,10 +183,12 @@ class Session:
 
     def resume(self, *, allow_empty: bool = False) -> ApplyOutcome:
         state = self.require()
-        state.refused = None  # this run goes past the last refusal or says its own (saved next)
         patches = self.patches(state)
         state.reread(patches.values())
         tree = self.reconcile(state, patches)
+        if tree is not None:
+            guard_tree(tree, state, "continue")  # before anything changes: nothing said began
+        state.go_on()  # this run goes past the last refusal or says its own (saved next)
         if state.current is not None:
             if tree is None or not state.in_tree:
                 state.redone(patches[state.current])  # the conflict never reached the tree
@@ -289,13 +292,17 @@ class Session:
         way. The stop is announced only past this check: a refused run wrote no conflict."""
         tree = Worktree(Path(state.worktree))
         if status is not None or (tree.exists and tree.head() is not None):
+            done = "".join(f"{what}; " for what in self.settled)
+            moved = head_moved(tree, state)  # moved while this run worked: still not reset
+            if moved:
+                raise ConflictError(done + moved)
             also = [*stopped.patch.paths(), *stopped.followed.values()] if stopped else []
             blocked = tree.in_the_way(state.tip, also, status)
             if blocked:
-                state.refused = in_the_way_message(tree.path, blocked)
+                state.refuse(in_the_way_message(tree.path, blocked), blocked.changed,
+                             blocked.untracked)
                 self.save(state)
-                done = "".join(f"{what}; " for what in self.settled)
-                raise ConflictError(done + state.refused)
+                raise ConflictError(done + in_the_way_message(tree.path, blocked))
         if stopped is not None:
             self.notify(_announcement(stopped, len(state.ids)))
 
@@ -462,13 +469,15 @@ class Session:
     # -- skip / abort --------------------------------------------------------------------------
     def skip(self) -> ApplyOutcome:
         state = self.require()
-        state.refused = None  # as in resume: the next save says this run began
         patches = self.patches(state)
         state.reread(patches.values())
         tree = self.reconcile(state, patches)
         if state.current is None:
             raise RebasectlError("no patch is stopped at a conflict: nothing to skip "
                                  "(`rebasectl continue` goes on with the apply in progress)")
+        if tree is not None:
+            guard_tree(tree, state, "skip")  # before the skip is recorded
+        state.go_on()  # as in resume: the next save says this run began
         skipped = state.current
         state.written = list(dict.fromkeys([*state.written, *patches[skipped].patch.paths()]))
         kept = self._keep_resolution(state, tree) if tree is not None else None
@@ -514,24 +523,18 @@ def _made_by_us(repo: Repo, sha: str, lp: SeriesPatch) -> bool:
 
 
 def guard_head(tree: Worktree, state: ApplyState) -> None:
-    """Commit only on the tip the patch stopped at. A HEAD that moved forward (a `git commit`
-    of the resolution) is undone with ``reset --soft``, which keeps that work staged; one that
-    moved anywhere else (a `git reset --hard`, a checkout) took the conflict with it, and
-    ``reset --soft`` would stage a revert of upstream's lines, so the advice is to start the
-    patch again."""
+    """Commit only on the tip the patch stopped at (``holdups.stop_moved`` says why)."""
     head = tree.head()
-    if head == state.tip:
-        return
-    moved = f"{tree.path}: HEAD moved to {head.short() if head else '?'} while patch " \
-        f"{state.current} waits on {state.tip.short()}"
-    if head is not None and tree.descends_from(state.tip):
-        raise ConflictError(
-            f"{moved}: `git -C {tree.path} reset --soft {state.tip.short()}` keeps your "
-            "resolution staged; then `rebasectl continue` (or `rebasectl abort`)")
-    raise ConflictError(
-        f"{moved}, which is not built on it, so the conflict is gone from the work tree: "
-        f"`rebasectl abort`, then `rebasectl apply --base {state.base.short()}` stops at the "
-        "patch again (resolutions continue recorded are replayed)")
+    if head != state.tip:
+        raise ConflictError(stop_moved(tree, state, head, "continue"))
+
+
+def guard_tree(tree: Worktree, state: ApplyState, command: str) -> None:
+    """Before ``command`` changes anything: the work tree's HEAD where this apply left it
+    (``holdups.head_moved``), never reset from anywhere else."""
+    moved = head_moved(tree, state, command)
+    if moved:
+        raise ConflictError(moved)
 
 
 SHOWN_IDS = 12  # the patch ids a message lists before "..."

@@ -10,7 +10,9 @@ skipped, the one stopped at and its conflicts, and two flags that close the gaps
 ``cleared`` (an older work tree is gone, so commits found in the tree are this apply's) and
 ``in_tree`` (the stopped patch's conflict reached the work tree, so ``continue`` may commit it);
 and ``refused``: the refusal that ended the last run before it moved the tree (the person's
-files in the way), so that ``status`` says "refused" and its way past, not "interrupted".
+files in the way), so that ``status`` says "refused" and its way past, not "interrupted", with
+the files it named (``refused_paths``), so that it says so only while they are still in the
+way.
 
 ``TreeMap``: which commit of the finished work tree is which patch (and which were skipped), for
 ``export``.
@@ -204,6 +206,8 @@ class ApplyState:
     # the refusal that ended the last run before the tree moved (its one line, the way past it
     # included); None once a later run starts: a kill from then on is an interruption
     refused: str | None = None
+    # the files it named, [changed|untracked, path]: status tells a refusal that still holds
+    refused_paths: list[list[str]] = field(default_factory=list)
     baseline: Baseline | None = None  # the series as read (None: a state from before baselines)
     # the digest (file_digest) of the diff the stopped patch was merged with: its file edited
     # during the stop is committed by continue with the new message; the diff is the person's
@@ -213,7 +217,7 @@ class ApplyState:
     _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
              "labels": "ids", "how": "pairs", "written": "ids", "refused": "str?",
-             "stop_diff": "str?"}
+             "refused_paths": "pairs", "stop_diff": "str?"}
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -261,6 +265,16 @@ class ApplyState:
             self.baseline = self.baseline.reread([lp])
         self.current, self.stop_diff = None, None
 
+    def refuse(self, message: str, changed: Iterable[str], untracked: Iterable[str]) -> None:
+        """The run ends refused (before the tree moved): its line and the files it named."""
+        self.refused = message
+        self.refused_paths = [*(["changed", p] for p in changed),
+                              *(["untracked", p] for p in untracked)]
+
+    def go_on(self) -> None:
+        """A run begins: the last refusal is past (the run says its own, if any)."""
+        self.refused, self.refused_paths = None, []
+
     def how_applied(self, pid: str) -> str:
         """The word recorded for ``pid`` (as read: a state file is kept as it was written)."""
         return next((h for i, h in self.how if i == pid), Applied.ADOPTED.value)
@@ -274,6 +288,7 @@ class ApplyState:
         data.setdefault("written", [])
         data.setdefault("refused", None)  # written before refusals were kept
         data.setdefault("stop_diff", None)  # written before the stop's diff was kept
+        data.setdefault("refused_paths", [])  # before their files were
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC},
                     baseline=Baseline.from_stored(path, data.get("baseline")))
@@ -284,8 +299,11 @@ class ApplyState:
                 any(pid not in known for pid in state.skipped) or \
                 (state.current is not None and state.current not in known):
             raise _fail(path, "names a patch that is not in its series")
-        if any(p.startswith("/") or ".." in p.split("/") or not p for p in state.written):
+        named = [*state.written, *(p for _, p in state.refused_paths)]
+        if any(p.startswith("/") or ".." in p.split("/") or not p for p in named):
             raise _fail(path, "names a file outside its work tree")
+        if any(kind not in ("changed", "untracked") for kind, _ in state.refused_paths):
+            raise _fail(path, "field 'refused_paths' is not a valid pairs")
         return state
 
     def save(self, path: Path) -> None:

@@ -425,7 +425,9 @@ def _message_without_diff(rest: bytes, source: str, first: int) -> bytes:
         raise PatchError(f"{source}:{line}: '---' line with no diff after it: the file looks "
                          "cut short after its message (git am: No valid patches in input); an "
                          "empty commit has no '---' line, its message ends in a signature "
-                         "('-- ' and one line, as git format-patch --always writes it)")
+                         "('-- ' and one line, as git format-patch --always writes it; an "
+                         "empty commit exported by rebasectl before December 2026 ends in "
+                         "'---': replace that line by '-- ' and a line 'rebasectl')")
     if unsigned == rest:
         line = first + rest.rstrip(b"\n").count(b"\n") if rest.strip() else first - 1
         raise PatchError(f"{source}:{line}: no diff, and no signature after the message: the "

@@ -126,6 +126,17 @@ class _Ctx:
                 data.decode("utf-8", errors="replace").split("\n")
         return self._lines[key]
 
+    def deleted(self, path: str) -> tuple[bool, Oid | None]:
+        """Whether upstream deleted ``path`` between the bases (the old base has it, the new
+        base has it under no name: a rename is followed) and, when the new base descends from
+        the old, the commit that did, as bump names it for a modify/delete."""
+        if self.lines(self.old_base, path) is None or \
+                self.lines(self.new_base, self.carried.at_new(path)) is not None:
+            return False, None
+        if not self.related:
+            return True, None
+        return True, self.up.history.deleted_by(f"{self.old_base}..{self.new_base}", path)
+
     def entries(self, groups: list[Group]) -> tuple[tuple[Entry, ...], UpstreamRange]:
         """The entries and the upstream range. The slow git questions (blames, histories, greps,
         the range's size) run on threads while this thread replays the modified pairs and
@@ -180,7 +191,7 @@ class _Ctx:
         new_side += [x for c in news for x in checks.in_file_uses(c, self.name_uses(c))]
         old_side = [x for c in olds for x in checks.stale_message(c, self.lines)]
         if olds and news and g.status not in (MappingStatus.IDENTICAL, MappingStatus.EQUIVALENT):
-            old_side += checks.lost(olds, news, self.new_base, self.lines)
+            old_side += checks.lost(olds, news, self.new_base, self.lines, self.deleted)
         return checks.once(*checks.standing(old_side, new_side))
 
     def name_uses(self, c: Change) -> list[names.NameUse]:
@@ -249,9 +260,10 @@ class _Late:
 
     def _revert(self, key: int, c: Change, path: str, change: CarriedChange) -> None:
         """The lines the resolution wrote that re-add what a commit of the range removed: the
-        carried-lines engine's answer, bump's rule (one history of the file)."""
+        carried-lines engine's answer, bump's rule (one history of the file), asked of a patch
+        made on the new base (a line it removes there and adds is moved)."""
         carried = self.ctx.carried
-        self.tasks.append(lambda: carried.removed_upstream(change))
+        self.tasks.append(lambda: carried.removed_upstream(change, on_target=True))
         self._asks.append((key, lambda found: checks.partial_revert(c, path, found)))
 
     def _removed(self, key: int, c: Change, items: list[checks.Removed]) -> None:

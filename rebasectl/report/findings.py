@@ -242,12 +242,17 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
+Deleted = Callable[[str], tuple[bool, Oid | None]]  # path -> (upstream deleted it, commit)
+
+
 def lost(olds: Sequence[Change], news: Sequence[Change], new_base: str,
-         lines: Lines) -> list[Finding]:
+         lines: Lines, deleted: Deleted = lambda path: (False, None)) -> list[Finding]:
     """Lines the old patches added that are in neither the new patches nor the new base, nor
     kept whole in a line the new patches add to the same file (``lines.survives``: a parameter
     kept in a signature upstream widened is rewritten, not lost); one the new patch has a close
-    version of is quoted with it."""
+    version of is quoted with it. A file upstream deleted between the bases is said to be
+    deleted, by its commit where ``deleted`` knows it (hostile7 #12: "nor this file at the new
+    base" read as if the file were there without the lines)."""
     carried = {_norm(x.decode("utf-8", errors="replace")) for c in news for f in c.files
                for h in f.hunks for x in h.added}
     out: list[Finding] = []
@@ -265,10 +270,12 @@ def lost(olds: Sequence[Change], news: Sequence[Change], new_base: str,
         index = next(c.index for c in olds if c.file(path) is not None)
         quoted = [_with_counterpart(x, carried) for x in gone[:MAX_ITEMS]]
         more = f" and {len(gone) - MAX_ITEMS} more" if len(gone) > MAX_ITEMS else ""
+        gone_file, commit = deleted(path)
+        where = ("are not in the new patch, and upstream deleted this file between the bases"
+                 if gone_file else "are in neither the new patch nor this file at the new base")
         out.append(Finding("lost-in-resolution", "old", index, path,
-                           f"{len(gone)} line(s) the old patch added are in neither the new "
-                           f"patch nor this file at the new base: {', '.join(quoted)}{more}",
-                           items=tuple(gone)))
+                           f"{len(gone)} line(s) the old patch added {where}: "
+                           f"{', '.join(quoted)}{more}", commit, items=tuple(gone)))
     return out
 
 
@@ -285,7 +292,8 @@ def resolution_lines(c: Change, olds: Sequence[Change],
     resolution wrote. Whether one of them re-adds what upstream removed is the carried-lines
     engine's question (``removed_upstream``, the rule of bump's re-adds warning); a line the
     old patch added too is the patch's own, which that warning judges when the old patch is
-    carried (June: ``Defaults to False.`` in post-layernorm's own docstrings)."""
+    carried (June: ``Defaults to False.`` in post-layernorm's own docstrings). The file's
+    removed lines go with them: a line the patch removes and adds is moved, not put back."""
     out: list[tuple[str, carried.Change]] = []
     for f in c.files:
         if f.old_path is None or f.binary:
@@ -294,7 +302,8 @@ def resolution_lines(c: Change, olds: Sequence[Change],
                for h in g.hunks for x in h.added}
         added = tuple(x for h in f.hunks for x in h.added if x.strip() not in own)
         if added:
-            out.append((f.path, carried.Change(f.old_path or f.path, added)))
+            removed = tuple(x for h in f.hunks for x in h.removed)
+            out.append((f.path, carried.Change(f.old_path or f.path, added, removed)))
     return out
 
 

@@ -18,7 +18,7 @@ from ..engine.exchange import linear, load_patches, load_series_dir, parse_range
 from ..engine.materialize import Materialised, Materializer
 from ..engine.upstream import open_for
 from ..git import Repo
-from ..infra.errors import ConflictError, RebasectlError
+from ..infra.errors import RebasectlError
 from ..model.dependencies import SeriesLines
 from ..model.ids import Oid
 from ..model.patches import PatchError
@@ -58,6 +58,7 @@ class _Loaded:
     patches: list[SeriesPatch] | None = None
     base: Oid | None = None
     commits: list[Oid] | None = None
+    working_copy: bool = False  # this checkout's series: export writes it
 
 
 def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
@@ -99,8 +100,9 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
                                      "run `rebasectl fetch` or pass --upstream")
             done = Materializer(git).run(base, side.patches, keep_going=True)
             if not done.ok:
-                raise ConflictError(f"{name} side ({side.label}) on its own base "
-                                    f"{base.short()}: {not_applying(side.patches, done)}")
+                raise RebasectlError(f"{name} side ({side.label}) on its own base "
+                                     f"{base.short()}: {not_applying(side.patches, done)}"
+                                     f"{_way_on(side.working_copy, done)}")
             side.base = base
             side.commits = [s.commit for s in done.steps if s.commit]
         assert side.base is not None
@@ -124,6 +126,20 @@ def not_applying(patches: list[SeriesPatch], done: Materialised) -> str:
             paths = ", ".join(c.path for c in step.conflicts)
             said.append(f"patch {step.index} '{step.id}' does not apply ({paths})")
     return "; ".join(said)
+
+
+def _way_on(working_copy: bool, done: Materialised) -> str:
+    """The way past a series side that does not apply (hostile7 #7: an export keeps a patch
+    skipped at its conflict as it was). The report pairs one commit per patch of each side (every
+    patch is in one mapping entry, numbered by its place in the series), so it cannot go on
+    without one: the working copy's way on is to drop it from the series or to resolve it."""
+    failed = [s.id for s in done.steps if s.status is Applied.CONFLICT]
+    if not working_copy or not failed:
+        return ": the report needs every patch of a side applied"
+    drops = " ".join(f"--drop {pid}" for pid in failed)
+    return (f": the report needs every patch applied; `rebasectl export {drops}` leaves "
+            f"{'it' if len(failed) == 1 else 'them'} out of the series, or resolve: "
+            "`rebasectl apply`, then `rebasectl continue` and `rebasectl export`")
 
 
 def _range_repo(ws: Workspace, repo: Path | None) -> Repo:
@@ -167,7 +183,7 @@ def _series_dir(path: Path) -> _Loaded:
 
 def _working_copy(ws: Workspace) -> _Loaded:
     series = load(ws.root)
-    return _Loaded("working copy", series, load_patches(ws, series))
+    return _Loaded("working copy", series, load_patches(ws, series), working_copy=True)
 
 
 def _repo(ws: Workspace) -> Repo:

@@ -154,12 +154,15 @@ def test_an_untracked_file_where_the_stop_writes_is_refused(tmp_path: Path) -> N
     assert m.read_text() == "added by patch 3\n"
 
 
+REFUSED = "going on was refused, and the reason still holds: "
+
+
 def _refusal_in_status(series: Path) -> str:
-    """status's line of the last run's refusal (and that it says refused, not interrupted)."""
+    """status's line of the refusal that holds (and that it says refused, not interrupted)."""
     out = ok(series, "status").stdout
     head = next(x for x in out.splitlines() if x.startswith("apply in progress"))
     assert "refused in" in head and "interrupted" not in out, out
-    return next(x for x in out.splitlines() if x.startswith("the last run was refused: "))
+    return next(x for x in out.splitlines() if x.startswith(REFUSED))
 
 
 @pytest.mark.parametrize(("command", "name", "what"), [
@@ -180,7 +183,7 @@ def test_status_says_a_refusal_and_its_advice_works(tmp_path: Path, command: str
     mine.write_text(mine.read_text() + NOTE if mine.exists() else "draft\n")
     said = one_error(run(series, command, want=1).stderr, name, "in the way")
     line = _refusal_in_status(series)
-    reason = line.removeprefix("the last run was refused: ").removesuffix(
+    reason = line.removeprefix(REFUSED).removesuffix(
         "; `rebasectl abort` gives up")
     assert reason.startswith(f"{tree(series)}: {what} in the way") and \
         said.endswith(reason), (reason, said)  # said: after what the run committed or skipped
@@ -247,9 +250,184 @@ def test_a_state_file_from_before_refusals_were_kept_loads(tmp_path: Path) -> No
     path = series / ".rebasectl" / "apply-state.json"
     data = json.loads(path.read_text())
     assert data.pop("refused").startswith(f"{tree(series)}: untracked n.txt")
+    assert data.pop("refused_paths") == [["untracked", "n.txt"]]
     path.write_text(json.dumps(data))
     out = ok(series, "status").stdout
     assert "2/3 applied, interrupted" in out and "refused" not in out, out
     shutil.move(n, tree(series) / "n.txt.mine")
     run(series, "continue", want=1)  # stops at patch 3
     assert "stopped at b in" in ok(series, "status").stdout
+
+
+# -- hostile7 findings 3 and 11: what holds after a refusal, read from the tree as it is now ----
+def _state(series: Path) -> bytes:
+    return (series / ".rebasectl" / "apply-state.json").read_bytes()
+
+
+def _moved_line(series: Path) -> str:
+    """status's line for a HEAD the person moved (its header says so, not refused)."""
+    out = ok(series, "status").stdout
+    head = next(x for x in out.splitlines() if x.startswith("apply in progress"))
+    assert "HEAD moved in" in head and "refused" not in out, out
+    return next(x for x in out.splitlines() if "HEAD moved to" in x)
+
+
+@pytest.mark.parametrize("command", ["continue", "skip"])
+def test_a_commit_made_after_a_refusal_is_refused_never_dropped(tmp_path: Path,
+                                                              command: str) -> None:
+    """hostile7 3: after continue was refused for an edit in the way, the person committed it
+    in the tree; status still said refused for "your uncommitted changes" and the next continue
+    moved the tree on, the commit left in the reflog only. Now status and continue (and skip)
+    say HEAD moved, change nothing, and the advice, followed literally, keeps the change
+    through the apply."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    b = tree(series) / "b.txt"
+    b.write_text(b.read_text() + NOTE)
+    run(series, "continue", want=1)
+    git(tree(series), "commit", "-qam", "my own commit")
+    mine, before = git_out(tree(series), "rev-parse", "HEAD"), _state(series)
+    line = _moved_line(series)
+    said = one_error(run(series, command, want=1).stderr, "HEAD moved to", "reset --soft")
+    assert said == f"rebasectl: error: {line}"  # status says what the command says
+    assert git_out(tree(series), "rev-parse", "HEAD") == mine and _state(series) == before
+    soft, then = advised(said)
+    assert then == "rebasectl continue", said
+    git(series, *shlex.split(soft)[1:])
+    again = one_error(run(series, "continue", want=1).stderr, "b.txt", "in the way")
+    follow(series, again, "b.txt")  # the changes, staged by the reset, stashed and popped
+    assert b.read_text() == TEXT.replace("line 3\n", "RESOLVED 3\n") + NOTE
+
+
+def test_skip_at_a_stop_refuses_a_commit_and_its_advice_works(tmp_path: Path) -> None:
+    """At a stop, `git commit` of the resolution then `skip`: skip recorded the skip and moved
+    the tree on, the commit lost. Now it refuses before recording anything, as continue does,
+    and its advice (reset --soft, then skip) skips the patch, keeping a copy of the edit."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    git(tree(series), "commit", "-qm", "resolved by hand")
+    mine, before = git_out(tree(series), "rev-parse", "HEAD"), _state(series)
+    out = ok(series, "status").stdout
+    assert "stopped at a in" in out and "HEAD moved to" in out, out
+    said = one_error(run(series, "skip", want=1).stderr, "HEAD moved to", "waits on")
+    assert git_out(tree(series), "rev-parse", "HEAD") == mine and _state(series) == before
+    soft, then, _ = advised(said)
+    assert then == "rebasectl skip", said
+    git(series, *shlex.split(soft)[1:])
+    r = run(series, "skip", want=1)  # skipped; stops at patch 3
+    assert "1/3 a: skipped" in r.stderr and "kept 1 file(s) of a" in r.stderr, r.stderr
+    assert json.loads(_state(series))["skipped"] == ["a"]
+    kept = list((series / ".rebasectl" / "aborted").glob("*/edited/a.txt"))
+    assert [k.read_text() for k in kept] == [TEXT.replace("line 3\n", "RESOLVED 3\n")]
+
+
+def test_a_head_moved_off_the_apply_is_refused_and_abort_keeps_its_commit(
+        tmp_path: Path) -> None:
+    """After a refusal the person checked out another commit in the tree and committed there
+    (built on none of the apply's commits): continue refuses; the advice, abort then apply
+    again, keeps the commit (format-patch) and the untracked file, replays patch 1's resolution
+    and stops at patch 3."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    (tree(series) / "n.txt").write_text("draft\n")
+    run(series, "continue", want=1)
+    git(tree(series), "checkout", "-q", "--detach", "HEAD~2")  # the series' own base
+    (tree(series) / "x.txt").write_text("mine\n")
+    git(tree(series), "add", "x.txt")
+    git(tree(series), "commit", "-q", "-m", "elsewhere")
+    line = _moved_line(series)
+    said = one_error(run(series, "continue", want=1).stderr, "not built on")
+    assert said == f"rebasectl: error: {line}"
+    commands = advised(said)
+    assert [c.split()[1] for c in commands] == ["abort", "apply"], said
+    aborted = ok(series, *shlex.split(commands[0])[1:]).stdout
+    assert "1 untracked file(s) and 1 commit(s)" in aborted, aborted
+    (patch,) = (series / ".rebasectl" / "aborted").glob("*/commits/*.patch")
+    assert "Subject: [PATCH] elsewhere" in patch.read_text() and "+mine" in patch.read_text()
+    r = run(series, *shlex.split(commands[1])[1:], want=1)  # a's resolution is replayed
+    assert "a: resolved as recorded" in r.stderr, r.stderr
+    assert "stopped at b in" in ok(series, "status").stdout
+
+
+def test_abort_after_a_refusal_keeps_a_commit_made_since(tmp_path: Path) -> None:
+    """abort after a refusal and a commit in the tree: the commit is kept and named."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    b = tree(series) / "b.txt"
+    b.write_text(b.read_text() + NOTE)
+    run(series, "continue", want=1)
+    git(tree(series), "commit", "-qam", "my own commit")
+    out = ok(series, "abort").stdout
+    assert "kept 1 commit(s)" in out and "`git am` the commits in commits/" in out, out
+    (patch,) = (series / ".rebasectl" / "aborted").glob("*/commits/*.patch")
+    assert "my own commit" in patch.read_text() and f"+{NOTE}" in patch.read_text()
+
+
+@pytest.mark.parametrize("way", ["mv", "stash", "checkout"])
+def test_status_after_the_refused_files_went_says_so(tmp_path: Path, way: str) -> None:
+    """hostile7 3: once the files a refusal named are out of the way (moved, stashed, changes
+    dropped), status no longer says it was refused: it says they are out of the way and that
+    continue goes on (which it does)."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    t = tree(series)
+    name = "n.txt" if way == "mv" else "b.txt"
+    if way == "mv":
+        (t / name).write_text("draft\n")
+    else:
+        (t / name).write_text((t / name).read_text() + NOTE)
+    run(series, "continue", want=1)
+    _refusal_in_status(series)
+    if way == "mv":
+        shutil.move(t / name, t / "n.txt.mine")
+    else:
+        git(t, *(["stash", "-q"] if way == "stash" else ["checkout", "--", name]))
+    out = ok(series, "status").stdout
+    assert "paused in" in out and "refused in" not in out, out
+    line = next(x for x in out.splitlines() if x.startswith("the files the last refusal"))
+    assert f"({name}) are out of the way now" in line, line
+    got = json.loads(ok(series, "status", "--json").stdout)["apply_in_progress"]
+    assert got["refused"] is None and got["refused_gone"] == [name], got
+    assert advised(line)[0] == "rebasectl continue"
+    run(series, "continue", want=1)
+    assert "stopped at b in" in ok(series, "status").stdout
+
+
+def test_status_names_only_the_refused_files_still_in_the_way(tmp_path: Path) -> None:
+    """A refusal over an untracked file and a changed one; once the untracked one is moved
+    away, status's refusal (and its way past) names only the changed one."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    t = tree(series)
+    (t / "n.txt").write_text("draft\n")
+    (t / "b.txt").write_text((t / "b.txt").read_text() + NOTE)
+    said = one_error(run(series, "continue", want=1).stderr, "n.txt", "b.txt", "in the way")
+    assert "mv " in said
+    shutil.move(t / "n.txt", t / "n.txt.mine")
+    line = _refusal_in_status(series)
+    assert "n.txt" not in line and "your uncommitted changes to b.txt" in line, line
+    follow(series, line.removeprefix(REFUSED), "b.txt")
+    assert (t / "b.txt").read_text().endswith(NOTE)
+
+
+@pytest.mark.parametrize(("fault", "code"), [("kill@start", -9), ("kill@ready", -9),
+                                             ("int@start", 130)])
+def test_a_run_killed_before_it_began_leaves_the_refusal_as_it_was(tmp_path: Path, fault: str,
+                                                                   code: int) -> None:
+    """hostile7 11: a continue killed before it began (nothing read, nothing changed) after a
+    refusal: status said "the last run was refused", false of that run. It says what it can
+    know: the refusal, and that its reason still holds (the files are still in the way); it
+    claims nothing of the runs since. The way past still works."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    (tree(series) / "n.txt").write_text("draft\n")
+    said = one_error(run(series, "continue", want=1).stderr, "n.txt", "in the way")
+    before = _state(series)
+    killed = run(series, "continue", env={"REBASECTL_FAULT": fault})
+    assert killed.returncode == code, (killed.returncode, killed.stderr)
+    assert _state(series) == before
+    out = ok(series, "status").stdout
+    assert "last run" not in out, out
+    line = _refusal_in_status(series)
+    assert said.endswith(line.removeprefix(REFUSED).removesuffix("; `rebasectl abort` gives up"))
+    follow(series, line, "b.txt")

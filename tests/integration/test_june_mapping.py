@@ -130,8 +130,8 @@ def test_lost_and_put_back_lines_are_true(june: dict[str, Any]) -> None:
     parameter upstream and kept its own (not lost), while the shape without the hc dimension is
     not the shape with it (still lost: a list item added is no widened signature); the new
     patch's ``import gc`` and ``import logging`` in mlp.py, which fa9c71454 removed and the old
-    patch never added, are said put back (an import is code, not prose), beside the two
-    findings the report made before."""
+    patch never added, are said put back (an import is code, not prose), beside the one
+    attention.py finding of patch 18 (patch 21 only moves that import: hostile 7 #8)."""
     lost = _items(june, "lost-in-resolution", "true_on_policy/provider.py")
     assert "def layer_norm(self, rms_norm: bool = False, for_qk: bool = False):" not in lost
     assert "def grouped_mlp_modules(" in lost  # the check ran on that file
@@ -141,5 +141,34 @@ def test_lost_and_put_back_lines_are_true(june: dict[str, Any]) -> None:
     spec = ["from megatron.core.transformer.spec_utils import ModuleSpec, build_module"]
     assert [(f["index"], f["path"].rsplit("/", 1)[-1], f["items"], f["commit"][:9])
             for f in back] == [(18, "attention.py", spec, "dbfc96b08"),
-                               (18, "mlp.py", ["import gc", "import logging"], "fa9c71454"),
-                               (21, "attention.py", spec, "dbfc96b08")]
+                               (18, "mlp.py", ["import gc", "import logging"], "fa9c71454")]
+
+
+ATTENTION = "megatron/core/transformer/attention.py"
+SPEC_IMPORT = "from megatron.core.transformer.spec_utils import ModuleSpec, build_module"
+
+
+def test_a_moved_import_is_not_added_back(june: dict[str, Any]) -> None:
+    """Hostile 7 #8: upstream dbfc96b08 removed the import from attention.py; new patch 18
+    (true-on-policy) puts it back, new patch 21 (ac7a4a411) only moves it within the file (a
+    ``-`` and a ``+`` of the same line). Only the first is a partial revert."""
+    new = {p["index"]: p["commit"] for p in june["new"]["patches"]}
+    said = [(new[f["index"]][:9], f["commit"][:9]) for m in june["mapping"]
+            for f in m["findings"] if f["kind"] == "partial-revert" and f["path"] == ATTENTION
+            and SPEC_IMPORT in f["items"]]
+    assert said == [(new[18][:9], "dbfc96b08")], said
+    assert new[21].startswith("ac7a4a411")
+    row = next(m for m in june["mapping"] if m["new"] == [21])
+    assert "partial-revert" not in row["review"]["reasons"], row["review"]
+
+
+def test_lost_lines_of_a_file_upstream_deleted_say_so(june: dict[str, Any]) -> None:
+    """Hostile 7 #12: the old patch's line in tokenizer.py, which upstream 32570939 deleted,
+    is not said to be missing from "this file at the new base" (there is none)."""
+    lost = [f for m in june["mapping"] for f in m["findings"]
+            if f["kind"] == "lost-in-resolution"
+            and f["path"] == "megatron/training/tokenizer/tokenizer.py"]
+    assert [(f["items"], (f["commit"] or "")[:9]) for f in lost] == \
+        [(["trust_remote_code=True,"], "325709393")], lost
+    assert "upstream deleted this file between the bases" in lost[0]["text"]
+    assert "nor this file at the new base" not in lost[0]["text"]

@@ -13,6 +13,7 @@ import yaml
 from tests.harness.cli import one_error
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import Repo, git, lines
+from tests.harness.scenes import resolve_all
 from tests.unit.test_attribution import Fork
 
 BUMP_KEYS = {"schema", "from", "to", "upstream_commits", "result", "patches"}
@@ -253,8 +254,33 @@ def test_bump_test_runs_the_suite_on_the_bumped_tree(tmp_path: Path) -> None:
 
 def test_report_after_a_bump_names_the_blocked_patch_and_its_blocker(tmp_path: Path) -> None:
     """The bump says one conflicts and two-on-top-of-one is blocked by it; the person skips
-    both during the apply and exports (skipped entries stay). The report cannot pair a new
-    side whose patches do not apply: it says so for each, the blocked one with its blocker."""
+    both during the apply and exports (skipped entries stay, as they were). The report cannot
+    pair a new side whose patches do not apply: it says so for each, the blocked one with its
+    blocker, and refuses (exit 2, hostile7 #7: it was exit 1, "needs a review", with no way
+    on) with the two ways on; the first, followed, gives the report."""
+    series = _skipped_and_exported(tmp_path)
+    r = rebasectl(series, "report", env=TERMINAL)
+    assert r.returncode == 2, r.stderr
+    one_error(r.stderr)
+    assert "patch 1 'one' does not apply (a.txt)" in r.stderr
+    assert "patch 3 'two-on-top-of-one' is blocked by one" in r.stderr
+    assert "c-stays-clean" not in r.stderr and "feature-line" not in r.stderr
+    drop = "rebasectl export --drop one --drop two-on-top-of-one"
+    assert f"`{drop}` leaves them out of the series, or resolve: `rebasectl apply`, then " \
+        "`rebasectl continue` and `rebasectl export`" in r.stderr, r.stderr
+    r = rebasectl(series, *drop.split()[1:], env=TERMINAL)
+    assert r.returncode == 0, r.stderr
+    r = rebasectl(series, "report", "--format", "json", env=TERMINAL)
+    assert r.returncode == 1, r.stderr  # entries to review: the two dropped
+    data = json.loads(r.stdout)
+    assert [p["id"] for p in data["new"]["patches"]] == ["feature-line", "c-stays-clean"]
+    assert {(tuple(m["old"]), m["status"]) for m in data["mapping"]} >= \
+        {((1,), "dropped"), ((3,), "dropped")}
+
+
+def _skipped_and_exported(tmp_path: Path) -> Path:
+    """conflicted_history after a bump, an apply that skipped one and two-on-top-of-one, and
+    an export (the series keeps both as they were)."""
     fork, series, _ = conflicted_history(tmp_path)
     Repo(series).commit("series before the bump")
     r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), env=TERMINAL)
@@ -263,12 +289,28 @@ def test_report_after_a_bump_names_the_blocked_patch_and_its_blocker(tmp_path: P
                        (["export"], 0)):
         r = rebasectl(series, *step, env=TERMINAL)
         assert r.returncode == code, (step, r.stderr)
-    r = rebasectl(series, "report", env=TERMINAL)
+    return series
+
+
+def test_report_refusal_resolve_way_on(tmp_path: Path) -> None:
+    """The refusal's other way on, followed: apply, resolve each stop, continue, export; the
+    report then runs (exit 1: the resolved patches differ from the old ones)."""
+    series = _skipped_and_exported(tmp_path)
+    r = rebasectl(series, "apply", env=TERMINAL)
     assert r.returncode == 1, r.stderr
-    one_error(r.stderr)
-    assert "patch 1 'one' does not apply (a.txt)" in r.stderr
-    assert "patch 3 'two-on-top-of-one' is blocked by one" in r.stderr
-    assert "c-stays-clean" not in r.stderr and "feature-line" not in r.stderr
+    for _ in range(2):
+        resolve_all(series / ".rebasectl" / "tree" / "a.txt", "")
+        git(series / ".rebasectl" / "tree", "add", "a.txt")
+        r = rebasectl(series, "continue", env=TERMINAL)
+        if r.returncode == 0:
+            break
+        assert r.returncode == 1, r.stderr
+    assert r.returncode == 0, r.stderr
+    r = rebasectl(series, "export", env=TERMINAL)
+    assert r.returncode == 0, r.stderr
+    r = rebasectl(series, "report", "--format", "json", env=TERMINAL)
+    assert r.returncode == 1, r.stderr
+    assert len(json.loads(r.stdout)["new"]["patches"]) == 4
 
 
 def test_a_patch_upstream_carries_blocks_nothing(tmp_path: Path) -> None:

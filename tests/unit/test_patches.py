@@ -305,6 +305,10 @@ def test_a_file_cut_after_its_separator_is_refused_as_git_am_refuses_it(
         parse(stat, "t.patch")
     signed = cut.replace(b"Why.\n---\n", b"Why.\n-- \nrebasectl\n")  # what the line says
     assert parse(signed, "t.patch").is_empty
+    # an empty commit an older rebasectl exported has these bytes (hostile7 #10): the line says
+    # so, and its conversion is the same edit
+    assert "exported by rebasectl before December 2026 ends in '---': replace that line by " \
+        "'-- ' and a line 'rebasectl'" in info.value.message
 
 
 def test_a_shipped_patch_cut_after_its_separator_is_refused() -> None:

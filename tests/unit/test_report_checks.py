@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rebasectl.engine.attribution import UpstreamRange
+from rebasectl.engine.carried import CarriedLines, Change
 from rebasectl.git import Repo as GitRepo
+from rebasectl.model.diffs import parse
+from rebasectl.model.ids import Oid
 from rebasectl.report import Side, build_report
 from rebasectl.report.findings import claim_lines, message_identifiers
 from rebasectl.report.model import Report
@@ -188,6 +192,35 @@ def test_a_changed_value_is_lost(tmp_path: Path) -> None:
         == [("def __init__(self, strict_load: bool = True):",)]
 
 
+def test_lost_lines_of_a_file_upstream_deleted(tmp_path: Path) -> None:
+    """Hostile 7 #12 (June tokenizer.py): the old patch's line is in no file at the new base
+    because upstream deleted the file; the finding says so and names the commit that did. A
+    file upstream only renamed is not said deleted."""
+    repo = Repo(tmp_path / "r")
+    base1 = repo.commit("base", {"tok.py": text("tok"), "keep.py": text("keep")})
+    anchor = "tok_value_3 = compute_tok(3)\n"
+    keep = text("keep") + "keep_checking_tokenizer_inputs(tok_value_3)\n"
+    old = repo.commit("fix: trust", {"keep.py": keep, "tok.py": text("tok").replace(
+        anchor, anchor + "trust_remote_code_for_tokenizers = True\n")})
+    repo.checkout("-b", "up", base1)
+    deleted = repo.commit("upstream: drop the legacy tokenizer (#7)", {"tok.py": None})
+    base2 = repo.head()
+    new = repo.commit("fix: trust", {"keep.py": keep})
+    r = _report(repo, base1, [old], base2, [new])
+    (f,) = [f for e in r.mapping for f in e.findings if f.kind == "lost-in-resolution"]
+    assert (f.path, f.items, f.commit) == \
+        ("tok.py", ("trust_remote_code_for_tokenizers = True",), deleted)
+    assert f.text == ("1 line(s) the old patch added are not in the new patch, and upstream "
+                      "deleted this file between the bases: "
+                      "`trust_remote_code_for_tokenizers = True`")
+    # a file still there without the line is said as before, with no commit
+    repo.checkout("-b", "same", base1)
+    kept = repo.commit("fix: trust", {"keep.py": keep})
+    r = _report(repo, base1, [old], base1, [kept])
+    (f,) = [f for e in r.mapping for f in e.findings if f.kind == "lost-in-resolution"]
+    assert "nor this file at the new base" in f.text and f.commit is None
+
+
 def _readding(tmp_path: Path, old_adds: str, new_adds: str) -> tuple[Report, str]:
     """Upstream removes an import, a docstring's ``Defaults to False.``, a lone argument and a
     statement (one commit); the old patch adds a guard and ``old_adds`` after line 10, the new
@@ -240,6 +273,39 @@ def test_adds_back_a_statement_the_resolution_wrote(tmp_path: Path) -> None:
     r, removed = _readding(tmp_path / "b", "", "import logging\n")
     assert [(f.items, f.commit) for e in r.mapping for f in e.findings
             if f.kind == "partial-revert"] == [(("import logging",), removed)]
+
+
+def test_a_moved_line_is_not_added_back(tmp_path: Path) -> None:
+    """Hostile 7 #8 (June new[21], attention.py): a patch that removes a line and adds it
+    elsewhere in the same file moves it; only the patch that put it back (new[18]) re-adds
+    what upstream removed. Bump's re-adds warning asks the same rule of a patch made on the old
+    base, where the same move does put the line back on the target (June bump: deepseek-v4's
+    schedules.py, true-on-policy's transformer_block.py)."""
+    repo = Repo(tmp_path / "r")
+    head = "import logging\n"
+    base1 = repo.commit("base", {"mod.py": head + text("mod")})
+    removed = repo.commit("upstream: drop logging (#9)", {"mod.py": text("mod")})
+    base2 = repo.head()
+    back = repo.commit("fix: log again", {"mod.py": head + text("mod")})
+    anchor = "mod_value_10 = compute_mod(10)\n"
+    moved = repo.commit("refactor: import where it is used", {
+        "mod.py": text("mod").replace(anchor, anchor + head)})
+    r = _report(repo, base1, [], base2, [back, moved])
+    reverts = [f for e in r.mapping for f in e.findings if f.kind == "partial-revert"]
+    assert [(f.index, f.items, f.commit) for f in reverts] == [(1, ("import logging",), removed)]
+    git = GitRepo(repo.path)
+    carried = CarriedLines(UpstreamRange(git, Oid(base1), Oid(base2)))
+    diffs = git.history.commit_diffs([back, moved])
+    changes = [Change.of_file(parse(diffs[sha]).files[0]) for sha in (back, moved)]
+    assert [carried.removed_upstream(c, on_target=True) for c in changes] == \
+        [[(removed, [b"import logging"])], []]
+    # bump asks of a patch made on the old base: one that moves a line upstream has since
+    # removed puts it back on the target (its removal finds nothing there)
+    repo.checkout("-b", "on-old", base1)
+    on_old = repo.commit("refactor: import where it is used", {
+        "mod.py": text("mod").replace(anchor, anchor + head)})
+    (f,) = parse(git.history.commit_diffs([on_old])[on_old]).files
+    assert carried.removed_upstream(Change.of_file(f)) == [(removed, [b"import logging"])]
 
 
 def test_removed_parameter_still_used_upstream(tmp_path: Path) -> None:
