@@ -2,11 +2,13 @@
 killed command left, and find the upstream mirror.
 
 What an interruption can leave, and what is done about it here before any command goes on: a
-half-written export (rolled forward from its journal), git lock files of a killed git (removed
-when no process has them open, and named), a ``git worktree add`` killed while "initializing"
-(its registration and half-made directory removed), and registrations of work trees whose
-directory is gone (pruned). Read-only commands (status, check) only roll a half-written export
-forward (``finish_interrupted_write``).
+half-written export (rolled forward from its journal, which is said: ``finished_words``; a file
+changed by hand since the kill is copied under ``.rebasectl/overwritten/`` first), git lock
+files of a killed git (removed when no process has them open, and named), a ``git worktree
+add`` killed while "initializing" (its registration and half-made directory removed), and
+registrations of work trees whose directory is gone (pruned). Read-only commands (status,
+check) only roll a half-written export forward (``finish_interrupted_write``, which the front
+runs before every command).
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from ..git.worktree import (
 )
 from ..infra.errors import RebasectlError
 from ..infra.faults import boundary
-from ..infra.fsutil import recover
+from ..infra.fsutil import Finished, recover
 from ..infra.lock import RepoLock
 from ..model.ids import is_abbrev, short
 from ..model.series import Series
 from ..model.workspace import Workspace
 
 Notify = Callable[[str], None]
+SHOWN = 5  # the files a line names before "..."
 
 
 def quiet(text: str) -> None:
@@ -46,9 +49,30 @@ def quiet(text: str) -> None:
 def locked(ws: Workspace, command: str, notify: Notify = quiet) -> Iterator[None]:
     ws.ensure_state_dir()
     with RepoLock(ws.lock_file, command):
-        recover(ws.root, ws.journal_dir)
+        _finish(ws, notify)
         repair_git(ws, notify)
         yield
+
+
+def _finish(ws: Workspace, notify: Notify) -> None:
+    done = recover(ws.root, ws.journal_dir, ws.overwritten)
+    if done is not None:
+        notify(finished_words(ws, done))
+
+
+def finished_words(ws: Workspace, done: Finished) -> str:
+    """The line that says an interrupted export (import) was finished, and where the files a
+    person changed after the interruption went: the journal's version of each was written
+    (the series is one export's again), theirs kept to bring their change back from."""
+    when = f" at {done.at}" if done.at else ""
+    counts = f"{done.written} file{'s' if done.written != 1 else ''} written"
+    counts += f", {done.deleted} deleted" if done.deleted else ""
+    text = f"finished the {done.what} interrupted{when}: {counts}"
+    if done.folder is not None:
+        shown = ", ".join(done.kept[:SHOWN] + (["..."] if len(done.kept) > SHOWN else []))
+        text += (f"; {shown} had been changed since the interruption: your version is kept in "
+                 f"{done.folder.relative_to(ws.root)}/ (bring your change back from there)")
+    return text
 
 
 def repair_git(ws: Workspace, notify: Notify) -> None:
@@ -152,13 +176,15 @@ def in_progress(ws: Workspace) -> None:
         raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
 
 
-def finish_interrupted_write(ws: Workspace) -> None:
+def finish_interrupted_write(ws: Workspace, notify: Notify = quiet) -> None:
     """Roll an export/import that was interrupted halfway forward before reading the series, so
-    that read-only commands never show a mixture of old and new files."""
+    that read-only commands never show a mixture of old and new files. The front calls this
+    before every command, ``notify`` its way of saying so (some commands have no news of
+    their own to pass it through)."""
     if ws.journal_dir.exists():
         ws.ensure_state_dir()
         with RepoLock(ws.lock_file, "recover"):
-            recover(ws.root, ws.journal_dir)
+            _finish(ws, notify)
 
 
 def fetched_mirror(ws: Workspace, upstream: str | None, series: Series, to_rev: str,

@@ -17,14 +17,15 @@ entry removed by hand whose commit would come back as a new patch.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from ..infra.errors import ExitCode, RebasectlError
-from ..infra.fsutil import read_regular
+from ..infra.fsutil import fresh_folder, read_regular
 from ..model.ids import short
+from ..model.patches import PatchError, parse
 from ..model.series import PATCH_DIR, SERIES_FILE, Series
 from ..model.series_patch import file_digest
 from ..model.workspace import Workspace
@@ -79,6 +80,19 @@ def edited_files(ws: Workspace, baseline: Baseline, plan: Planned) -> list[str]:
     return out
 
 
+def readable(ws: Workspace, plan: Planned) -> None:
+    """Each patch file edited by hand parses: one that does not (cut short, any refusal of the
+    reader) is refused with its own parse error, the line ``check`` gives (exit 2). Called
+    before the refusal of hand edits, whose rebuild advice cannot work on such a file (apply
+    refuses it too)."""
+    for edit in plan.edits:
+        rel, _, how = edit.partition(" (")
+        if how == "edited)" and rel.startswith(f"{PATCH_DIR}/"):
+            data = _on_disk(ws, rel[len(PATCH_DIR) + 1:])
+            if data is not None:
+                parse(data, rel)
+
+
 def edited_series(baseline: Baseline, plan: Planned) -> list[str]:
     """The fields of series.yaml export takes from the commits that a person changed since the
     read, where export would write something else."""
@@ -113,21 +127,34 @@ def find_edits(ws: Workspace, tmap: TreeMap, plan: Planned) -> bool:
     return True
 
 
-def rebuildable(ws: Workspace, baseline: Baseline, at_tip: bool, plan: Planned) -> bool:
-    """Would ``rebasectl apply`` rebuild the tree from the edited series losing nothing of the
-    tree's? Only when the tree is at the tip rebasectl recorded (``at_tip``: apply refuses
-    otherwise) and every file export writes is what the apply read or already on disk (no
-    resolution, new commit or amend of the tree's own that only export would save). At the
-    tip, a patch series.yaml no longer lists is one the apply made from an entry the person
-    removed: a rebuild leaves it out, as the person meant."""
-    if not at_tip or plan.removed or any(e.endswith(" (deleted)") for e in plan.edits):
-        return False  # (apply cannot read a series whose listed file is gone)
+class Rebuild(Enum):
+    """What ``rebasectl apply`` would make of the tree from the edited series."""
+
+    SAME = "same"  # every file export writes is what the apply read: the same tree again
+    REDONE = "redone"  # the apply's own work (resolutions, another base) redone: nothing lost
+    MOVED = "moved"  # HEAD left the recorded tip: commits or amends a rebuild would lose
+    UNREADABLE = "unreadable"  # a listed file deleted: apply cannot read the series
+
+
+def rebuildable(ws: Workspace, baseline: Baseline, at_tip: bool, plan: Planned) -> Rebuild:
+    """What ``rebasectl apply`` would rebuild from the edited series. Only a tree at the tip
+    rebasectl recorded (``at_tip``: apply refuses otherwise) holds nothing but rebasectl's own
+    work: its commits were applied from the files, merged onto the tree's base, or resolved
+    at a stop, and every resolution is recorded, so a rebuild replays it (``REDONE``) where
+    the files it resolved are unchanged. Off the tip the tree has commits or amends of the
+    person's that only export would save. At the tip, a patch series.yaml no longer lists is
+    one the apply made from an entry the person removed: a rebuild leaves it out, as the
+    person meant."""
+    if any(e.endswith(" (deleted)") for e in plan.edits):
+        return Rebuild.UNREADABLE
+    if not at_tip or plan.removed:
+        return Rebuild.MOVED  # (removed: files of entries this export drops or folds)
     listed = {e.file for e in plan.current.patches}
     for name, data in plan.files.items():
         if name in listed and data != _on_disk(ws, name) and \
                 file_digest(data) != baseline.files.get(name):
-            return False
-    return True
+            return Rebuild.REDONE
+    return Rebuild.SAME
 
 
 class HandEdits(RebasectlError):
@@ -143,25 +170,73 @@ def _shown(edits: list[str]) -> str:
     return ", ".join(edits[:SHOWN] + ([f"and {more} more"] if more > 0 else []))
 
 
-def refusal(ws: Workspace, tmap: TreeMap, plan: Planned, can_rebuild: bool) -> HandEdits:
-    """One line: the edits, and the ways out that work (each tested). Where the tree changed
-    the same patches, no rebuild can keep both: ``--force`` takes the tree's and keeps the
-    person's copy, to merge back and rebuild from."""
-    title = " (a title is its patch's Subject: line: change that line too)" \
-        if any(" (title of " in e for e in plan.edits) else ""
+def refusal(ws: Workspace, tmap: TreeMap, plan: Planned, rebuild: Rebuild) -> HandEdits:
+    """One line: the edits, and the ways out that work (each tested, followed literally).
+    Where the tree holds work of its own (``Rebuild.MOVED``), no rebuild can keep both:
+    ``--force`` takes the tree's and keeps the person's copy, to merge back and rebuild from.
+    A title edit needs its patch's Subject: line to say it too (the commit's subject is what
+    export writes as the title): that step is named first, by file."""
     apply = _apply_command(ws, tmap, plan)
-    if can_rebuild:
-        ways = (f"keep them{title}: `{apply}` rebuilds the work tree from them, then "
-                "`rebasectl export`; or `rebasectl export --force` writes over them (yours kept "
-                "in .rebasectl/overwritten/)")
+    subjects = _subject_steps(ws, plan)
+    force = "`rebasectl export --force`"
+    if rebuild in (Rebuild.SAME, Rebuild.REDONE):
+        first = f"first set the Subject: line of {subjects} to its new title, then " \
+            if subjects else ""
+        ways = (f"keep them: {first}`{apply}` rebuilds the work tree from them"
+                f"{_redo_words(tmap, rebuild)}, then `rebasectl export`; or {force} writes "
+                "over them (yours kept in .rebasectl/overwritten/)")
     else:
-        ways = ("the work tree holds changes of its own a rebuild would lose: `rebasectl "
-                "export --force` writes them and keeps yours in .rebasectl/overwritten/; merge "
-                "your change back"
-                f"{title}, then `{apply}` rebuilds the work tree from the series")
+        why = ("a rebuild cannot read the series while a patch file it lists is deleted"
+               if rebuild is Rebuild.UNREADABLE else
+               "the work tree holds commits or amends of its own since rebasectl built it "
+               "(or drops entries), which a rebuild from the series would lose")
+        also = f" and set the Subject: line of {subjects} to its new title" if subjects else ""
+        ways = (f"{why}: {force} writes the tree's and keeps yours in "
+                f".rebasectl/overwritten/; merge your change back{also}, then `{apply}` "
+                f"rebuilds the work tree from the series{_skip_words(tmap)}")
     return HandEdits(
         f"export would write over what was changed by hand since the work tree was built: "
         f"{_shown(plan.edits)}; nothing written; {ways}", plan.edits)
+
+
+def _redo_words(tmap: TreeMap, rebuild: Rebuild) -> str:
+    """What a rebuild does again by itself and what it leaves to the person: the resolutions
+    rebasectl recorded are replayed (where an edit changed what one resolved, it stops for it
+    to be resolved again), and a patch skipped before stops again, to be skipped again."""
+    words = ""
+    if rebuild is Rebuild.REDONE:
+        words = (" (the work tree's patches differ from their files by what the apply did: "
+                 "resolved conflicts or another base; the rebuild replays the resolutions "
+                 "rebasectl recorded and stops only where an edit changed what one resolved)")
+    return words + _skip_words(tmap)
+
+
+def _skip_words(tmap: TreeMap) -> str:
+    """A patch skipped when the tree was built is applied again by a rebuild: where it still
+    conflicts, the rebuild stops there, to be skipped again."""
+    if not tmap.skipped:
+        return ""
+    return (f" (it stops again at {', '.join(tmap.skipped)}, skipped before, where it still "
+            "conflicts: `rebasectl skip`)")
+
+
+def _subject_steps(ws: Workspace, plan: Planned) -> str:
+    """The patch files whose Subject: line is not yet the title series.yaml now gives them,
+    for titles edited by hand ("" when none: the person changed both)."""
+    edited = {e[len(f"{SERIES_FILE} (title of "):-1] for e in plan.edits
+              if e.startswith(f"{SERIES_FILE} (title of ")}
+    files = []
+    for entry in plan.current.patches:
+        data = _on_disk(ws, entry.file) if entry.id in edited else None
+        if data is None:
+            continue
+        try:
+            subject = parse(data, entry.file).subject
+        except PatchError:
+            continue  # (refused by ``readable`` when export reaches it)
+        if subject != entry.title:
+            files.append(f"{PATCH_DIR}/{entry.file}")
+    return ", ".join(files)
 
 
 def during_bump(refused: HandEdits, rerun: str) -> HandEdits:
@@ -190,11 +265,7 @@ def keep_copies(ws: Workspace, plan: Planned) -> Path | None:
     paths = [p for p in plan.paths() if (ws.root / p).is_file()]
     if not paths:
         return None
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    dest = ws.state_dir / "overwritten" / stamp
-    n = 2
-    while dest.exists():
-        dest, n = ws.state_dir / "overwritten" / f"{stamp}-{n}", n + 1
+    dest = fresh_folder(ws.overwritten)
     for rel in paths:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ws.root / rel, dest / rel)

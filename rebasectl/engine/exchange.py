@@ -262,10 +262,11 @@ def _writable_message(info: CommitInfo, patch: Patch) -> None:
 
 # -- writing ---------------------------------------------------------------------------------------
 def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
-                 removed: Sequence[str] = ()) -> list[str]:
+                 removed: Sequence[str] = (), what: str = "export") -> list[str]:
     """patches/ and series.yaml in one transaction: ``files`` written, the files of ``removed``
     entries deleted (only files the current series lists are ever deleted or replaced: a patch
     file someone put in patches/ without listing it is left alone, and never overwritten).
+    ``what`` (export, import) names it to the command that finishes it after a kill.
     Returns the paths whose bytes changed."""
     current = _maybe_load(ws)
     listed = {e.file for e in current.patches} if current else set()
@@ -274,7 +275,7 @@ def write_series(ws: Workspace, series: Series, files: dict[str, bytes],
     if clash:
         raise RebasectlError(f"{PATCH_DIR}/{clash[0]}: not listed in {SERIES_FILE} and would be "
                              "overwritten; move it out of the way first")
-    txn = FileTransaction(ws.root, ws.journal_dir)
+    txn = FileTransaction(ws.root, ws.journal_dir, ws.overwritten, what)
     for name in removed:
         if name in listed:
             txn.delete(f"{PATCH_DIR}/{name}")
@@ -395,7 +396,7 @@ def import_range(ws: Workspace, repo_path: Path, spec: str, branch: str | None) 
     entries, files = entries_from_commits(repo, infos, previous, {}, stats, parsed)
     series = Series(upstream, tuple(entries), fork_web=previous.fork_web if previous else "")
     gone = [e.file for e in previous.patches if e.file not in files] if previous else []
-    changed = write_series(ws, series, files, gone)
+    changed = write_series(ws, series, files, gone, what="import")
     remember_stats(ws, files, stats)
     merges = [Flattened(i.sha, e.title, repo.history.brought_by(i.sha, [base]), e.file,
                         stats[e.file].files)
@@ -463,6 +464,7 @@ def _guard(ws: Workspace, tmap: TreeMap, at_tip: bool, plan: Planned, built: Bui
         return
     if not force:
         assert tmap.baseline is not None
+        edits.readable(ws, plan)
         raise edits.refusal(ws, tmap, plan, edits.rebuildable(ws, tmap.baseline, at_tip, plan))
     built.overwritten = edits.keep_copies(ws, plan)
 

@@ -57,7 +57,7 @@ from .holdups import head_moved, stop_moved
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .serialize import file_conflict
-from .state import ApplyState, Baseline, TreeMap
+from .state import ApplyState, Baseline, TreeMap, tolerant
 from .worktrees import check_room, checkout, clear, forget_half_made, registered
 
 Notify = Callable[[str], None]
@@ -166,9 +166,11 @@ class Session:
             series = load(self.ws.root)
             loaded, pinned = load_patches(self.ws, series), series.upstream.base
         check_room(self.ws, worktree)
+        before, _ = tolerant(TreeMap.load, self.ws.tree_map)
         state = ApplyState(base, str(worktree), [lp.id for lp in loaded], cleared=False,
                            labels=[f"upstream {base.short()}"],
-                           baseline=Baseline.of(pinned, loaded))
+                           baseline=Baseline.built(pinned, loaded,
+                                                   before.baseline if before else None))
         self.save(state)  # from here on an interruption is finished by `continue` or a rerun
         clear(self.ws, worktree)
         forget_half_made(self.ws, worktree)
@@ -189,7 +191,7 @@ class Session:
         state.go_on()  # this run goes past the last refusal or says its own (saved next)
         if state.current is not None:
             if tree is None or not state.in_tree:
-                state.current = None  # the conflict never reached the tree: redo that patch
+                state.redone(patches[state.current])  # the conflict never reached the tree
             else:
                 self.commit_resolution(state, tree, patches[state.current], allow_empty)
         return self.run(state, patches)
@@ -209,6 +211,7 @@ class Session:
         for pid, sha in found:
             state.record(pid, sha, Applied.RESOLVED if state.current == pid else Applied.ADOPTED)
             if state.current == pid:
+                state.committed_stop(patches[pid])
                 state.current, state.in_tree, state.written = None, False, []
             self.notify(f"{state.position(pid)}/{len(state.ids)} {pid}: committed "
                         f"{sha.short()} before the last run was interrupted; recorded now")
@@ -320,7 +323,9 @@ class Session:
             if step.commit:
                 state.record(step.id, step.commit, step.status)
         stopped = mat.first_conflict()
-        state.current = stopped.id if stopped else None
+        state.current = None
+        if stopped is not None:
+            state.stopped_at(patches[stopped.id])
         state.conflicts = [file_conflict(c) for c in stopped.conflicts] if stopped else []
         state.in_tree = False
         self.save(state)
@@ -394,6 +399,7 @@ class Session:
         self.settled.append(f"{state.position(state.current)}/{len(state.ids)} "
                             f"{state.current}: committed {commit.short()} ({how})")
         self.notify(self.settled[-1])
+        state.committed_stop(lp)
         state.current, state.conflicts, state.in_tree, state.written = None, [], False, []
         self.save(state)
 
@@ -481,7 +487,7 @@ class Session:
         state.written = list(dict.fromkeys([*state.written, *patches[skipped].patch.paths()]))
         kept = self._keep_resolution(state, tree) if tree is not None else None
         state.skipped.append(skipped)
-        state.current, state.conflicts, state.in_tree = None, [], False
+        state.current, state.conflicts, state.in_tree, state.stop_diff = None, [], False, None
         self.save(state)  # the stop's files go back to HEAD in run(), the person's other edits stay
         self.settled.append(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped")
         self.notify(f"{self.settled[-1]} (the series entry stays; `rebasectl export` keeps it)")

@@ -130,8 +130,31 @@ class Baseline:
 
     @classmethod
     def of(cls, pinned: Oid, loaded: Iterable[SeriesPatch]) -> Baseline:
+        """The series as read, titles as series.yaml has them (a bump's: a title that was
+        never its patch's subject is not an edit made while the bump ran)."""
         patches = list(loaded)
         return cls(pinned, tuple((lp.id, lp.entry.title) for lp in patches),
+                   {lp.file: lp.digest for lp in patches if lp.digest})
+
+    @classmethod
+    def built(cls, pinned: Oid, loaded: Iterable[SeriesPatch],
+              previous: Baseline | None) -> Baseline:
+        """An apply's: the series as read, except a title series.yaml changed since the tree
+        before this one was built (``previous``, the tree map's baseline) that is still not
+        its patch's Subject: line. The commit carries the subject, which export writes back as
+        the title, so that title is recorded as the subject: export sees the person's title as
+        an edit it would lose and refuses again, where a rebuild made without changing the
+        Subject: line would otherwise undo it silently. A title that only lags behind a
+        Subject: line edited by hand (series.yaml unchanged) is export's to update."""
+        patches = list(loaded)
+        was = dict(previous.entries) if previous is not None else {}
+
+        def title(lp: SeriesPatch) -> str:
+            mine = lp.entry.title
+            edited = lp.id in was and was[lp.id] != mine
+            return lp.subject if edited and lp.subject != mine else mine
+
+        return cls(pinned, tuple((lp.id, title(lp)) for lp in patches),
                    {lp.file: lp.digest for lp in patches if lp.digest})
 
     @classmethod
@@ -186,11 +209,15 @@ class ApplyState:
     # the files it named, [changed|untracked, path]: status tells a refusal that still holds
     refused_paths: list[list[str]] = field(default_factory=list)
     baseline: Baseline | None = None  # the series as read (None: a state from before baselines)
+    # the digest (file_digest) of the diff the stopped patch was merged with: its file edited
+    # during the stop is committed by continue with the new message; the diff is the person's
+    # resolution either way (None: no stop, or a state from before it was kept)
+    stop_diff: str | None = None
 
     _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
              "labels": "ids", "how": "pairs", "written": "ids", "refused": "str?",
-             "refused_paths": "pairs"}
+             "refused_paths": "pairs", "stop_diff": "str?"}
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -217,6 +244,27 @@ class ApplyState:
         fresh = set(self.remaining()) - {self.current}
         self.baseline = self.baseline.reread(lp for lp in loaded if lp.id in fresh)
 
+    def stopped_at(self, lp: SeriesPatch) -> None:
+        """The apply stops at ``lp``, merged with its diff as read now."""
+        self.current, self.stop_diff = lp.id, file_digest(lp.diff)
+
+    def committed_stop(self, lp: SeriesPatch) -> None:
+        """The stopped patch committed from ``lp`` (its file as read by this continue): its
+        message, author and date are the commit's, its diff was only the stop's start. When
+        that diff is the one the stop was merged with, the file's bytes are what the commit
+        holds, and they become its baseline (a message edited during the stop is no hand
+        edit export must keep); an edited diff is not in the commit, and stays the person's."""
+        if self.baseline is not None and self.stop_diff == file_digest(lp.diff):
+            self.baseline = self.baseline.reread([lp])
+        self.stop_diff = None
+
+    def redone(self, lp: SeriesPatch) -> None:
+        """The stopped patch never reached the work tree: it is applied again, whole, from
+        ``lp`` (its file as read now), which is what its commit will hold."""
+        if self.baseline is not None:
+            self.baseline = self.baseline.reread([lp])
+        self.current, self.stop_diff = None, None
+
     def refuse(self, message: str, changed: Iterable[str], untracked: Iterable[str]) -> None:
         """The run ends refused (before the tree moved): its line and the files it named."""
         self.refused = message
@@ -239,6 +287,7 @@ class ApplyState:
         data.setdefault("how", [])
         data.setdefault("written", [])
         data.setdefault("refused", None)  # written before refusals were kept
+        data.setdefault("stop_diff", None)  # written before the stop's diff was kept
         data.setdefault("refused_paths", [])  # before their files were
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC},

@@ -4,16 +4,25 @@
 leave a mixture of old and new files, so (as StGit does for its stack) every change is first
 staged complete under ``.rebasectl/txn/``, then a journal is written that lists the moves, then the
 moves happen. ``recover`` rolls an interrupted transaction forward: each step is idempotent.
+
+The journal also names what each destination held before (its digest): a file a person changed
+after the kill (neither what it was nor what the transaction writes) is copied to a folder of
+its own under the keep folder (``.rebasectl/overwritten/``, as ``export --force`` keeps what it
+writes over) before the move, and the roll-forward says so (``Finished``): the series is whole
+again, one export's files, and nothing of the person's is lost.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
 import stat
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import RebasectlError
@@ -61,13 +70,46 @@ def read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def fresh_folder(parent: Path) -> Path:
+    """A new folder under ``parent`` named by the time (``20261201-235012``, then ``-2``,
+    ``-3``... when taken): where a copy of what is about to be written over goes."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    dest, n = parent / stamp, 2
+    while dest.exists():
+        dest, n = parent / f"{stamp}-{n}", n + 1
+    dest.mkdir(parents=True)
+    return dest
+
+
+@dataclass
+class Finished:
+    """What a roll-forward did: ``what`` (export, import) began at ``at`` (UTC, as the journal
+    says; None for a journal written before it said so); files written and deleted; the files
+    a person had changed since, copied first into ``folder`` (relative paths, ``kept``)."""
+
+    what: str
+    at: str | None
+    written: int = 0
+    deleted: int = 0
+    kept: list[str] = field(default_factory=list)
+    folder: Path | None = None
+
+
 class FileTransaction:
     """Collect writes and deletes under ``root``; ``commit`` applies them all or (after a crash)
-    ``recover`` finishes them."""
+    ``recover`` finishes them. ``keep_dir``: where a file changed by a person while the
+    transaction was under way is copied before it is written over; ``what`` names the
+    transaction (export, import) to whoever finishes it."""
 
-    def __init__(self, root: Path, journal_dir: Path) -> None:
+    def __init__(self, root: Path, journal_dir: Path, keep_dir: Path, what: str) -> None:
         self.root = root
         self.journal_dir = journal_dir
+        self.keep_dir = keep_dir
+        self.what = what
         self.writes: dict[str, bytes] = {}
         self.deletes: set[str] = set()
 
@@ -79,14 +121,22 @@ class FileTransaction:
         if rel not in self.writes:
             self.deletes.add(rel)
 
-    def changed(self) -> list[str]:
-        """Paths whose bytes would change (deleted or different content)."""
-        out = [rel for rel, data in self.writes.items() if _read(self.root / rel) != data]
-        out += [rel for rel in self.deletes if (self.root / rel).exists()]
-        return sorted(out)
+    def changed(self) -> dict[str, str | None]:
+        """Paths whose bytes would change (deleted or different content), each with the
+        digest of what it holds now (None: no file)."""
+        out: dict[str, str | None] = {}
+        for rel, data in self.writes.items():
+            now = _read(self.root / rel)
+            if now != data:
+                out[rel] = _digest(now)
+        for rel in self.deletes:
+            if (self.root / rel).exists():
+                out[rel] = _digest(_read(self.root / rel))
+        return dict(sorted(out.items()))
 
     def commit(self) -> list[str]:
-        changed = self.changed()
+        before = self.changed()
+        changed = list(before)
         if not changed:
             return []
         _check_writable(self.root, changed)
@@ -96,7 +146,7 @@ class FileTransaction:
         moves: list[list[str]] = []
         try:
             staged.mkdir(parents=True)
-            for i, rel in enumerate(sorted(r for r in changed if r in self.writes)):
+            for i, rel in enumerate(r for r in changed if r in self.writes):
                 tmp = staged / f"{i:05d}"
                 tmp.write_bytes(self.writes[rel])
                 moves.append([str(tmp.relative_to(self.journal_dir)), rel])
@@ -105,10 +155,11 @@ class FileTransaction:
             shutil.rmtree(self.journal_dir, ignore_errors=True)
             raise RebasectlError(f"{self.journal_dir}: cannot stage the new files: "
                                  f"{exc.strerror}; nothing was changed") from None
-        deletes = sorted(r for r in changed if r in self.deletes)
-        journal = {"moves": moves, "deletes": deletes}
+        deletes = [r for r in changed if r in self.deletes]
+        journal = {"moves": moves, "deletes": deletes, "before": before, "what": self.what,
+                   "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
         atomic_write(self.journal_dir / JOURNAL, json.dumps(journal).encode())
-        _roll_forward(self.root, self.journal_dir)
+        _roll_forward(self.root, self.journal_dir, self.keep_dir)
         return changed
 
 
@@ -229,44 +280,95 @@ def _inside(root: Path, rel: object) -> bool:
         os.path.realpath(root), os.path.realpath(root / "patches"))
 
 
-def _load_journal(root: Path, journal_dir: Path) -> tuple[list[list[str]], list[str]]:
+@dataclass
+class _Journal:
+    moves: list[list[str]]
+    deletes: list[str]
+    before: dict[str, str | None] | None  # None: written before destinations were recorded
+    what: str
+    at: str | None
+
+
+def _load_journal(root: Path, journal_dir: Path) -> _Journal:
     where = journal_dir / JOURNAL
     try:
         journal = json.loads(where.read_text())
         moves, deletes = journal["moves"], journal["deletes"]
+        before, what, at = journal.get("before"), journal.get("what"), journal.get("at")
         ok = isinstance(moves, list) and isinstance(deletes, list) and all(
             isinstance(m, list) and len(m) == 2 and isinstance(m[0], str)
             and m[0].startswith("staged/") and "/" not in m[0][7:] and _inside(root, m[1])
             for m in moves) and all(_inside(root, d) for d in deletes)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        known = (before is None or (isinstance(before, dict) and all(
+            v is None or isinstance(v, str) for v in before.values()))) and \
+            isinstance(what or "", str) and isinstance(at or "", str)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RebasectlError(f"{where}: unreadable journal of an interrupted export/import "
                              f"({exc}); remove {journal_dir} and export again") from None
     if not ok:
         raise RebasectlError(f"{where}: the journal names files outside patches/ and "
                              f"series.yaml; nothing done: remove {journal_dir}")
-    return moves, deletes
+    if not known:
+        raise RebasectlError(f"{where}: unreadable journal of an interrupted export/import "
+                             f"(its 'before', 'what' or 'at' is not what rebasectl writes); "
+                             f"remove {journal_dir} and export again")
+    return _Journal(moves, deletes, before, what or "export/import", at)
 
 
-def _roll_forward(root: Path, journal_dir: Path) -> None:
-    moves, deletes = _load_journal(root, journal_dir)
-    for tmp_rel, rel in moves:
+class _Keeper:
+    """Copies, into one fresh folder under ``keep_dir`` made at the first, of the destinations
+    a person changed since the transaction began (see the module doc)."""
+
+    def __init__(self, root: Path, keep_dir: Path, journal: _Journal, done: Finished) -> None:
+        self.root, self.keep_dir, self.journal, self.done = root, keep_dir, journal, done
+
+    def keep(self, rel: str, new: Path | None) -> None:
+        """Copy ``root/rel`` away when it is neither what it was before the transaction nor
+        ``new``'s bytes (the staged file; None for a delete)."""
+        before = self.journal.before
+        if before is None or rel not in before:
+            return  # a journal from before destinations were recorded: nothing to compare
+        now = _read(self.root / rel)
+        if now is None or _digest(now) == before[rel]:
+            return
+        if new is not None and _read(new) == now:
+            return
+        if self.done.folder is None:
+            self.done.folder = fresh_folder(self.keep_dir)
+        dest = self.done.folder / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(dest, now)
+        self.done.kept.append(rel)
+
+
+def _roll_forward(root: Path, journal_dir: Path, keep_dir: Path) -> Finished:
+    journal = _load_journal(root, journal_dir)
+    done = Finished(journal.what, journal.at)
+    keeper = _Keeper(root, keep_dir, journal, done)
+    for tmp_rel, rel in journal.moves:
         tmp = journal_dir / tmp_rel
         target = root / rel
         if tmp.exists():
             try:
+                keeper.keep(rel, tmp)
                 _move_into_place(tmp, root, rel)
             except OSError as exc:
                 raise RebasectlError(f"{target}: cannot write ({exc.strerror}); fix that and run "
                                      "any rebasectl command to finish the interrupted write"
                                      ) from None
+            done.written += 1
         boundary("txn-move")
-    for rel in deletes:
+    for rel in journal.deletes:
         try:
+            keeper.keep(rel, None)
+            if (root / rel).exists():
+                done.deleted += 1
             (root / rel).unlink(missing_ok=True)
         except OSError as exc:
             raise RebasectlError(f"{root / rel}: cannot delete ({exc.strerror}); fix that and run "
                                  "any rebasectl command to finish the interrupted write") from None
     shutil.rmtree(journal_dir, ignore_errors=True)
+    return done
 
 
 def _move_into_place(tmp: Path, root: Path, rel: str) -> None:
@@ -296,12 +398,12 @@ def _move_into_place(tmp: Path, root: Path, rel: str) -> None:
     tmp.unlink()
 
 
-def recover(root: Path, journal_dir: Path) -> bool:
-    """Finish an interrupted transaction (journal written) or discard one that never committed."""
+def recover(root: Path, journal_dir: Path, keep_dir: Path) -> Finished | None:
+    """Finish an interrupted transaction (journal written; what was done is returned) or
+    discard one that never committed (None)."""
     if not journal_dir.exists():
-        return False
+        return None
     if (journal_dir / JOURNAL).exists():
-        _roll_forward(root, journal_dir)
-        return True
+        return _roll_forward(root, journal_dir, keep_dir)
     shutil.rmtree(journal_dir, ignore_errors=True)
-    return False
+    return None

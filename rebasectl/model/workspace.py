@@ -100,6 +100,12 @@ class Workspace:
         return self.state_dir / "txn"
 
     @property
+    def overwritten(self) -> Path:
+        """Copies of files a person changed that rebasectl then wrote over (``export --force``,
+        an interrupted export finished after such a change), a folder per time."""
+        return self.state_dir / "overwritten"
+
+    @property
     def default_artifacts(self) -> Path:
         return self.state_dir / "bump"
 

@@ -335,3 +335,179 @@ def test_bump_refuses_an_edit_made_while_it_ran_and_its_rerun_carries_it(
     _follow(series, rerun[0])
     assert b"+new file, edited\n" in path.read_bytes()
     assert world.clean in (series / "series.yaml").read_text()
+
+
+def _redated(world: World, tmp_path: Path) -> tuple[Path, list[Path]]:
+    """World's series applied, every commit of its tree given a new author date: export then
+    rewrites all five patch files (in name order, series.yaml unchanged)."""
+    series = applied(world, tmp_path)
+    git(tree(series), "rebase", "-q", "--exec",
+        "git commit -q --amend --no-edit --allow-empty --date=2030-01-02T03:04:05Z",
+        world.sc.base)
+    files = sorted((series / "patches").glob("*.patch"))
+    assert len(files) == 5
+    return series, files
+
+
+def test_edit_after_a_killed_export_is_kept_when_the_next_command_finishes_it(
+        world: World, tmp_path: Path) -> None:
+    """export killed after 2 of its 5 moves; the person then edits a file it had not written
+    yet (patch 4) and one it had (patch 1). The next command (status) finishes the export and
+    says so; patch 4 gets the export's version and the person's is kept, named, under
+    .rebasectl/overwritten/; patch 1 (already the export's) keeps the edit. Nothing lost."""
+    series, files = _redated(world, tmp_path)
+    r = run(series, "export", env={"REBASECTL_FAULT": "kill@txn-move:2"})
+    assert r.returncode == -9, (r.returncode, r.stdout, r.stderr)
+    assert b"Date: Wed, 02 Jan 2030" in files[1].read_bytes()
+    assert b"Date: Wed, 02 Jan 2030" not in files[3].read_bytes()
+    late, early = files[3], files[0]
+    late.write_bytes(late.read_bytes().replace(b"Subject: ", b"Subject: HANDEDIT "))
+    mine_late = late.read_bytes()
+    early.write_bytes(early.read_bytes().replace(b"Subject: ", b"Subject: EARLY "))
+    mine_early = early.read_bytes()
+    err = ok(series, "status").stderr
+    said = [x for x in err.splitlines() if "finished the export interrupted at " in x]
+    assert len(said) == 1 and ": 3 files written;" in said[0], err
+    assert f"patches/{late.name} had been changed since the interruption" in said[0], err
+    assert early.name not in said[0], err
+    copies = list((series / ".rebasectl" / "overwritten").glob(f"*/patches/{late.name}"))
+    assert [c.read_bytes() for c in copies] == [mine_late]
+    assert str(copies[0].parent.parent.relative_to(series)) + "/" in said[0], said
+    assert b"Date: Wed, 02 Jan 2030" in late.read_bytes() and b"HANDEDIT" not in late.read_bytes()
+    assert early.read_bytes() == mine_early
+    assert not (series / ".rebasectl" / "txn").exists()
+    # the person brings the change back as the line says: export now guards both edits
+    late.write_bytes(copies[0].read_bytes())
+    line = _refused(series)
+    assert f"patches/{late.name} (edited)" in line and f"patches/{early.name} (edited)" in line
+
+
+def test_export_interrupted_by_ctrl_c_is_finished_and_said_by_status(
+        world: World, tmp_path: Path) -> None:
+    """Ctrl-C during the moves: the message sends the person to `rebasectl status`, which
+    finishes the export and says so (nothing changed by hand: nothing kept)."""
+    series, files = _redated(world, tmp_path)
+    r = run(series, "export", env={"REBASECTL_FAULT": "int@txn-move:3"})
+    assert r.returncode == 130 and "`rebasectl status`" in r.stderr, (r.returncode, r.stderr)
+    err = ok(series, "status", "--json").stderr
+    assert "finished the export interrupted at " in err and ": 2 files written" in err, err
+    assert "changed since" not in err and not (series / ".rebasectl" / "overwritten").exists()
+    assert all(b"Date: Wed, 02 Jan 2030" in f.read_bytes() for f in files)
+    assert ok(series, "status").stderr.count("finished") == 0  # said once
+
+
+def test_stopped_patch_message_edited_during_the_stop_is_committed_not_refused(
+        world: World, tmp_path: Path) -> None:
+    """At a stop, the person fixes the stopped patch's own Subject: line in its file;
+    `continue` commits from the file as it is now (the new subject), so export writes that
+    very message back: no refusal, the edit kept in file, commit and title."""
+    series = conflicted(world, tmp_path)
+    path = _patch(series, "0001-change-a-line-3")
+    path.write_bytes(path.read_bytes().replace(b"fix: change a line 3\n",
+                                               b"fix: change a line 3 (HANDCUR)\n", 1))
+    resolve_a(series)
+    ok(series, "continue")
+    subject = git(tree(series), "log", "-1", "--format=%s", "HEAD~4").stdout.strip()
+    assert subject.endswith("(HANDCUR)"), subject
+    ok(series, "export")
+    assert b"fix: change a line 3 (HANDCUR)\n" in path.read_bytes()
+    assert "line 3 (HANDCUR)" in (series / "series.yaml").read_text()
+
+
+def test_stopped_patch_diff_edited_during_the_stop_is_still_refused(world: World,
+                                                                   tmp_path: Path) -> None:
+    """A hunk of the stopped patch's file edited during the stop is not what continue
+    commits (the resolution in the tree is): export still refuses to write over it."""
+    series = conflicted(world, tmp_path)
+    path = _patch(series, "0001-change-a-line-3")
+    path.write_bytes(path.read_bytes().replace(b"+PATCH 3\n", b"+PATCH 3 by hand\n"))
+    resolve_a(series)
+    ok(series, "continue")
+    line = _refused(series)
+    assert f"patches/{path.name} (edited)" in line, line
+
+
+def test_patch_file_cut_short_is_refused_with_its_parse_error(world: World,
+                                                              tmp_path: Path) -> None:
+    """A patch file cut after its `---` line: export refuses it with the reader's own error,
+    the line `check` gives (exit 2), not as an edit to rebuild from (apply cannot read it
+    either); once the file is whole again, export goes through."""
+    series = applied(world, tmp_path)
+    path = _patch(series, "line-30")
+    whole = path.read_bytes()
+    path.write_bytes(whole[:whole.index(b"\n---\n") + 5])
+    said = one_error(fails(series, 2, "check"), f"patches/{path.name}")
+    before = snapshot(series)
+    assert one_error(fails(series, 2, "export"), f"patches/{path.name}") == said
+    assert snapshot(series) == before
+    assert "edited" not in said and "rebasectl apply" not in said, said
+    path.write_bytes(whole)
+    ok(series, "export")
+
+
+def test_title_advice_followed_literally_never_reverts_the_title(world: World,
+                                                                 tmp_path: Path) -> None:
+    """A title changed in series.yaml alone: the refusal names the Subject: line to change
+    first, by file. Running only its commands (`rebasectl apply`, then `rebasectl export`)
+    leaves the title as the person wrote it and is refused again; with the Subject: step
+    done, the same commands keep the title in series.yaml and in the patch."""
+    series = applied(world, tmp_path)
+    yaml = series / "series.yaml"
+    yaml.write_text(yaml.read_text().replace("title: 'feat: add e'", "title: 'feat: add e file'"))
+    path = _patch(series, "add-e")
+    line = _refused(series)
+    step = f"first set the Subject: line of patches/{path.name} to its new title, then "
+    assert step in line, line
+    rebuild = _rebuild_advice(line)
+    assert line.index(step) < line.index(rebuild), line
+    _follow(series, rebuild)  # the Subject: step left out
+    again = _refused(series)
+    assert "series.yaml (title of add-e)" in again and step in again, again
+    assert "title: 'feat: add e file'" in yaml.read_text()
+    path.write_bytes(path.read_bytes().replace(b"Subject: feat: add e\n",
+                                               b"Subject: feat: add e file\n"))
+    _follow(series, rebuild)
+    ok(series, "export")
+    assert "title: 'feat: add e file'" in yaml.read_text()
+    assert b"Subject: feat: add e file\n" in path.read_bytes()
+
+
+def test_rebuild_after_resolutions_is_offered_and_replays_them(world: World,
+                                                                tmp_path: Path) -> None:
+    """The tree was made onto another base with a conflict resolved at a stop: its patches
+    differ from their files by the apply's own work, which a rebuild redoes (the resolution
+    was recorded), so the refusal says so, not that a rebuild would lose anything; its
+    rebuild, followed literally, replays the resolution and export keeps both."""
+    series = conflicted(world, tmp_path)
+    resolve_a(series)
+    ok(series, "continue")
+    resolved = (tree(series) / "a.txt").read_text()
+    assert "PATCH 3 + UPSTREAM 3" in resolved
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"+new file\n", b"+new file, edited\n"))
+    line = _refused(series)
+    assert "would lose" not in line and "replays the resolutions rebasectl recorded" in line
+    rebuild = _rebuild_advice(line)
+    assert rebuild == f"rebasectl apply --base {world.sc.new_base[:12]}", line
+    _follow(series, rebuild)
+    assert (tree(series) / "a.txt").read_text() == resolved
+    ok(series, "export")
+    assert b"+new file, edited\n" in path.read_bytes()
+    assert b"UPSTREAM 3" in _patch(series, "0001-change-a-line-3").read_bytes()
+
+
+def test_rebuild_advice_names_the_skip_to_repeat(world: World, tmp_path: Path) -> None:
+    """A patch skipped when the tree was built stops the rebuild again: the refusal names it
+    and the skip, and following the whole advice gets the edit exported."""
+    series = conflicted(world, tmp_path)
+    ok(series, "skip")
+    path = _patch(series, "add-e")
+    path.write_bytes(path.read_bytes().replace(b"+new file\n", b"+new file, edited\n"))
+    line = _refused(series)
+    assert "it stops again at change-a-line-3, skipped before" in line, line
+    rebuild = _rebuild_advice(line)
+    assert "`rebasectl skip`" in line and line.index(rebuild) < line.index("rebasectl skip")
+    fails(series, 1, *shlex.split(rebuild)[1:])
+    ok(series, "skip")
+    ok(series, "export")
+    assert b"+new file, edited\n" in path.read_bytes()
