@@ -85,6 +85,7 @@ def abort_lines(result: AbortResult) -> list[str]:
                                               (result.kept_edits, "file(s) you changed "
                                                "(copies in edited/)"),
                                               (result.kept_commits, "commit(s)")) if n]
-        hint = " (`git am` the commits in commits/)" if result.kept_commits else ""
+        hint = " (`git am` the commits in commits/; where it stops at an empty one, `git am " \
+            "--allow-empty` records it)" if result.kept_commits else ""
         lines.append(f"kept {' and '.join(what)} of the removed work tree in {result.kept}{hint}")
     return lines

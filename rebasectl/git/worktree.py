@@ -267,8 +267,9 @@ class Worktree:
 
     def save_commits(self, dest: Path, known: Sequence[str]) -> int:
         """``git format-patch`` of the commits of HEAD that no ref of the mirror and none of
-        ``known`` (tips of this checkout's applies) reach: work only this tree holds."""
-        self.runner.run(["format-patch", "--quiet", "-o", str(dest), "HEAD", "--not",
+        ``known`` (tips of this checkout's applies) reach: work only this tree holds. An empty
+        commit too (``--always``: format-patch leaves it out, and its message with it)."""
+        self.runner.run(["format-patch", "--always", "--quiet", "-o", str(dest), "HEAD", "--not",
                          "--glob=refs/*", *known], check=False)
         return len(list(dest.glob("*.patch"))) if dest.is_dir() else 0
 

@@ -161,3 +161,35 @@ def test_abort_names_the_apply_that_makes_a_lost_tree_again(world: World,
     run(series, *shlex.split(command)[1:], want=0)
     assert git_out(tree(series), "rev-parse", "HEAD") == old_tip
     assert {p: (tree(series) / p).read_text() for p in files} == files
+
+
+def test_abort_keeps_an_empty_commit_with_its_message(sc: Scenario, tmp_path: Path) -> None:
+    """An empty commit of the person's (a marker, a note to self) was kept as an empty file:
+    format-patch leaves empty commits out unless told, and the message was lost. It is kept
+    whole, and the advice (`git am --allow-empty`) brings it back."""
+    series = copy(sc, tmp_path)
+    assert rebasectl(series, "apply", "--base", sc.new_base).returncode == 1
+    tree = series / ".rebasectl" / "tree"
+    tip = git_out(tree, "rev-parse", "HEAD")
+    git_out(tree, "reset", "-q", "--hard")  # the stop given up by hand: the commit is empty
+    git_out(tree, "-c", "user.name=Me", "-c", "user.email=me@example.com", "commit", "-q",
+            "--allow-empty", "-m", "note: look at a.txt again", "-m", "before the bump")
+    r = rebasectl(series, "abort")
+    assert r.returncode == 0 and "where it stops at an empty one, `git am --allow-empty` " \
+        "records it" in r.stdout, r.stdout
+    found = re.search(r" in (\S+) \(", r.stdout)
+    assert found, r.stdout
+    (patch,) = sorted((Path(found.group(1)) / "commits").glob("*.patch"))
+    assert b"look at a.txt again" in patch.read_bytes()
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(series / ".rebasectl" / "upstream.git"),
+                    str(clone)], check=True)
+    git_out(clone, "checkout", "-q", "--detach", tip)
+    who = ["-c", "user.name=Me", "-c", "user.email=me@example.com"]
+    stopped = subprocess.run(["git", "-C", str(clone), *who, "am", "-q", str(patch)],
+                             capture_output=True, text=True)
+    assert stopped.returncode != 0 and "Patch is empty" in stopped.stdout + stopped.stderr
+    git_out(clone, *who, "am", "--allow-empty")
+    assert git_out(clone, "log", "-1", "--format=%s%n%n%b").startswith(
+        "note: look at a.txt again\n\nbefore the bump")
+    assert git_out(clone, "rev-parse", "HEAD~1") == tip
