@@ -27,14 +27,25 @@ from rebasectl.infra.errors import ConflictError
 from rebasectl.model.workspace import Workspace
 from tests.harness.cli import ok, one_error, run
 from tests.harness.git import Repo, git, git_out
-from tests.harness.scenes import advised, resolve_all, tree
+from tests.harness.scenes import advised, relocate, resolve_all, tree
 
 TEXT = "".join(f"line {i}\n" for i in range(1, 30))
 NOTE = "# my note\n"
 
 
+_TEMPLATE: list[Path] = []  # the scene, built once per worker and relocated per test
+
+
 def scene(tmp_path: Path) -> Path:
-    """A series stopped at patch 1 of 3 on the new base."""
+    """A series stopped at patch 1 of 3 on the new base (a copy of one built once)."""
+    if not _TEMPLATE:
+        _TEMPLATE.append(_build_scene(tmp_path.parent / "in-the-way-scene"))
+    series = tmp_path / "series"
+    relocate(_TEMPLATE[0], series)
+    return series
+
+
+def _build_scene(tmp_path: Path) -> Path:
     up = Repo(tmp_path / "up")
     base = up.commit("base", {"a.txt": TEXT, "b.txt": TEXT})
     up.branch("feature")  # b's conflict is not a's (rerere would resolve it as a's)
