@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..infra.fsutil import confined_parent
 from ..model.ids import Oid
 from .index import COPY_SUFFIX, Index
 from .runner import Runner, Started
@@ -168,12 +169,23 @@ class Worktree:
         wanted = list(dict.fromkeys(paths))
         if not wanted:
             return
-        known = set(self._names(["ls-tree", "-r", "-z", "--name-only", "HEAD", "--"], wanted))
-        known |= set(self._names(["ls-files", "-z", "--"], wanted))
-        matched = [p for p in wanted if p in known]
-        if matched:
+        in_head = set(self._names(["ls-tree", "-r", "-z", "--name-only", "HEAD", "--"], wanted))
+        indexed = set(self._names(["ls-files", "-z", "--"], wanted))
+        matched = [p for p in wanted if p in in_head or p in indexed]
+        # git restore refuses an unmerged path HEAD lacks (a modify/delete stop, "DU"): its
+        # entries are dropped and the stop's file removed, as restoring "nothing" means
+        gone = [p for p in matched if p not in in_head]
+        if gone:
+            self.runner.run(["--literal-pathspecs", "update-index", "--force-remove", "--",
+                             *gone])
+            for path in gone:
+                target = Path(confined_parent(self.path, path)) / Path(path).name
+                if target.is_file() or target.is_symlink():
+                    target.unlink()
+        kept = [p for p in matched if p in in_head]
+        if kept:
             self.runner.run(["--literal-pathspecs", "restore", "--source=HEAD", "--staged",
-                             "--worktree", "--", *matched])
+                             "--worktree", "--", *kept])
 
     def _names(self, args: list[str], paths: Sequence[str]) -> list[str]:
         out = self.runner.run(["--literal-pathspecs", *args, *paths], check=False).stdout

@@ -463,3 +463,27 @@ def test_a_stop_never_shown_is_not_skipped(tmp_path: Path) -> None:
     assert "3/3 b: skipped" in run(series, "skip", want=0).stderr
     git(tree(series), "stash", "pop", "-q")
     assert b.read_text().endswith(NOTE)
+
+
+def test_skip_at_a_modify_delete_stop(tmp_path: Path) -> None:
+    """hostile8 #2: the maintainers' 24-patch series stops first at a modify/delete (upstream
+    deleted tokenizer.py, `DU`); skip failed on git's "path ... is unmerged" (git restore
+    refuses an unmerged path HEAD lacks), status then said interrupted and continue failed the
+    same way. skip drops the stop's entries and file and goes on."""
+    from tests.unit.test_attribution import Fork
+    from tests.unit.test_bump import imported
+
+    fork = Fork(tmp_path, {"gone.txt": TEXT, "b.txt": TEXT})
+    fork.series([("fix: gone", {"gone.txt": ("line 3\n", "PATCH 3\n")}),
+                 ("fix: b", {"b.txt": ("line 9\n", "PATCH 9\n")})])
+    fork.up.git("rm", "-q", "gone.txt")
+    fork.up.commit("upstream: remove gone.txt")
+    series = imported(tmp_path, fork, fork.up.git("rev-parse", "fork"))
+    stop = run(series, "apply", "--base", "main", "--upstream", str(fork.up.path), want=1)
+    assert "stopped at 1/2 gone" in stop.stdout, stop.stdout
+    assert git_out(tree(series), "status", "--porcelain") == "DU gone.txt"
+    done = run(series, "skip", want=0)
+    assert "1/2 gone: skipped" in done.stderr and "applied 1/2" in done.stdout, done
+    assert not (tree(series) / "gone.txt").exists()
+    assert git_out(tree(series), "status", "--porcelain") == ""
+    assert "PATCH 9" in (tree(series) / "b.txt").read_text()
