@@ -392,7 +392,13 @@ class Session:
         rerere = tree.rerere_ids()
         tree.rerere()  # records the resolution for the next time this conflict comes
         commit = commit_patch(self.repo, new_tree, state.tip, lp.patch)
-        self._remember(state.tip, commit, lp, rerere)
+        if state.diff_edited_at_stop(lp):  # recorded under the new diff, a rebuild would
+            # replay it for the edited patch, and the edit would be gone unseen
+            self.notify(f"{lp.id}: its diff changed in the patch file after the stop was "
+                        "merged: the commit holds your resolution of the diff as it was, the "
+                        "edit is not in it (so no resolution is recorded for it)")
+        else:
+            self._remember(state.tip, commit, lp, rerere)
         tree.set_head(commit)
         boundary("resolved")
         state.record(state.current, commit, how)

@@ -248,6 +248,11 @@ class ApplyState:
         """The apply stops at ``lp``, merged with its diff as read now."""
         self.current, self.stop_diff = lp.id, file_digest(lp.diff)
 
+    def diff_edited_at_stop(self, lp: SeriesPatch) -> bool:
+        """Was ``lp``'s diff (its file as read now) changed since the stop was merged with it?
+        Then the resolution in the tree answers the old diff, not this one."""
+        return self.stop_diff is not None and self.stop_diff != file_digest(lp.diff)
+
     def committed_stop(self, lp: SeriesPatch) -> None:
         """The stopped patch committed from ``lp`` (its file as read by this continue): its
         message, author and date are the commit's, its diff was only the stop's start. When

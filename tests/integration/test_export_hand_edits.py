@@ -422,9 +422,17 @@ def test_stopped_patch_diff_edited_during_the_stop_is_still_refused(world: World
     path = _patch(series, "0001-change-a-line-3")
     path.write_bytes(path.read_bytes().replace(b"+PATCH 3\n", b"+PATCH 3 by hand\n"))
     resolve_a(series)
-    ok(series, "continue")
+    said = ok(series, "continue").stderr
+    assert "its diff changed in the patch file after the stop was merged" in said, said
     line = _refused(series)
     assert f"patches/{path.name} (edited)" in line, line
+    # hostile8 #1: the rebuild the line advises replayed the resolution recorded under the
+    # edited diff, and the edit was gone; none is recorded for it, so the rebuild stops there
+    # with the edit in the conflict
+    rebuild = _rebuild_advice(line)
+    stop = run(series, *shlex.split(rebuild)[1:], want=1)
+    assert "stopped at 1/" in stop.stdout and "PATCH 3 by hand" in (
+        tree(series) / "a.txt").read_text(), stop
 
 
 def test_patch_file_cut_short_is_refused_with_its_parse_error(world: World,
