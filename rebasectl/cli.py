@@ -48,16 +48,16 @@ def cli(ctx: click.Context, directory: Path) -> None:
     """Carry a patch series on a moving upstream: apply, report, bump, test."""
     ctx.obj = Workspace.at(directory, discover=ctx.invoked_subcommand != "import")
     if ctx.invoked_subcommand is not None and ctx.obj.journal_dir.exists():
-        _finish_interrupted_write(ctx.obj)
+        _finish_interrupted_write(ctx.obj, ctx.invoked_subcommand)
 
 
-def _finish_interrupted_write(ws: Workspace) -> None:
+def _finish_interrupted_write(ws: Workspace, command: str) -> None:
     """An export (import) killed while it wrote the series is finished before any command,
     and said, whichever command it is: ``status`` included, and ``--json`` (on stderr)."""
     from . import ui
     from .commands.common import finish_interrupted_write
 
-    finish_interrupted_write(ws, lambda text: ui.note(f"rebasectl: {text}"))
+    finish_interrupted_write(ws, lambda text: ui.note(f"rebasectl: {text}"), command=command)
 
 
 def json_option(f: Any) -> Any:

@@ -26,7 +26,7 @@ from .common import (
 
 
 def check(ws: Workspace, apply: bool, upstream: str | None) -> dict[str, Any]:
-    finish_interrupted_write(ws)
+    finish_interrupted_write(ws, command="check")
     series = load(ws.root, check_tests=True)
     loaded = load_patches(ws, series)
     problems = [f"{lp.id}: title in series.yaml differs from the patch subject"

@@ -176,14 +176,16 @@ def in_progress(ws: Workspace) -> None:
         raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
 
 
-def finish_interrupted_write(ws: Workspace, notify: Notify = quiet) -> None:
+def finish_interrupted_write(ws: Workspace, notify: Notify = quiet, *, command: str) -> None:
     """Roll an export/import that was interrupted halfway forward before reading the series, so
     that read-only commands never show a mixture of old and new files. The front calls this
     before every command, ``notify`` its way of saying so (some commands have no news of
-    their own to pass it through)."""
+    their own to pass it through). The lock names ``command``, the one the person ran: a
+    second rebasectl meanwhile is told to wait for it, never for a command that does not
+    exist."""
     if ws.journal_dir.exists():
         ws.ensure_state_dir()
-        with RepoLock(ws.lock_file, "recover"):
+        with RepoLock(ws.lock_file, command):
             _finish(ws, notify)
 
 

@@ -19,7 +19,7 @@ from .common import (
 
 
 def status(ws: Workspace) -> dict[str, Any]:
-    finish_interrupted_write(ws)
+    finish_interrupted_write(ws, command="status")
     series = load(ws.root)
     patches = []
     for number, (entry, st) in enumerate(zip(series.patches, patch_stats(ws, series)), start=1):

@@ -519,3 +519,21 @@ def test_rebuild_advice_names_the_skip_to_repeat(world: World, tmp_path: Path) -
     ok(series, "skip")
     ok(series, "export")
     assert b"+new file, edited\n" in path.read_bytes()
+
+
+def test_a_command_finishing_an_export_is_named_as_itself_to_a_second_one(
+        world: World, tmp_path: Path) -> None:
+    """hostile8 #9: while a command finished an interrupted export, a second rebasectl was
+    told "another rebasectl is running: `rebasectl recover`", a command that does not exist.
+    It names the command the person ran."""
+    series, _ = _redated(world, tmp_path)
+    assert run(series, "export", env={"REBASECTL_FAULT": "int@txn-move:3"}).returncode == 130
+    first = popen(series, "status", env={"REBASECTL_FAULT": "stop@txn-move:1"})
+    try:
+        wait_stopped(first)  # holding the lock, mid-way through the finishing
+        line = one_error(fails(series, 2, "check"), "another rebasectl is running")
+        assert "`rebasectl status` (pid" in line and "recover" not in line, line
+    finally:
+        resume(first)
+    first.communicate(timeout=300)
+    assert first.returncode == 0
