@@ -66,7 +66,7 @@ def _apply_progress(progress: dict[str, Any]) -> None:
         "refused" if refused else "paused" if gone else "interrupted"
     ui.line(f"apply in progress on {short(progress['base'])}: "
             f"{progress['applied'] + len(committed)}/{progress['total']} applied, {where} in "
-            f"{progress['worktree']}{_behind(progress, advise=not refused)}")
+            f"{progress['worktree']}{_behind(progress, advise=not refused and not moved)}")
     for item in committed:
         ui.line(f"  {item['index']}/{progress['total']} {item['id']}: committed "
                 f"{short(item['commit'])} (the run was interrupted before it said so)")
@@ -90,7 +90,8 @@ def _apply_progress(progress: dict[str, Any]) -> None:
                 "`rebasectl abort` gives up")
     elif gone:
         ui.line(f"the files the last refusal named ({', '.join(gone)}) are out of the way now: "
-                "`rebasectl continue` goes on, `rebasectl abort` gives up")
+                "`rebasectl continue` checks the whole tree again and goes on if nothing else "
+                "is in the way, `rebasectl abort` gives up")
     else:
         ui.line("`rebasectl continue` goes on from there, `rebasectl abort` gives up")
 
@@ -98,7 +99,7 @@ def _apply_progress(progress: dict[str, Any]) -> None:
 def _behind(progress: dict[str, Any], advise: bool = True) -> str:
     """The work tree short of the applied patches (made in memory; the run stopped before it
     moved the tree): where it is, and that continue moves it on (``advise``: not after a
-    refusal, whose own way past comes first)."""
+    refusal, whose own way past comes first, nor when HEAD moved, which continue refuses)."""
     at = progress.get("tree_at")
     if at is None:
         return ""

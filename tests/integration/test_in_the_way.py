@@ -487,3 +487,15 @@ def test_skip_at_a_modify_delete_stop(tmp_path: Path) -> None:
     assert not (tree(series) / "gone.txt").exists()
     assert git_out(tree(series), "status", "--porcelain") == ""
     assert "PATCH 9" in (tree(series) / "b.txt").read_text()
+
+
+def test_status_after_head_moved_back_gives_one_way_on(tmp_path: Path) -> None:
+    """hostile8 #6: HEAD reset back by hand past a commit of the apply; status's first line
+    said "(the work tree is at the base: `rebasectl continue` moves it on)" and the next one
+    the HEAD-moved advice that continue then gave. Only the advice continue follows is said."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    run(series, "continue", want=1)  # a committed, stopped at b
+    git(tree(series), "reset", "-q", "--hard", "HEAD~1")
+    out = ok(series, "status").stdout
+    assert "HEAD moved to" in out and "`rebasectl continue` moves it on" not in out, out
