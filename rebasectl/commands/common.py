@@ -65,11 +65,14 @@ def finished_words(ws: Workspace, done: Finished) -> str:
     person changed after the interruption went: the journal's version of each was written
     (the series is one export's again), theirs kept to bring their change back from."""
     when = f" at {done.at}" if done.at else ""
-    counts = f"{done.written} file{'s' if done.written != 1 else ''} written"
+    counts = f"{done.written} more file{'s' if done.written != 1 else ''} written"
     counts += f", {done.deleted} deleted" if done.deleted else ""
+    if not done.written and not done.deleted:  # it had written them all, not its journal end
+        counts = "every file had been written before the interruption"
     text = f"finished the {done.what} interrupted{when}: {counts}"
     if done.folder is not None:
-        shown = ", ".join(done.kept[:SHOWN] + (["..."] if len(done.kept) > SHOWN else []))
+        more = len(done.kept) - SHOWN
+        shown = ", ".join(done.kept[:SHOWN] + ([f"and {more} more"] if more > 0 else []))
         text += (f"; {shown} had been changed since the interruption: your version is kept in "
                  f"{done.folder.relative_to(ws.root)}/ (bring your change back from there)")
     return text

@@ -367,7 +367,7 @@ def test_edit_after_a_killed_export_is_kept_when_the_next_command_finishes_it(
     mine_early = early.read_bytes()
     err = ok(series, "status").stderr
     said = [x for x in err.splitlines() if "finished the export interrupted at " in x]
-    assert len(said) == 1 and ": 3 files written;" in said[0], err
+    assert len(said) == 1 and ": 3 more files written;" in said[0], err
     assert f"patches/{late.name} had been changed since the interruption" in said[0], err
     assert early.name not in said[0], err
     copies = list((series / ".rebasectl" / "overwritten").glob(f"*/patches/{late.name}"))
@@ -390,7 +390,7 @@ def test_export_interrupted_by_ctrl_c_is_finished_and_said_by_status(
     r = run(series, "export", env={"REBASECTL_FAULT": "int@txn-move:3"})
     assert r.returncode == 130 and "`rebasectl status`" in r.stderr, (r.returncode, r.stderr)
     err = ok(series, "status", "--json").stderr
-    assert "finished the export interrupted at " in err and ": 2 files written" in err, err
+    assert "finished the export interrupted at " in err and ": 2 more files written" in err, err
     assert "changed since" not in err and not (series / ".rebasectl" / "overwritten").exists()
     assert all(b"Date: Wed, 02 Jan 2030" in f.read_bytes() for f in files)
     assert ok(series, "status").stderr.count("finished") == 0  # said once
@@ -537,3 +537,17 @@ def test_a_command_finishing_an_export_is_named_as_itself_to_a_second_one(
         resume(first)
     first.communicate(timeout=300)
     assert first.returncode == 0
+
+
+def test_an_export_stopped_after_its_last_write_is_said_so(world: World,
+                                                          tmp_path: Path) -> None:
+    """hostile8 #10: Ctrl-C after the last file moved into place, before the journal was
+    cleared: the finishing line said "0 files written", which read as an export that did
+    nothing. It says every file had been written."""
+    series, files = _redated(world, tmp_path)
+    last = len(files)  # the re-dated patch files are what it writes
+    r = run(series, "export", env={"REBASECTL_FAULT": f"int@txn-move:{last}"})
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    err = ok(series, "status").stderr
+    assert "every file had been written before the interruption" in err, err
+    assert "0 more files" not in err and "0 files" not in err
