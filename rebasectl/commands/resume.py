@@ -88,4 +88,9 @@ def abort_lines(result: AbortResult) -> list[str]:
         hint = " (`git am` the commits in commits/; where it stops at an empty one, `git am " \
             "--allow-empty` records it)" if result.kept_commits else ""
         lines.append(f"kept {' and '.join(what)} of the removed work tree in {result.kept}{hint}")
+    if result.stashes and result.restored is None:
+        tree = result.removed[0]
+        lines.append(f"{result.stashes} stash(es) made in the work tree stay in the mirror "
+                     f"(`git --git-dir={result.mirror} reflog show refs/stash`): once an apply has "
+                     f"made the tree again, `git -C {tree} stash pop` brings the newest back")
     return lines

@@ -46,6 +46,8 @@ class AbortResult:
     kept_edits: int = 0  # tracked files changed after the stop, copied under edited/
     restored: tuple[Path, str] | None = None  # the tree the apply replaced, back at its tip
     remake: tuple[Path, str, bool] | None = None  # not restorable: (path, base, default tree?)
+    stashes: int = 0  # git stash entries the removed tree's refusals advised: in the mirror
+    mirror: Path | None = None  # where they are
 
 
 def abort(ws: Workspace) -> AbortResult:
@@ -64,6 +66,8 @@ def abort(ws: Workspace) -> AbortResult:
     ws.aborting.touch()
     result = _abort(ws, state, tmap, bad_map)
     ws.aborting.unlink(missing_ok=True)
+    if result.removed and (ws.mirror / "HEAD").exists():  # refs/stash outlives the tree
+        result.stashes, result.mirror = Repo(ws.mirror).stash_count(), ws.mirror
     return result
 
 

@@ -310,6 +310,13 @@ class Repo:
                 return {}
             return {p: (Path(tmp) / p).read_bytes() for p in paths if (Path(tmp) / p).is_file()}
 
+    def stash_count(self) -> int:
+        """``git stash`` entries kept in this repository (``refs/stash``'s reflog: shared by
+        every work tree, so a stash outlives the tree it was made in)."""
+        proc = self.runner.run(["reflog", "show", "--format=%H", "refs/stash", "--"],
+                               check=False)
+        return len(proc.stdout.split()) if proc.returncode == 0 else 0
+
     def git_dir(self) -> Path:
         if not hasattr(self, "_git_dir"):
             self._git_dir = Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -499,3 +500,25 @@ def test_status_after_head_moved_back_gives_one_way_on(tmp_path: Path) -> None:
     git(tree(series), "reset", "-q", "--hard", "HEAD~1")
     out = ok(series, "status").stdout
     assert "HEAD moved to" in out and "`rebasectl continue` moves it on" not in out, out
+
+
+def test_abort_names_the_stashes_the_refusals_advised(tmp_path: Path) -> None:
+    """hostile8 #7: the refusal's way past is `git stash`; an abort then removed the tree and
+    said nothing of the stash, which lives on in the mirror's refs/stash where no status
+    showed it. abort names it, and its advice (apply again, then `stash pop`) brings it back."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    b = tree(series) / "b.txt"
+    b.write_text(b.read_text() + NOTE)
+    run(series, "continue", want=1)  # refused: b.txt in the way of patch 3
+    git(tree(series), "stash", "-q")
+    out = ok(series, "abort").stdout
+    line = next((x for x in out.splitlines() if "stash(es)" in x), out)
+    assert line.startswith("1 stash(es) made in the work tree stay in the mirror"), out
+    listed = advised(line)
+    assert listed[0].endswith("reflog show refs/stash") and listed[1].endswith("stash pop")
+    assert "stash@{0}" in subprocess.run(shlex.split(listed[0]), capture_output=True,
+                                         text=True, check=True).stdout
+    ok(series, "apply")  # the tree made again (on the pinned base)
+    subprocess.run(shlex.split(listed[1]), check=True, capture_output=True)
+    assert b.read_text().endswith(NOTE)
