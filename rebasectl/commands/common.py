@@ -75,6 +75,9 @@ def finished_words(ws: Workspace, done: Finished) -> str:
         shown = ", ".join(done.kept[:SHOWN] + ([f"and {more} more"] if more > 0 else []))
         text += (f"; {shown} had been changed since the interruption: your version is kept in "
                  f"{done.folder.relative_to(ws.root)}/ (bring your change back from there)")
+    if done.rewritten:
+        text += (f"; {', '.join(done.rewritten)} had been deleted since the interruption and "
+                 "is written again (`rebasectl export --drop ID` leaves a patch out)")
     return text
 
 

@@ -89,7 +89,8 @@ def fresh_folder(parent: Path) -> Path:
 class Finished:
     """What a roll-forward did: ``what`` (export, import) began at ``at`` (UTC, as the journal
     says; None for a journal written before it said so); files written and deleted; the files
-    a person had changed since, copied first into ``folder`` (relative paths, ``kept``)."""
+    a person had changed since, copied first into ``folder`` (relative paths, ``kept``); those
+    they had deleted since, written again (``rewritten``)."""
 
     what: str
     at: str | None
@@ -97,6 +98,7 @@ class Finished:
     deleted: int = 0
     kept: list[str] = field(default_factory=list)
     folder: Path | None = None
+    rewritten: list[str] = field(default_factory=list)
 
 
 class FileTransaction:
@@ -329,7 +331,11 @@ class _Keeper:
         if before is None or rel not in before:
             return  # a journal from before destinations were recorded: nothing to compare
         now = _read(self.root / rel)
-        if now is None or _digest(now) == before[rel]:
+        if now is None:
+            if before[rel] is not None and new is not None:  # deleted by hand since
+                self.done.rewritten.append(rel)
+            return
+        if _digest(now) == before[rel]:
             return
         if new is not None and _read(new) == now:
             return
