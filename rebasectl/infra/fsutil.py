@@ -321,8 +321,10 @@ class _Keeper:
     """Copies, into one fresh folder under ``keep_dir`` made at the first, of the destinations
     a person changed since the transaction began (see the module doc)."""
 
-    def __init__(self, root: Path, keep_dir: Path, journal: _Journal, done: Finished) -> None:
+    def __init__(self, root: Path, keep_dir: Path, journal: _Journal, done: Finished,
+                 journal_dir: Path) -> None:
         self.root, self.keep_dir, self.journal, self.done = root, keep_dir, journal, done
+        self.journal_dir = journal_dir
 
     def keep(self, rel: str, new: Path | None) -> None:
         """Copy ``root/rel`` away when it is neither what it was before the transaction nor
@@ -345,12 +347,28 @@ class _Keeper:
         dest.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(dest, now)
         self.done.kept.append(rel)
+        # said by whichever finishing ends: a kill after this copy must not make it a silent one
+        atomic_write(self.journal_dir / _KEPT, json.dumps(
+            {"folder": str(self.done.folder), "kept": self.done.kept}).encode())
+
+    @staticmethod
+    def earlier(journal_dir: Path, done: Finished) -> None:
+        """The copies an earlier finishing, killed, had made: named by this one."""
+        try:
+            data = json.loads((journal_dir / _KEPT).read_text())
+            done.folder, done.kept = Path(data["folder"]), list(data["kept"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+
+
+_KEPT = "kept.json"  # in the journal folder: the copies a finishing made so far
 
 
 def _roll_forward(root: Path, journal_dir: Path, keep_dir: Path) -> Finished:
     journal = _load_journal(root, journal_dir)
     done = Finished(journal.what, journal.at)
-    keeper = _Keeper(root, keep_dir, journal, done)
+    _Keeper.earlier(journal_dir, done)
+    keeper = _Keeper(root, keep_dir, journal, done, journal_dir)
     for tmp_rel, rel in journal.moves:
         tmp = journal_dir / tmp_rel
         target = root / rel

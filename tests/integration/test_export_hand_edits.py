@@ -565,3 +565,25 @@ def test_a_file_deleted_after_a_killed_export_is_said_written_again(world: World
     assert f"patches/{files[3].name} had been deleted since the interruption and is written " \
         "again (`rebasectl export --drop ID` leaves a patch out)" in err, err
     assert files[3].is_file()
+
+
+def test_a_copy_made_by_a_killed_finishing_is_named_by_the_next(world: World,
+                                                               tmp_path: Path) -> None:
+    """hostile8 #3: the finishing itself killed after it had copied the person's file away and
+    written the export's: the next finishing said nothing of the copy, which no line ever
+    named. The copies made so far are kept with the journal and named by whichever
+    finishing ends."""
+    series, files = _redated(world, tmp_path)
+    assert run(series, "export", env={"REBASECTL_FAULT": "kill@txn-move:2"}).returncode == -9
+    late = files[3]
+    late.write_bytes(late.read_bytes().replace(b"Subject: ", b"Subject: HANDC "))
+    mine = late.read_bytes()
+    # the journal's 4th move (each counts, done or not): killed right after patch 4's write
+    killed = run(series, "status", env={"REBASECTL_FAULT": "kill@txn-move:4"})
+    assert killed.returncode == -9, (killed.returncode, killed.stderr)
+    assert b"HANDC" not in late.read_bytes()
+    err = ok(series, "status").stderr
+    said = [x for x in err.splitlines() if "finished the export interrupted at " in x]
+    assert len(said) == 1 and f"patches/{late.name} had been changed" in said[0], err
+    copies = list((series / ".rebasectl" / "overwritten").glob(f"*/patches/{late.name}"))
+    assert [c.read_bytes() for c in copies] == [mine]
