@@ -284,6 +284,18 @@ def _moved_line(series: Path) -> str:
     return next(x for x in out.splitlines() if "HEAD moved to" in x)
 
 
+def _refused_then_committed(tmp_path: Path) -> tuple[Path, Path]:
+    """continue refused for the person's edit to b.txt, which they then commit in the tree:
+    the series and b.txt."""
+    series = scene(tmp_path)
+    resolve(series, "a.txt")
+    b = tree(series) / "b.txt"
+    b.write_text(b.read_text() + NOTE)
+    run(series, "continue", want=1)
+    git(tree(series), "commit", "-qam", "my own commit")
+    return series, b
+
+
 @pytest.mark.parametrize("command", ["continue", "skip"])
 def test_a_commit_made_after_a_refusal_is_refused_never_dropped(tmp_path: Path,
                                                               command: str) -> None:
@@ -292,12 +304,7 @@ def test_a_commit_made_after_a_refusal_is_refused_never_dropped(tmp_path: Path,
     moved the tree on, the commit left in the reflog only. Now status and continue (and skip)
     say HEAD moved, change nothing, and the advice, followed literally, keeps the change
     through the apply."""
-    series = scene(tmp_path)
-    resolve(series, "a.txt")
-    b = tree(series) / "b.txt"
-    b.write_text(b.read_text() + NOTE)
-    run(series, "continue", want=1)
-    git(tree(series), "commit", "-qam", "my own commit")
+    series, b = _refused_then_committed(tmp_path)
     mine, before = git_out(tree(series), "rev-parse", "HEAD"), _state(series)
     line = _moved_line(series)
     said = one_error(run(series, command, want=1).stderr, "HEAD moved to", "reset --soft")
@@ -363,12 +370,7 @@ def test_a_head_moved_off_the_apply_is_refused_and_abort_keeps_its_commit(
 
 def test_abort_after_a_refusal_keeps_a_commit_made_since(tmp_path: Path) -> None:
     """abort after a refusal and a commit in the tree: the commit is kept and named."""
-    series = scene(tmp_path)
-    resolve(series, "a.txt")
-    b = tree(series) / "b.txt"
-    b.write_text(b.read_text() + NOTE)
-    run(series, "continue", want=1)
-    git(tree(series), "commit", "-qam", "my own commit")
+    series, b = _refused_then_committed(tmp_path)
     out = ok(series, "abort").stdout
     assert "kept 1 commit(s)" in out and "`git am` the commits in commits/" in out, out
     (patch,) = (series / ".rebasectl" / "aborted").glob("*/commits/*.patch")
