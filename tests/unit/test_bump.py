@@ -434,6 +434,17 @@ def test_apply_stopping_on_an_upstreamed_patch_says_so(tmp_path: Path) -> None:
     assert checked.returncode == 0, checked.stderr
 
 
+def _resolved_once(series: Path) -> None:
+    """conflicted_history's patch stopped at by `apply --base main`, resolved by hand and
+    continued: its resolution recorded whole and by rerere."""
+    assert rebasectl(series, "apply", "--base", "main").returncode == 1
+    tree = series / ".rebasectl" / "tree"
+    (tree / "a.txt").write_text(lines(30).replace("line 9\n", "NINE\n")
+                                .replace("line 10\n", "ONE 10\n"))
+    Repo.existing(tree).git("add", "a.txt")
+    rebasectl(series, "continue")
+
+
 def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
     """blame answers which upstream commits broke the patch: the same in a checkout that has
     resolved it before (its resolution recorded whole and by rerere) as in a fresh one, with
@@ -442,12 +453,7 @@ def test_blame_does_not_replay_recorded_resolutions(tmp_path: Path) -> None:
     fresh = json.loads(rebasectl(series, "blame", "one", "--to", "main", "--upstream",
                                  str(fork.up.path), "--json").stdout)
     assert fresh["status"] == "conflict" and fresh["recorded_resolution"] is False
-    assert rebasectl(series, "apply", "--base", "main").returncode == 1
-    tree = series / ".rebasectl" / "tree"
-    (tree / "a.txt").write_text(lines(30).replace("line 9\n", "NINE\n")
-                                .replace("line 10\n", "ONE 10\n"))
-    Repo.existing(tree).git("add", "a.txt")
-    rebasectl(series, "continue")
+    _resolved_once(series)
     assert list((series / ".rebasectl" / "resolutions").glob("*.json"))
     for kept in ("both", "rerere"):
         if kept == "rerere":  # the whole record gone: rerere's alone still resolves it
@@ -473,12 +479,7 @@ def test_a_replayed_resolution_is_said_where_people_read(tmp_path: Path) -> None
     earlier apply says so in the terminal's table and the artifacts README, as bump.json's
     ``how`` does; the status stays the contract's ``clean``."""
     fork, series, _ = conflicted_history(tmp_path)
-    assert rebasectl(series, "apply", "--base", "main").returncode == 1
-    tree = series / ".rebasectl" / "tree"
-    (tree / "a.txt").write_text(lines(30).replace("line 9\n", "NINE\n")
-                                .replace("line 10\n", "ONE 10\n"))
-    Repo.existing(tree).git("add", "a.txt")
-    rebasectl(series, "continue")
+    _resolved_once(series)
     r = rebasectl(series, "bump", "--to", "main", "--propose", env=TERMINAL)
     row = next(ln for ln in r.stdout.splitlines() if re.search(r"\bone\b", ln))
     artifacts = Path(next(ln for ln in r.stdout.splitlines()
