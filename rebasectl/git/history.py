@@ -9,11 +9,12 @@ two trees. Attribution, the conflict engine and the report ask these; nothing el
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..infra.errors import RebasectlError
+from ..infra.fsutil import atomic_write
 from ..model.ids import ZERO, Oid, is_full
 from .runner import Runner
 
@@ -54,18 +55,13 @@ def _read_kept(path: Path | None) -> bytes | None:
 
 
 def _keep(path: Path | None, raw: bytes) -> None:
-    """Kept for the next process (written whole, then renamed in); a folder that cannot take it
-    costs only the next process asking git again."""
+    """Kept for the next process (``atomic_write``: whole, then renamed in); a folder that
+    cannot take it costs only the next process asking git again."""
     if path is None:
         return
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
+    with contextlib.suppress(OSError, RebasectlError):
         path.parent.mkdir(exist_ok=True)
-        tmp.write_bytes(raw + _END)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        atomic_write(path, raw + _END)
 
 
 class History:
