@@ -39,7 +39,7 @@ from ..git import InTheWay, Repo, TreeStatus, Worktree
 from ..git.runner import Started
 from ..infra.errors import ConflictError, ExitCode, RebasectlError
 from ..infra.faults import boundary
-from ..infra.fsutil import confined_parent, write_confined
+from ..infra.fsutil import write_confined
 from ..infra.progress import Counted
 from ..model import diffs
 from ..model.dependencies import SeriesLines
@@ -610,11 +610,7 @@ def write_files(tree: Worktree, paths: list[str], conflicts: list[FileConflict])
     staged = tree.index().entries(paths)
     tree.write_from_index([p for p in paths if p in staged and p not in by_path])
     for path in paths:
-        if path in by_path:
-            content = by_path[path].content
-            if content is not None:
-                write_confined(tree.path, path, content)
-            continue
-        target = Path(confined_parent(tree.path, path)) / Path(path).name
-        if path not in staged and (target.is_file() or target.is_symlink()):
-            target.unlink()
+        content = by_path[path].content if path in by_path else None
+        if content is not None:
+            write_confined(tree.path, path, content)
+    tree.remove_files([p for p in paths if p not in by_path and p not in staged])

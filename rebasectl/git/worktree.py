@@ -178,14 +178,19 @@ class Worktree:
         if gone:
             self.runner.run(["--literal-pathspecs", "update-index", "--force-remove", "--",
                              *gone])
-            for path in gone:
-                target = Path(confined_parent(self.path, path)) / Path(path).name
-                if target.is_file() or target.is_symlink():
-                    target.unlink()
+            self.remove_files(gone)
         kept = [p for p in matched if p in in_head]
         if kept:
             self.runner.run(["--literal-pathspecs", "restore", "--source=HEAD", "--staged",
                              "--worktree", "--", *kept])
+
+    def remove_files(self, paths: Sequence[str]) -> None:
+        """Delete these files of the work tree (each folder checked to lie inside it; one that
+        is not there, or is a folder, is left)."""
+        for path in paths:
+            target = Path(confined_parent(self.path, path)) / Path(path).name
+            if target.is_file() or target.is_symlink():
+                target.unlink()
 
     def _names(self, args: list[str], paths: Sequence[str]) -> list[str]:
         out = self.runner.run(["--literal-pathspecs", *args, *paths], check=False).stdout
