@@ -21,7 +21,7 @@ from .history import CANONICAL_DIFF, History
 from .index import Entry, Index
 from .objects import CommitInfo, Identity, Objects
 from .runner import Runner, Started
-from .worktree import Worktree
+from .worktree import Worktree, stash_count
 
 
 def _reason(stderr: bytes) -> str:
@@ -311,11 +311,8 @@ class Repo:
             return {p: (Path(tmp) / p).read_bytes() for p in paths if (Path(tmp) / p).is_file()}
 
     def stash_count(self) -> int:
-        """``git stash`` entries kept in this repository (``refs/stash``'s reflog: shared by
-        every work tree, so a stash outlives the tree it was made in)."""
-        proc = self.runner.run(["reflog", "show", "--format=%H", "refs/stash", "--"],
-                               check=False)
-        return len(proc.stdout.split()) if proc.returncode == 0 else 0
+        """``git stash`` entries kept in this repository (worktree.stash_count)."""
+        return stash_count(self.runner)
 
     def git_dir(self) -> Path:
         if not hasattr(self, "_git_dir"):

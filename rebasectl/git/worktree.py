@@ -237,8 +237,7 @@ class Worktree:
     def stashes(self) -> int:
         """How many ``git stash`` entries the tree's repository holds (``refs/stash`` is shared
         by every work tree of the mirror)."""
-        out = self.runner.run(["stash", "list"], check=False).stdout
-        return len(out.splitlines())
+        return stash_count(self.runner)
 
     def _reached(self, path: str, target: str) -> bool:
         """Is the file at ``path`` ``target``'s content or the start of it (absent when
@@ -320,6 +319,14 @@ class Worktree:
 # -- what a killed git leaves ----------------------------------------------------------------------
 _LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock",
                "shallow.lock", "MERGE_RR.lock", f"index{COPY_SUFFIX}.lock")
+
+
+def stash_count(runner: Runner) -> int:
+    """``git stash`` entries of the repository ``runner`` is in: ``refs/stash``'s reflog, shared
+    by every work tree, so a stash outlives the tree it was made in (and ``stash list`` refuses
+    a bare repository)."""
+    proc = runner.run(["reflog", "show", "--format=%H", "refs/stash", "--"], check=False)
+    return len(proc.stdout.split()) if proc.returncode == 0 else 0
 
 
 def stale_git_locks(git_dirs: list[Path]) -> list[Path]:
