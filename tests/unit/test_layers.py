@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import syntax
+from tests.harness.syntax import nodes
+
 PACKAGE = Path(__file__).resolve().parents[2] / "rebasectl"
 LAYERS = ["infra", "model", "git", "engine", "report", "commands", "front"]
 FRONT = {"cli", "render", "ui", "_entry", "__main__", "__init__"}
@@ -45,7 +48,7 @@ def _package_of(path: Path) -> str:
 def imports_of(source: str, package: str) -> list[tuple[int, str]]:
     """Every rebasectl module a file of ``package`` imports, as (line, dotted name)."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(syntax.parse(source)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.startswith("rebasectl")]
         elif isinstance(node, ast.ImportFrom):
@@ -66,7 +69,7 @@ def imports_of(source: str, package: str) -> list[tuple[int, str]]:
 
 
 def modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
+    return list(syntax.sources())
 
 
 def test_layers_are_the_folders() -> None:
@@ -79,7 +82,7 @@ def test_layers_are_the_folders() -> None:
 def test_no_arrow_up(path: Path) -> None:
     own = LAYERS.index(layer_of(_module_name(path)))
     up = [f"{path.name}:{line} imports {target} ({layer_of(target)})"
-          for line, target in imports_of(path.read_text(), _package_of(path))
+          for line, target in imports_of(syntax.text(path), _package_of(path))
           if LAYERS.index(layer_of(target)) > own]
     assert not up, up
 
@@ -88,7 +91,7 @@ def terminal_writes(source: str) -> list[int]:
     """Lines that write to the terminal: print(), click.echo/secho, sys.stdout/sys.stderr,
     a rich Console. Read from the syntax tree, so a string that mentions print() is not one."""
     lines = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes(syntax.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in {"print", "Console"}:
             lines.append(node.lineno)
@@ -102,7 +105,7 @@ def terminal_writes(source: str) -> list[int]:
 @pytest.mark.parametrize("path", [p for p in modules() if layer_of(_module_name(p)) != "front"],
                          ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_nothing_below_the_front_prints(path: Path) -> None:
-    assert terminal_writes(path.read_text()) == []
+    assert terminal_writes(syntax.text(path)) == []
 
 
 def test_the_print_rule_sees_writes_and_not_strings() -> None:

@@ -16,36 +16,48 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import syntax
+from tests.harness.syntax import nodes
+
 PACKAGE = Path(__file__).resolve().parents[2] / "rebasectl"
 MARKERS = {"<<<<<<<", "=======", ">>>>>>>", "|||||||"}
 
 Found = Iterator[tuple[int, str]]
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
+@functools.cache
+def _docstrings(tree: ast.Module) -> frozenset[int]:
     out: set[int] = set()
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 out.add(id(body[0].value))
-    return out
+    return frozenset(out)
 
 
 def constants(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Every str/bytes constant of the code (docstrings left out), as text."""
+    return iter(_constants(tree))
+
+
+@functools.cache
+def _constants(tree: ast.Module) -> tuple[tuple[int, str], ...]:
+    """``constants`` of a tree, listed once (five questions read them)."""
     skip = _docstrings(tree)
-    for node in ast.walk(tree):
+    found = []
+    for node in nodes(tree):
         if isinstance(node, ast.Constant) and id(node) not in skip:
             if isinstance(node.value, bytes):
-                yield node.lineno, node.value.decode("latin-1")
+                found.append((node.lineno, node.value.decode("latin-1")))
             elif isinstance(node.value, str):
-                yield node.lineno, node.value
+                found.append((node.lineno, node.value))
+    return tuple(found)
 
 
 def assigned(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Names bound at module or class level (``NAME = ...``, ``NAME: T = ...``)."""
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Module | ast.ClassDef):
             for stmt in node.body:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else \
@@ -59,7 +71,7 @@ def assigned(tree: ast.Module) -> Iterator[tuple[int, str]]:
 def names(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Every name the code reads or binds (a second scanner reading the owner's constants is a
     second scanner all the same)."""
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Name):
             yield node.lineno, node.id
         elif isinstance(node, ast.alias):
@@ -74,7 +86,7 @@ def functions(tree: ast.Module) -> Iterator[tuple[int, str]]:
 
 
 def classes(tree: ast.Module) -> Iterator[tuple[int, str]]:
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.ClassDef):
             yield node.lineno, node.name
 
@@ -82,7 +94,7 @@ def classes(tree: ast.Module) -> Iterator[tuple[int, str]]:
 def calls(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Attribute and plain calls by name (``datetime.fromtimestamp(...)`` is
     ``fromtimestamp``)."""
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
@@ -92,7 +104,7 @@ def calls(tree: ast.Module) -> Iterator[tuple[int, str]]:
 
 def zero_sha(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """``"0" * 40`` written out (the null sha)."""
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             parts = [node.left, node.right]
             if any(isinstance(p, ast.Constant) and p.value in ("0", b"0") for p in parts) and \
@@ -107,7 +119,7 @@ def sha_slices(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """``x[:12]``, ``x[:7]``, ``x[:SHORT]``: a sha abbreviated by hand instead of by
     ``Oid.short()`` / ``ids.short()`` (any ``[:N]`` with those bounds: a list cut at 12 names
     its bound, as ``SHOWN_IDS``)."""
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
             cut = node.slice
             bound = cut.upper
@@ -182,10 +194,9 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
 
 @functools.cache
 def _modules() -> list[tuple[str, ast.Module]]:
-    """Every module of the package, parsed once for all the questions (the detectors only read
-    the trees)."""
-    return [(str(p.relative_to(PACKAGE)), ast.parse(p.read_text(), str(p)))
-            for p in sorted(PACKAGE.rglob("*.py"))]
+    """Every module of the package, parsed once per test process for all the questions (the
+    detectors only read the trees; tests/harness/syntax.py walks each tree once)."""
+    return [(str(p.relative_to(PACKAGE)), syntax.tree(p)) for p in syntax.sources()]
 
 
 @pytest.mark.parametrize("question", sorted(OWNERS))
@@ -247,7 +258,7 @@ OWN_FORMAT = {"engine/proposals/__init__.py", "engine/resolving.py", "report/evi
 
 def writers(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Methods that turn a record into JSON (``to_json``, ``*_json``)."""
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and (item.name == "to_json" or
@@ -267,7 +278,7 @@ def test_serialisation_lives_in_the_serialisers() -> None:
 def patch_copies(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Records that copy a patch's identity and content into fields of their own (an id and a
     subject, with its file or its diff) instead of holding the ``SeriesPatch`` (or ``Patch``)."""
-    for node in ast.walk(tree):
+    for node in nodes(tree):
         if isinstance(node, ast.ClassDef):
             fields = {s.target.id for s in node.body
                       if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
