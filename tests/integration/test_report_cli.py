@@ -5,23 +5,41 @@ the three formats, -o, byte-identical reruns and one-line errors with exit code 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import Repo
+from tests.sfix import module_hermetic_git
 
 
 def text(name: str, n: int = 40) -> str:
     return "".join(f"{name}_value_{i} = compute_{name}({i})\n" for i in range(1, n + 1))
 
 
+@pytest.fixture(scope="module")
+def fork_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, str]]:
+    """The upstream of ``fork``, built once per module (with hermetic git) and copied per
+    test: (its path, base1, base2)."""
+    with module_hermetic_git(tmp_path_factory):
+        yield _build_fork(tmp_path_factory.mktemp("report-cli-fork"))
+
+
 @pytest.fixture
-def fork(tmp_path: Path) -> dict[str, str | Path]:
+def fork(fork_template: tuple[Path, str, str], tmp_path: Path) -> dict[str, str | Path]:
     """An upstream with two bases and a fork series on each: 1 identical, 2 modified,
-    3+4 squashed, 5 empty marker dropped, and one new patch."""
+    3+4 squashed, 5 empty marker dropped, and one new patch (a copy of the module's: a test
+    may commit to it)."""
+    built, base1, base2 = fork_template
+    shutil.copytree(built, tmp_path / "up", symlinks=True)
+    return {"up": tmp_path / "up", "base1": base1, "base2": base2, "tmp": tmp_path}
+
+
+def _build_fork(tmp_path: Path) -> tuple[Path, str, str]:
     up = Repo(tmp_path / "up")
     files = {"alpha.py": text("alpha"), "beta.py": text("beta"), "gamma.py": text("gamma")}
     base1 = up.commit("upstream: base", files)
@@ -51,7 +69,7 @@ def fork(tmp_path: Path) -> dict[str, str | Path]:
 
     series(base1, "alpha_value_20 = compute_alpha(20)\n", "old", squash=False)
     series(base2, "alpha_value_20 = compute_alpha_v2(20)\n", "new", squash=True)
-    return {"up": up.path, "base1": base1, "base2": base2, "tmp": tmp_path}
+    return up.path, base1, base2
 
 
 def _ranges(fork: dict[str, str | Path], *extra: str) -> subprocess.CompletedProcess[str]:
