@@ -97,13 +97,18 @@ def _readonly(path: Path) -> None:
     path.chmod(0o755)
     if shutil.which("chattr") and subprocess.run(["chattr", "+i", str(path)],
                                                   capture_output=True).returncode == 0:
+        _IMMUTABLE.add(path)
         return
     pytest.skip("cannot make a directory unwritable here (root without chattr)")
 
 
+_IMMUTABLE: set[Path] = set()  # what _readonly made immutable: only those need a chattr -i
+
+
 def _writable_again(path: Path) -> None:
-    if shutil.which("chattr"):
+    if path in _IMMUTABLE:
         subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
+        _IMMUTABLE.discard(path)
     if path.exists():
         path.chmod(0o755)
 
