@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness.cli import run
-from tests.harness.git import Repo, git, lines
+from tests.harness.git import Repo, git, head_of, lines
 from tests.sfix import Scenario, module_hermetic_git, template_fixture
 
 A = lines(40, "a")
@@ -133,11 +133,13 @@ def resolve_all(path: Path, text: str) -> None:
 
 
 def commit_in(path: Path, message: str, files: dict[str, str]) -> str:
+    """A commit made by hand in ``path`` (files written, added, committed): its sha."""
     for rel, text in files.items():
         (path / rel).write_text(text)
-        git(path, "add", rel)
+    if files:
+        git(path, "add", "--", *files)
     git(path, "commit", "-q", "-m", message)
-    return git(path, "rev-parse", "HEAD").stdout.strip()
+    return head_of(path)
 
 
 def advised(message: str) -> list[str]:
