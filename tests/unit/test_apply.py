@@ -6,6 +6,7 @@ one empty; ``new_base`` conflicts with patch 1 and needs a 3-way merge for patch
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from tests.harness.cli import fails, ok
 from tests.harness.cli import run as rebasectl
 from tests.harness.git import Repo
+from tests.harness.scenes import relocate
 from tests.sfix import (
     A,
     B,
@@ -135,9 +137,23 @@ def test_apply_refuses_to_replace_unexported_work(tpl: Scenario, tmp_path: Path)
 
 
 # -- continue ----------------------------------------------------------------------------------
+_STOPPED: dict[tuple[Path, str], Path] = {}  # (template series, base) -> a series stopped on it
+
+
 def _stopped(tpl: Scenario, tmp_path: Path, base: str | None = None) -> Path:
-    series = copy(tpl, tmp_path)
-    fails(series, 1, "apply", "--upstream", str(tpl.up.path), "--base", base or tpl.new_base)
+    """A copy of the series stopped at patch 1's conflict on ``base`` (new_base by default).
+    The apply that stops is these tests' setup, not what they check: it is run once per base
+    and test process and the stopped checkout relocated per test (tests/harness/scenes.py),
+    as the integration tests' scenes are."""
+    base = base or tpl.new_base
+    key = (tpl.series, base)
+    if key not in _STOPPED:
+        made = tpl.series.parent / f"stopped-{len(_STOPPED)}"
+        shutil.copytree(tpl.series, made, symlinks=True)
+        fails(made, 1, "apply", "--upstream", str(tpl.up.path), "--base", base)
+        _STOPPED[key] = made
+    series = tmp_path / "series"
+    relocate(_STOPPED[key], series)
     return series
 
 
