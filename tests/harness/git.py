@@ -71,13 +71,17 @@ class Repo:
 
     def commit(self, message: str, files: dict[str, str | None] | None = None, *,
                author: str | None = None, allow_empty: bool = False) -> str:
-        """Stage everything (``add -A``) and commit it; the new commit's sha. Two git processes:
-        the sha is read from the branch's ref file (``head``)."""
+        """Stage everything (``add -A``) and commit it; the new commit's sha. One git process
+        where the work tree has no file the index lacks (``commit -a`` stages the rest as
+        ``add -A`` does), two otherwise; the sha is read from the ref's file (``head``)."""
         self.clock += 60
         if files:
             self.write(files)
-        self.git("add", "-A")
         args = ["commit", "-q", "-m", message]
+        if _all_tracked(self.path):
+            args.append("-a")  # with no untracked file, what `add -A` stages is what -a does
+        else:
+            self.git("add", "-A")
         if allow_empty:
             args.append("--allow-empty")
         if author:
@@ -99,6 +103,55 @@ class Repo:
 
     def branch(self, name: str, rev: str = "HEAD") -> None:
         self.git("branch", "-f", name, rev)
+
+
+def _index_paths(index: Path) -> set[str] | None:
+    """The paths of a version 2 or 3 index at stage 0 (sha-1), or None where it is anything
+    else (another version or hash, a conflict stage, a file not read whole): then git is asked."""
+    try:
+        data = index.read_bytes()
+    except OSError:
+        return None
+    if len(data) < 12 or data[:4] != b"DIRC" or int.from_bytes(data[4:8], "big") not in (2, 3):
+        return None
+    paths: set[str] = set()
+    at = 12
+    for _ in range(int.from_bytes(data[8:12], "big")):
+        if at + 62 > len(data):
+            return None
+        flags = int.from_bytes(data[at + 60:at + 62], "big")
+        if flags & 0x3000:  # a conflict stage
+            return None
+        start = at + 62 + (2 if flags & 0x4000 else 0)
+        end = data.find(b"\0", start)
+        if end < 0:
+            return None
+        paths.add(os.fsdecode(data[start:end]))
+        at += (end - at + 8) // 8 * 8  # 1 to 8 NULs pad the entry to a multiple of 8
+    return paths
+
+
+def _all_tracked(path: Path) -> bool:
+    """Whether every file and symlink of the work tree at ``path`` is in its index (a
+    repository with a ``.git`` folder; a nested repository or anything unexpected is False)."""
+    dot = path / ".git"
+    if not dot.is_dir() or (dot / "config").is_file() and "objectformat" in \
+            (dot / "config").read_text():
+        return False
+    tracked = _index_paths(dot / "index")
+    if tracked is None:
+        return False
+    for root, dirs, names in os.walk(path):
+        here = Path(root)
+        if here == path:
+            dirs.remove(".git")
+        elif ".git" in dirs or ".git" in names:
+            return False
+        links = [d for d in dirs if (here / d).is_symlink()]
+        for name in [*names, *links]:
+            if (here / name).relative_to(path).as_posix() not in tracked:
+                return False
+    return True
 
 
 def _git_dir(path: Path) -> Path | None:
