@@ -75,6 +75,36 @@ def parse_status(out: bytes) -> TreeStatus:
     return status
 
 
+def looks_bare(path: Path) -> bool:
+    """``path`` is laid out as a bare repository (its HEAD and objects at the top), as the
+    mirror rebasectl makes is: then it is its own git dir."""
+    return (path / "HEAD").is_file() and (path / "objects").is_dir()
+
+
+def _may_need_pruning(git_dir: Path) -> bool:
+    """False only when ``git worktree prune`` surely has nothing to do in the bare repository
+    ``git_dir``: every registration under ``worktrees/`` names, in its ``gitdir`` file, a path
+    that exists (git prunes the others). Anything unreadable or unexpected, a relative path
+    (newer git can write those), or a directory that is not a bare repository: True, and git
+    decides."""
+    if not looks_bare(git_dir):
+        return True
+    try:
+        entries = list((git_dir / "worktrees").iterdir())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    for entry in entries:
+        try:
+            target = (entry / "gitdir").read_text(errors="surrogateescape").strip()
+        except OSError:
+            return True
+        if not target.startswith("/") or not Path(target).exists():
+            return True
+    return False
+
+
 class Worktree:
     """A checkout (of the mirror) that rebasectl manages."""
 
@@ -102,8 +132,11 @@ class Worktree:
 
     @staticmethod
     def prune(mirror: Runner) -> None:
-        """Drop registrations of work trees whose directory is gone."""
-        mirror.run(["worktree", "prune"], check=False)
+        """Drop registrations of work trees whose directory is gone (``git worktree prune``,
+        run only when a registration may be stale: every command repairs, and most find
+        nothing to prune)."""
+        if _may_need_pruning(mirror.cwd):
+            mirror.run(["worktree", "prune"], check=False)
 
     @property
     def exists(self) -> bool:
