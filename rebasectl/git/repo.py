@@ -162,8 +162,8 @@ class Repo:
 
     @property
     def objects(self) -> Objects:
-        if self._objects is None:
-            self._objects = Objects(self.path, self.git_dir())
+        if self._objects is None:  # the git dir when known; GitPython finds it otherwise
+            self._objects = Objects(self.path, getattr(self, "_git_dir", None))
         return self._objects
 
     # -- revisions and trees -------------------------------------------------------------------

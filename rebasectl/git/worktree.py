@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..infra.fsutil import confined_parent
-from ..model.ids import Oid
+from ..model.ids import Oid, is_full
 from .index import COPY_SUFFIX, Index
 from .runner import Runner, Started
 
@@ -143,6 +143,17 @@ class Worktree:
         return (self.path / ".git").exists()
 
     def head(self) -> Oid | None:
+        """HEAD's commit. Detached, as rebasectl leaves its trees, it is the sha in the tree's
+        own HEAD file (asked several times per command: no process); a branch checked out,
+        or anything else, as git resolves it."""
+        admin = self.git_dir_if_linked()
+        if admin is not None:
+            try:
+                text = (admin / "HEAD").read_text(errors="replace").strip()
+            except OSError:
+                text = ""
+            if is_full(text):
+                return Oid(text)
         proc = self.runner.run(["rev-parse", "--verify", "-q", "HEAD"], check=False)
         sha = proc.stdout.decode().strip()
         return Oid(sha) if proc.returncode == 0 and sha else None
@@ -152,7 +163,18 @@ class Worktree:
         return self.runner.ok(["merge-base", "--is-ancestor", commit, "HEAD"])
 
     def git_dir(self) -> Path:
-        return Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
+        """The tree's own git dir (``git_dir_if_linked``, else as git finds it)."""
+        return self.git_dir_if_linked() or Path(self.runner.out(["rev-parse",
+                                                                 "--absolute-git-dir"]))
+
+    def git_dir_if_linked(self) -> Path | None:
+        """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
+        directory holding a HEAD (what rebasectl's trees have): read as git reads it, with no
+        process. None for anything else (a ``.git`` directory, a relative link)."""
+        admin = _gitdir_of(self.path)
+        if admin is not None and admin.is_absolute() and (admin / "HEAD").is_file():
+            return admin
+        return None
 
     def index(self) -> Index:
         """The work tree's own index, as an ``Index`` (stages, entries, update-index)."""

@@ -1,6 +1,8 @@
-"""``git worktree prune`` runs only when a registration may be stale (every command repairs the
-mirror's work trees, and most find nothing to prune): a work tree deleted by hand, or a
-registration git could not read, is still pruned, so ``worktree add`` at the same place works."""
+"""What the git door reads of a work tree from git's own files instead of asking a process
+(several times per command), always agreeing with git: ``git worktree prune`` runs only when a
+registration may be stale (a work tree deleted by hand, or a registration it cannot read, is
+still pruned, so ``worktree add`` at the same place works); a tree's git dir and its HEAD are
+what ``rev-parse`` says, detached, on a branch the person made, or moved by git itself."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from rebasectl.git import Repo as Door
+from rebasectl.git import Worktree
 from rebasectl.git.worktree import _may_need_pruning
 from tests.harness.git import Repo
 
@@ -54,3 +57,28 @@ def test_an_unreadable_registration_leaves_it_to_git(tmp_path: Path) -> None:
     (entry / "gitdir").write_text("../relative/.git\n")
     assert _may_need_pruning(bare)
     assert _may_need_pruning(tmp_path / "t")  # not a bare repository: git decides
+
+
+def _rev_parse(tree: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(tree), "rev-parse", *args], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def test_head_and_git_dir_agree_with_git(tmp_path: Path) -> None:
+    bare, sha = _mirror(tmp_path)
+    door = Door(bare)
+    tree = door.add_worktree(tmp_path / "t", sha)
+    assert tree.head() == _rev_parse(tree.path, "HEAD") == sha  # detached, from the file
+    assert tree.git_dir() == Path(_rev_parse(tree.path, "--absolute-git-dir"))
+    (tree.path / "b.txt").write_text("b\n")
+    subprocess.run(["git", "-C", str(tree.path), "switch", "-q", "-c", "mine"], check=True)
+    subprocess.run(["git", "-C", str(tree.path), "add", "b.txt"], check=True)
+    subprocess.run(["git", "-C", str(tree.path), "-c", "user.name=t", "-c", "user.email=t@e",
+                    "commit", "-q", "-m", "mine"], check=True)
+    assert tree.head() == _rev_parse(tree.path, "HEAD") != sha  # on a branch: git resolves it
+    subprocess.run(["git", "-C", str(tree.path), "checkout", "-q", "--detach", sha], check=True)
+    assert tree.head() == sha
+    plain = Repo(tmp_path / "plain")  # a .git directory, not a linked tree
+    top = plain.commit("one", {"x.txt": "x\n"})
+    assert Worktree(plain.path).head() == top
+    assert Worktree(plain.path).git_dir() == Path(_rev_parse(plain.path, "--absolute-git-dir"))
