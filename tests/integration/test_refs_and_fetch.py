@@ -277,3 +277,4 @@ def test_a_first_clone_holds_only_the_namespaced_refs(sc: Scenario, tmp_path: Pa
     assert git(mirror, "config", "remote.origin.tagOpt") == "--no-tags"
     assert git(mirror, "config", "remote.origin.mirror", check=False) == ""
     run(series, "apply", "--base", sc.base)
+    assert sorted(_refs(mirror)) == want  # materialising left no ref of its own behind
