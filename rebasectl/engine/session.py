@@ -272,7 +272,7 @@ class Session:
         tree = Worktree(Path(state.worktree))
         if not tree.exists or tree.head() is None:
             return None
-        status = tree.status()
+        status = tree.status(ignored=True)  # the in-the-way check reads the ignored files too
         leftovers = [*state.written, *status.unmerged]
         if not leftovers:
             return status

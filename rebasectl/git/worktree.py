@@ -35,6 +35,7 @@ class TreeStatus:
     unmerged: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)  # tracked, staged or not
     untracked: list[str] = field(default_factory=list)
+    ignored: list[str] | None = None  # untracked files .gitignore hides; None: not asked
 
     @property
     def clean(self) -> bool:
@@ -65,6 +66,8 @@ def parse_status(out: bytes) -> TreeStatus:
         kind = rec[0]
         if kind == "?":
             status.untracked.append(rec[2:])
+        elif kind == "!":
+            status.ignored = [*(status.ignored or []), rec[2:]]
         elif kind == "u":
             status.unmerged.append(rec.split(" ", 10)[10])
         elif kind == "1":
@@ -180,14 +183,21 @@ class Worktree:
         """The work tree's own index, as an ``Index`` (stages, entries, update-index)."""
         return Index(self.runner, self.git_dir() / "index", of_worktree=True)
 
-    def status(self) -> TreeStatus:
-        """What git status says. Unlike our other reads it may write the index back with the
-        stat data it refreshed (git's own default, an optional lock skipped when another git
-        holds it): after a checkout every entry can be racily clean, and a status that may not
-        save what it learned hashes the whole tree again on every call (0.2 s on Megatron)."""
+    def status(self, *, ignored: bool = False) -> TreeStatus:
+        """What git status says; with ``ignored``, the ignored files too, one by one (what
+        ``ignored`` lists, in the same process: ``traditional`` with every untracked file
+        names each file of an ignored directory, as ``ls-files --others --ignored`` does).
+        Unlike our other reads it may write the index back with the stat data it refreshed
+        (git's own default, an optional lock skipped when another git holds it): after a
+        checkout every entry can be racily clean, and a status that may not save what it
+        learned hashes the whole tree again on every call (0.2 s on Megatron)."""
         out = self.runner.run(["status", "--porcelain=v2", "-z", "--untracked-files=all",
-                               "--ignored=no"], env={"GIT_OPTIONAL_LOCKS": "1"}).stdout
-        return parse_status(out)
+                               "--ignored=traditional" if ignored else "--ignored=no"],
+                              env={"GIT_OPTIONAL_LOCKS": "1"}).stdout
+        found = parse_status(out)
+        if ignored and found.ignored is None:
+            found.ignored = []
+        return found
 
     def move_to(self, commit: str) -> None:
         """Index and files from HEAD to ``commit`` (a two-way merge: only changed files are
@@ -261,9 +271,10 @@ class Worktree:
         tracked one is put back as the index has it (a killed move never wrote the index), an
         untracked one is left for ``move_to`` to drop, so the move can run again. ``status``:
         the tree's status when the caller has just read it."""
-        status = status if status is not None else self.status()
+        status = status if status is not None else self.status(ignored=True)
+        hidden = status.ignored if status.ignored is not None else self.ignored()
         found = InTheWay(untracked=self._untracked_in_the_way(
-            [*status.untracked, *self.ignored()], target, also))
+            [*status.untracked, *hidden], target, also))
         changed = status.changed
         if not changed:
             return found
