@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,11 +66,23 @@ def _bytecode_beside() -> None:
         os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """A suite started as a background job of a non-interactive shell (``cmd &`` in a script,
+    some CI runners) inherits SIGINT ignored, and so would every rebasectl process the tests
+    start: rebasectl keeps an ignored SIGINT ignored (a background job's), so the tests of a
+    person's Ctrl-C then saw exit 0 instead of 130 (all of them, in every worker so started).
+    The test processes take SIGINT as a foreground command does; a test that wants it ignored
+    says so for its own process."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """The test processes' temporary folders in memory (see ``_memory_basetemp``). Only the
     controlling process chooses (xdist's workers get a folder under it); an explicit
     ``--basetemp`` always wins. The folder goes at the end of the run."""
+    _ctrl_c_as_at_a_terminal()
     if hasattr(config, "workerinput"):
         return
     _bytecode_beside()

@@ -272,7 +272,7 @@ class Session:
         tree = Worktree(Path(state.worktree))
         if not tree.exists or tree.head() is None:
             return None
-        status = tree.status()
+        status = tree.status(ignored=True)  # the in-the-way check reads the ignored files too
         leftovers = [*state.written, *status.unmerged]
         if not leftovers:
             return status
@@ -354,8 +354,9 @@ class Session:
         replaces it only once the state names every path it touches: a kill during the merge
         leaves the index as it was, and one after it leaves paths a redo puts back."""
         live = tree.index()
-        with live.staged_copy() as index:
-            merge = self.engine(state).merge(index, lp.patch, self.labels(state)(lp.id))
+        with live.staged_copy() as index:  # the materialiser stopped here: no whole-patch try
+            merge = self.engine(state).merge(index, lp.patch, self.labels(state)(lp.id),
+                                             tried=True)
             boundary("merged")
             # a renamed file the merge followed is written at its new path too: staged only,
             # the work tree kept upstream's copy and `git add -A` dropped the patch's change

@@ -99,10 +99,12 @@ class FastImport:
             self.tmp.cleanup()
 
     def close(self) -> dict[int, Oid]:
-        """Finish the stream; mark -> sha of everything written."""
+        """Finish the stream; mark -> sha of everything written. The stream's branch is reset
+        to nothing before its end, so git never writes the ref (the marks name the commits);
+        only a failed stream is followed by a ``update-ref -d``, in case."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
-                self.proc.stdin.write(b"done\n")
+                self.proc.stdin.write(f"reset {self.ref}\n\ndone\n".encode())
                 self.proc.stdin.close()
             except BrokenPipeError:
                 pass
@@ -118,5 +120,6 @@ class FastImport:
                 marks[int(mark[1:])] = Oid(sha)
             return marks
         finally:
-            self.runner.run(["update-ref", "-d", self.ref], check=False)
+            if code != 0:
+                self.runner.run(["update-ref", "-d", self.ref], check=False)
             self.tmp.cleanup()

@@ -26,9 +26,9 @@ _SPLIT = re.compile(r"^(.*?)((?:[~^:]|@\{).*)?$", re.S)
 
 
 def configure(runner: Runner) -> None:
-    """The fetch refspecs of ``origin`` set to the namespaced ones (a mirror made by
-    ``clone --mirror``, or by an older rebasectl, fetched ``+refs/*:refs/*``). One read when
-    they already are."""
+    """The fetch refspecs of ``origin`` set to the namespaced ones (a mirror made by an older
+    rebasectl with ``clone --mirror`` fetched ``+refs/*:refs/*``). One read when they already
+    are."""
     proc = runner.run(["config", "--get-regexp", r"^remote\.origin\.(fetch|tagopt|mirror)$"],
                       check=False)
     pairs = [ln.split(" ", 1) for ln in proc.stdout.decode(errors="replace").splitlines()]
@@ -45,26 +45,19 @@ def configure(runner: Runner) -> None:
 
 
 def adopt_clone(runner: Runner) -> None:
-    """A fresh ``clone --mirror`` (a local one hard-links the objects: seconds for Megatron)
-    turned into the namespaced layout in one ref transaction: its branches and tags moved under
-    ``refs/rebasectl/upstream/``, every other ref it copied (replace refs included) dropped, HEAD
-    pointed at the upstream's default branch there. Only ever run on a clone no one else has
-    seen yet (the temporary directory of ``ensure_mirror``)."""
-    out = runner.out(["for-each-ref", "--format=%(objectname) %(refname)"])
-    lines = []
-    for record in out.splitlines():
-        sha, ref = record.split(" ", 1)
-        if ref.startswith(UPSTREAM_REFS):
-            continue
-        for kind in ("heads/", "tags/"):
-            if ref.startswith("refs/" + kind):
-                lines.append(f"create {UPSTREAM_REFS}{ref[5:]} {sha}")
-        lines.append(f"delete {ref} {sha}")
+    """A fresh bare clone made with ``FETCH_SPECS`` and ``--no-tags`` (its config already says
+    so, and the upstream's branches and tags are already under ``refs/rebasectl/upstream/``)
+    turned into the namespaced layout: the ``refs/heads/*`` a bare clone also writes deleted in
+    one ref transaction, HEAD pointed at the upstream's default branch in the namespace. Only
+    ever run on a clone no one else has seen yet (the temporary directory of
+    ``ensure_mirror``)."""
+    out = runner.out(["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"])
+    lines = [f"delete {ref} {sha}" for sha, ref in
+             (record.split(" ", 1) for record in out.splitlines())]
     if lines:
         runner.run(["update-ref", "--stdin"], input=("\n".join(lines) + "\n").encode())
     adopt_head(runner, runner.run(["symbolic-ref", "-q", "HEAD"], check=False).stdout.decode()
                .strip())
-    configure(runner)
 
 
 def adopt_head(runner: Runner, head: str) -> None:

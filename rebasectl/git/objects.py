@@ -96,8 +96,8 @@ def _person(value: bytes, encoding: str) -> Identity:
 
 class Objects:
     """Blobs and commits of one repository, read through one long-lived cat-file process.
-    ``path`` is where the repository was opened; ``git_dir`` its git dir as git gives it
-    (``rev-parse --absolute-git-dir``), which the cat-file process is told outright."""
+    ``path`` is where the repository was opened; ``git_dir`` its git dir when the caller knows
+    it, else the one GitPython finds; the cat-file process is told it outright."""
 
     def __init__(self, path: Path, git_dir: Path | None = None) -> None:
         self.path = path
@@ -115,10 +115,10 @@ class Objects:
             except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
                 raise GitError(f"{self.git_dir}: not a git repository") from None
             env = {k: v for k, v in hermetic_env().items() if k.startswith(("GIT_", "LC_", "LANG"))}
-            # the git dir as given: GitPython guesses a work tree (the parent) for a bare
-            # repository without a config file, and git then finds no repository there
-            if self._given_dir:
-                env["GIT_DIR"] = str(self.git_dir)
+            # the git dir outright: GitPython guesses a work tree (the parent) for a bare
+            # repository without a config file, and git would find no repository there (its
+            # git dir is right: a linked work tree's own, a bare one's path)
+            env["GIT_DIR"] = str(self.git_dir if self._given_dir else self._repo.git_dir)
             self._repo.git.update_environment(**env)
         return self._repo.git
 

@@ -21,7 +21,7 @@ from .history import CANONICAL_DIFF, History
 from .index import Entry, Index
 from .objects import CommitInfo, Identity, Objects
 from .runner import Runner, Started
-from .worktree import Worktree, stash_count
+from .worktree import Worktree, looks_bare, stash_count
 
 
 def _reason(stderr: bytes) -> str:
@@ -74,7 +74,7 @@ def _copy_objects(git_dir: Path, dest: Path) -> None:
 
 
 def _seeded_clone(git_dir: Path, source: str, dest: Path) -> None:
-    """What ``clone --mirror`` + ``adopt_clone`` make, from a local shallow repository: a bare
+    """What the clone + ``adopt_clone`` make, from a local shallow repository: a bare
     repository holding copies of its objects and its shallow list, whose fetch of the namespaced
     refs then finds every object present and transfers nothing."""
     Runner(dest.parent, network=True).run(["init", "--bare", "--quiet", "--", str(dest)])
@@ -109,25 +109,31 @@ class Repo:
         path = Path(path)
         if not path.is_dir():
             raise GitError(f"{path}: not a git repository (no such directory)")
-        proc = Runner(path).run(["rev-parse", "--absolute-git-dir"], check=False)
+        proc = Runner(path).run(["rev-parse", "--absolute-git-dir", "--is-inside-work-tree",
+                                 "--show-cdup"], check=False)
         if proc.returncode != 0:
             raise GitError(f"{path}: not a git repository as git reads it: "
                            f"{_reason(proc.stderr)}")
-        top = Runner(path).run(["rev-parse", "--show-toplevel"], check=False)
-        root = top.stdout.decode().strip() if top.returncode == 0 else ""
-        return cls(Path(root) if root else Path(proc.stdout.decode().strip()))
+        # the git dir; "true" and the way up to the top (git prints it only inside a work tree)
+        found = proc.stdout.decode(errors="surrogateescape").split("\n")
+        if len(found) > 2 and found[1] == "true":
+            return cls((path / found[2]).resolve())  # what --show-toplevel says, one process less
+        return cls(Path(found[0]))
 
     @classmethod
     def clone_mirror(cls, source: str, dest: Path) -> Repo:
-        """``git clone --mirror`` (the user's config applies to the transport; a local source
-        is hard-linked), then the upstream's refs moved into rebasectl's namespace before
+        """A bare clone whose fetch specs are rebasectl's namespaced ones from the start (the
+        user's config applies to the transport; a local source is hard-linked), then the
+        branches a bare clone also copies dropped and HEAD pointed into the namespace, before
         anyone uses the clone."""
         seed = _shallow_local(source)
         if seed is not None:
             _seeded_clone(seed, source, dest)
         else:
-            Runner(dest.parent, network=True).run(["clone", "--mirror", "--quiet", "--", source,
-                                                   str(dest)])
+            specs = [arg for spec in namespace.FETCH_SPECS
+                     for arg in ("-c", f"remote.origin.fetch={spec}")]
+            Runner(dest.parent, network=True).run(["clone", "--bare", "--no-tags", "--quiet",
+                                                   *specs, "--", source, str(dest)])
             namespace.adopt_clone(Runner(dest))
         repo = cls(dest, upstream=True)
         repo.fetched = True
@@ -156,8 +162,8 @@ class Repo:
 
     @property
     def objects(self) -> Objects:
-        if self._objects is None:
-            self._objects = Objects(self.path, self.git_dir())
+        if self._objects is None:  # the git dir when known; GitPython finds it otherwise
+            self._objects = Objects(self.path, getattr(self, "_git_dir", None))
         return self._objects
 
     # -- revisions and trees -------------------------------------------------------------------
@@ -315,8 +321,11 @@ class Repo:
         return stash_count(self.runner)
 
     def git_dir(self) -> Path:
+        """Where git keeps this repository: the mirror is a bare repository, its own git dir
+        (no process asked); anything else as git finds it."""
         if not hasattr(self, "_git_dir"):
-            self._git_dir = Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
+            bare = self.path.resolve() if self.upstream and looks_bare(self.path) else None
+            self._git_dir = bare or Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
         return self._git_dir
 
     def rerere_replay(self, index: Index, files: dict[str, bytes]) -> dict[str, bytes]:

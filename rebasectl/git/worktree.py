@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..infra.fsutil import confined_parent
-from ..model.ids import Oid
+from ..model.ids import Oid, is_full
 from .index import COPY_SUFFIX, Index
 from .runner import Runner, Started
 
@@ -35,6 +35,7 @@ class TreeStatus:
     unmerged: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)  # tracked, staged or not
     untracked: list[str] = field(default_factory=list)
+    ignored: list[str] | None = None  # untracked files .gitignore hides; None: not asked
 
     @property
     def clean(self) -> bool:
@@ -65,6 +66,8 @@ def parse_status(out: bytes) -> TreeStatus:
         kind = rec[0]
         if kind == "?":
             status.untracked.append(rec[2:])
+        elif kind == "!":
+            status.ignored = [*(status.ignored or []), rec[2:]]
         elif kind == "u":
             status.unmerged.append(rec.split(" ", 10)[10])
         elif kind == "1":
@@ -73,6 +76,36 @@ def parse_status(out: bytes) -> TreeStatus:
             status.changed.append(rec.split(" ", 9)[9])
             i += 1  # the original path
     return status
+
+
+def looks_bare(path: Path) -> bool:
+    """``path`` is laid out as a bare repository (its HEAD and objects at the top), as the
+    mirror rebasectl makes is: then it is its own git dir."""
+    return (path / "HEAD").is_file() and (path / "objects").is_dir()
+
+
+def _may_need_pruning(git_dir: Path) -> bool:
+    """False only when ``git worktree prune`` surely has nothing to do in the bare repository
+    ``git_dir``: every registration under ``worktrees/`` names, in its ``gitdir`` file, a path
+    that exists (git prunes the others). Anything unreadable or unexpected, a relative path
+    (newer git can write those), or a directory that is not a bare repository: True, and git
+    decides."""
+    if not looks_bare(git_dir):
+        return True
+    try:
+        entries = list((git_dir / "worktrees").iterdir())
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    for entry in entries:
+        try:
+            target = (entry / "gitdir").read_text(errors="surrogateescape").strip()
+        except OSError:
+            return True
+        if not target.startswith("/") or not Path(target).exists():
+            return True
+    return False
 
 
 class Worktree:
@@ -102,14 +135,28 @@ class Worktree:
 
     @staticmethod
     def prune(mirror: Runner) -> None:
-        """Drop registrations of work trees whose directory is gone."""
-        mirror.run(["worktree", "prune"], check=False)
+        """Drop registrations of work trees whose directory is gone (``git worktree prune``,
+        run only when a registration may be stale: every command repairs, and most find
+        nothing to prune)."""
+        if _may_need_pruning(mirror.cwd):
+            mirror.run(["worktree", "prune"], check=False)
 
     @property
     def exists(self) -> bool:
         return (self.path / ".git").exists()
 
     def head(self) -> Oid | None:
+        """HEAD's commit. Detached, as rebasectl leaves its trees, it is the sha in the tree's
+        own HEAD file (asked several times per command: no process); a branch checked out,
+        or anything else, as git resolves it."""
+        admin = self.git_dir_if_linked()
+        if admin is not None:
+            try:
+                text = (admin / "HEAD").read_text(errors="replace").strip()
+            except OSError:
+                text = ""
+            if is_full(text):
+                return Oid(text)
         proc = self.runner.run(["rev-parse", "--verify", "-q", "HEAD"], check=False)
         sha = proc.stdout.decode().strip()
         return Oid(sha) if proc.returncode == 0 and sha else None
@@ -119,20 +166,38 @@ class Worktree:
         return self.runner.ok(["merge-base", "--is-ancestor", commit, "HEAD"])
 
     def git_dir(self) -> Path:
-        return Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
+        """The tree's own git dir (``git_dir_if_linked``, else as git finds it)."""
+        return self.git_dir_if_linked() or Path(self.runner.out(["rev-parse",
+                                                                 "--absolute-git-dir"]))
+
+    def git_dir_if_linked(self) -> Path | None:
+        """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
+        directory holding a HEAD (what rebasectl's trees have): read as git reads it, with no
+        process. None for anything else (a ``.git`` directory, a relative link)."""
+        admin = _gitdir_of(self.path)
+        if admin is not None and admin.is_absolute() and (admin / "HEAD").is_file():
+            return admin
+        return None
 
     def index(self) -> Index:
         """The work tree's own index, as an ``Index`` (stages, entries, update-index)."""
         return Index(self.runner, self.git_dir() / "index", of_worktree=True)
 
-    def status(self) -> TreeStatus:
-        """What git status says. Unlike our other reads it may write the index back with the
-        stat data it refreshed (git's own default, an optional lock skipped when another git
-        holds it): after a checkout every entry can be racily clean, and a status that may not
-        save what it learned hashes the whole tree again on every call (0.2 s on Megatron)."""
+    def status(self, *, ignored: bool = False) -> TreeStatus:
+        """What git status says; with ``ignored``, the ignored files too, one by one (what
+        ``ignored`` lists, in the same process: ``traditional`` with every untracked file
+        names each file of an ignored directory, as ``ls-files --others --ignored`` does).
+        Unlike our other reads it may write the index back with the stat data it refreshed
+        (git's own default, an optional lock skipped when another git holds it): after a
+        checkout every entry can be racily clean, and a status that may not save what it
+        learned hashes the whole tree again on every call (0.2 s on Megatron)."""
         out = self.runner.run(["status", "--porcelain=v2", "-z", "--untracked-files=all",
-                               "--ignored=no"], env={"GIT_OPTIONAL_LOCKS": "1"}).stdout
-        return parse_status(out)
+                               "--ignored=traditional" if ignored else "--ignored=no"],
+                              env={"GIT_OPTIONAL_LOCKS": "1"}).stdout
+        found = parse_status(out)
+        if ignored and found.ignored is None:
+            found.ignored = []
+        return found
 
     def move_to(self, commit: str) -> None:
         """Index and files from HEAD to ``commit`` (a two-way merge: only changed files are
@@ -206,9 +271,10 @@ class Worktree:
         tracked one is put back as the index has it (a killed move never wrote the index), an
         untracked one is left for ``move_to`` to drop, so the move can run again. ``status``:
         the tree's status when the caller has just read it."""
-        status = status if status is not None else self.status()
+        status = status if status is not None else self.status(ignored=True)
+        hidden = status.ignored if status.ignored is not None else self.ignored()
         found = InTheWay(untracked=self._untracked_in_the_way(
-            [*status.untracked, *self.ignored()], target, also))
+            [*status.untracked, *hidden], target, also))
         changed = status.changed
         if not changed:
             return found

@@ -249,3 +249,32 @@ def test_a_shallow_upstream_behind_alternates_is_fetched_whole(sc: Scenario,
     assert not (mirror / "objects" / "info" / "alternates").exists()
     (source / "objects" / "info" / "alternates").unlink()
     assert git(mirror, "cat-file", "-t", f"{tip}:alt.txt") == "blob"
+
+
+def test_a_first_clone_holds_only_the_namespaced_refs(sc: Scenario, tmp_path: Path) -> None:
+    """The first clone of an ordinary upstream: its branches and every tag (one on no branch
+    included) under `refs/rebasectl/upstream/`, nothing in `refs/heads` or `refs/tags`, none of
+    its other refs (a pull request's head, notes), HEAD on its default branch there, and the
+    config a later fetch reads: the namespaced specs and `--no-tags`, no mirror flag."""
+    up = own_upstream(sc, tmp_path)
+    loose = up.commit("on no branch", {"loose.txt": "x\n"})
+    up.git("tag", "v-loose", loose)
+    up.git("update-ref", "refs/pull/1/head", loose)
+    up.git("notes", "add", "-m", "a note", sc.base)
+    up.git("reset", "-q", "--hard", "HEAD~1")
+    series = copy(sc, tmp_path)
+    point_series_at(series, up.path)
+    run(series, "fetch")
+    mirror = series / ".rebasectl" / "upstream.git"
+    want = sorted(ln.replace(" refs/", " refs/rebasectl/upstream/") for ln in _refs(up.path)
+                  if " refs/heads/" in ln or " refs/tags/" in ln)
+    assert any("tags/v-loose" in ln for ln in want)
+    assert sorted(_refs(mirror)) == want
+    assert git(mirror, "symbolic-ref", "HEAD") == "refs/rebasectl/upstream/heads/main"
+    assert git(mirror, "config", "--get-all", "remote.origin.fetch").splitlines() == [
+        "+refs/heads/*:refs/rebasectl/upstream/heads/*",
+        "+refs/tags/*:refs/rebasectl/upstream/tags/*"]
+    assert git(mirror, "config", "remote.origin.tagOpt") == "--no-tags"
+    assert git(mirror, "config", "remote.origin.mirror", check=False) == ""
+    run(series, "apply", "--base", sc.base)
+    assert sorted(_refs(mirror)) == want  # materialising left no ref of its own behind
