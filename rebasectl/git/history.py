@@ -9,6 +9,7 @@ two trees. Attribution, the conflict engine and the report ask these; nothing el
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,13 +195,23 @@ class History:
         return None
 
     def files_holding(self, rev: str, needles: Sequence[str]) -> dict[str, list[str]]:
-        """needle -> the files of ``rev`` that hold that fixed string (one ``git grep``)."""
+        """needle -> the files of ``rev`` that hold that fixed string (one ``git grep``, kept
+        in the store for a full sha: every command showing one stop asks it again, 0.2-0.4 s
+        on Megatron)."""
         if not needles:
             return {}
-        proc = self.runner.run(["grep", "-F", "-z", *[a for n in needles for a in ("-e", n)],
-                                rev, "--"], check=False)
+        key = hashlib.sha256("\0".join(needles).encode("utf-8", "surrogateescape")).hexdigest()
+        kept = self.store / f"grep-{rev}-{key[:32]}" if self.store and is_full(rev) else None
+        raw = _read_kept(kept)
+        if raw is None:
+            proc = self.runner.run(["grep", "-F", "-z", *[a for n in needles
+                                                          for a in ("-e", n)], rev, "--"],
+                                   check=False)
+            raw = proc.stdout
+            if proc.returncode in (0, 1):  # found, or found nothing: both answers
+                _keep(kept, raw)
         found: dict[str, list[str]] = {n: [] for n in needles}
-        for line in proc.stdout.decode("utf-8", errors="surrogateescape").split("\n"):
+        for line in raw.decode("utf-8", errors="surrogateescape").split("\n"):
             path, sep, text = line.partition("\0")
             if not sep:
                 continue
