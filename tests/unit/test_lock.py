@@ -7,11 +7,13 @@ with SIGSTOP at an exact point through the fault hook, so the overlap is certain
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,18 @@ from rebasectl.infra.lock import LockedError, RepoLock
 from tests.harness.cli import one_error, popen, spawn
 from tests.harness.cli import run as rebasectl
 from tests.harness.process import resume, wait_stopped
-from tests.sfix import make, snapshot, tree_of
+from tests.sfix import Scenario, copy, snapshot, template_fixture, tree_of
+
+
+@pytest.fixture(scope="module")
+def tpl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
+    """tests/sfix.py's scenario, built once per module: no test writes to its upstream."""
+    yield from template_fixture(tmp_path_factory, "lock")
+
+
+def _scene(tpl: Scenario, tmp_path: Path) -> Scenario:
+    """The scenario with a fresh copy of its series checkout (the series each test changes)."""
+    return dataclasses.replace(tpl, series=copy(tpl, tmp_path))
 
 
 def test_second_holder_refused_then_free(tmp_path: Path) -> None:
@@ -58,8 +71,8 @@ def test_garbage_lock_file_is_taken_over(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("second", [["export"], ["import", "HEAD~1..HEAD"], ["abort"], ["apply"]])
-def test_two_commands_at_once(tmp_path: Path, second: list[str]) -> None:
-    sc = make(tmp_path)
+def test_two_commands_at_once(tpl: Scenario, tmp_path: Path, second: list[str]) -> None:
+    sc = _scene(tpl, tmp_path)
     before = snapshot(sc.series)
     first = popen(sc.series, "apply", "--upstream", str(sc.up.path),
                   env={"REBASECTL_FAULT": "stop@commit:2"})
@@ -80,8 +93,8 @@ def test_two_commands_at_once(tmp_path: Path, second: list[str]) -> None:
     assert rebasectl(sc.series, "export").returncode == 0
 
 
-def test_read_only_status_runs_beside_a_holder(tmp_path: Path) -> None:
-    sc = make(tmp_path)
+def test_read_only_status_runs_beside_a_holder(tpl: Scenario, tmp_path: Path) -> None:
+    sc = _scene(tpl, tmp_path)
     first = popen(sc.series, "apply", "--upstream", str(sc.up.path),
                   env={"REBASECTL_FAULT": "stop@commit:1"})
     try:
@@ -95,8 +108,8 @@ def test_read_only_status_runs_beside_a_holder(tmp_path: Path) -> None:
     assert first.returncode == 0
 
 
-def test_lock_of_killed_command_is_recovered(tmp_path: Path) -> None:
-    sc = make(tmp_path)
+def test_lock_of_killed_command_is_recovered(tpl: Scenario, tmp_path: Path) -> None:
+    sc = _scene(tpl, tmp_path)
     r = rebasectl(sc.series, "apply", "--upstream", str(sc.up.path),
                   env={"REBASECTL_FAULT": "kill@commit:3"})
     assert r.returncode == -signal.SIGKILL
@@ -107,12 +120,12 @@ def test_lock_of_killed_command_is_recovered(tmp_path: Path) -> None:
     assert tree_of(sc.series / ".rebasectl" / "tree") == sc.up.tree("feature")
 
 
-def test_disk_full_while_staging_changes_nothing(tmp_path: Path) -> None:
+def test_disk_full_while_staging_changes_nothing(tpl: Scenario, tmp_path: Path) -> None:
     """A write that fails halfway (here: a file-size limit, as a full disk would) is exit 2 with
     one line, and the series is as it was; the next export finishes normally."""
     import resource
 
-    sc = make(tmp_path)
+    sc = _scene(tpl, tmp_path)
     assert rebasectl(sc.series, "apply", "--upstream", str(sc.up.path)).returncode == 0
     tree = sc.series / ".rebasectl" / "tree"
     (tree / "big.txt").write_text("x" * 4000 + "\n")
@@ -134,10 +147,10 @@ def test_disk_full_while_staging_changes_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args", [["report", "--old-rev", "HEAD", "--new-rev", "HEAD"],
                                   ["blame", "p1"]])
-def test_report_and_blame_wait_their_turn(tmp_path: Path, args: list[str]) -> None:
+def test_report_and_blame_wait_their_turn(tpl: Scenario, tmp_path: Path, args: list[str]) -> None:
     """report and blame read the series and may create or fetch the mirror: while another
     command holds the lock they are refused with the holder's name, like any other."""
-    sc = make(tmp_path)
+    sc = _scene(tpl, tmp_path)
     holder = RepoLock(sc.series / ".rebasectl" / "lock", "export")
     (sc.series / ".rebasectl").mkdir(exist_ok=True)
     holder.acquire()
@@ -150,12 +163,13 @@ def test_report_and_blame_wait_their_turn(tmp_path: Path, args: list[str]) -> No
 
 
 @pytest.mark.parametrize("where", ["index.lock", "worktrees/tree/index.rebasectl.lock"])
-def test_git_lock_left_by_a_killed_git_is_removed(tmp_path: Path, where: str) -> None:
+def test_git_lock_left_by_a_killed_git_is_removed(tpl: Scenario, tmp_path: Path,
+                                                  where: str) -> None:
     """An index.lock in the mirror that no process holds (a git killed mid-write), or the lock
     of the copy of the work tree's index a stop's merge is made in (random-kill trial 32: a
     continue killed during that merge, and the next continue failed on git's "File exists"):
     the next command removes it, says so, and goes on."""
-    sc = make(tmp_path)
+    sc = _scene(tpl, tmp_path)
     assert rebasectl(sc.series, "apply").returncode == 0
     lock = sc.series / ".rebasectl" / "upstream.git" / where
     lock.write_text("")
@@ -164,13 +178,13 @@ def test_git_lock_left_by_a_killed_git_is_removed(tmp_path: Path, where: str) ->
     assert not lock.exists() and f"removed {lock}" in r.stderr
 
 
-def test_a_git_still_at_work_is_waited_for(tmp_path: Path) -> None:
+def test_a_git_still_at_work_is_waited_for(tpl: Scenario, tmp_path: Path) -> None:
     """A git holding a lock in the mirror (here a process with packed-refs.lock open until the
     test lets it go, as a checkout a killed rebasectl started outlives it): the command waits for
     it, says so, and then runs, instead of sending the person away. Synchronised on the command
     itself: it stops at its ``git-wait`` fault point (reached only while it waits for a live
     holder), the holder is let go, and the command goes on."""
-    sc = make(tmp_path)
+    sc = _scene(tpl, tmp_path)
     assert rebasectl(sc.series, "apply").returncode == 0
     lock = sc.series / ".rebasectl" / "upstream.git" / "packed-refs.lock"
     holder = subprocess.Popen([sys.executable, "-c",
