@@ -34,12 +34,6 @@ def tree(path: Path) -> ast.Module:
 
 
 @functools.cache
-def parse(source: str) -> ast.Module:
-    """``ast.parse(source)`` once per distinct source (the layer checks take source text)."""
-    return ast.parse(source)
-
-
-@functools.cache
 def nodes(root: ast.AST) -> tuple[ast.AST, ...]:
     """``tuple(ast.walk(root))``, computed once per tree object (a node hashes by identity)."""
     return tuple(ast.walk(root))

@@ -45,10 +45,16 @@ def _package_of(path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
 
 
-def imports_of(source: str, package: str) -> list[tuple[int, str]]:
+def _tree(source: str | ast.Module) -> ast.Module:
+    """A module's tree: the package's own parsed once per process (tests/harness/syntax.py),
+    a sample's parsed here."""
+    return source if isinstance(source, ast.Module) else ast.parse(source)
+
+
+def imports_of(source: str | ast.Module, package: str) -> list[tuple[int, str]]:
     """Every rebasectl module a file of ``package`` imports, as (line, dotted name)."""
     found: list[tuple[int, str]] = []
-    for node in nodes(syntax.parse(source)):
+    for node in nodes(_tree(source)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.startswith("rebasectl")]
         elif isinstance(node, ast.ImportFrom):
@@ -82,16 +88,16 @@ def test_layers_are_the_folders() -> None:
 def test_no_arrow_up(path: Path) -> None:
     own = LAYERS.index(layer_of(_module_name(path)))
     up = [f"{path.name}:{line} imports {target} ({layer_of(target)})"
-          for line, target in imports_of(syntax.text(path), _package_of(path))
+          for line, target in imports_of(syntax.tree(path), _package_of(path))
           if LAYERS.index(layer_of(target)) > own]
     assert not up, up
 
 
-def terminal_writes(source: str) -> list[int]:
+def terminal_writes(source: str | ast.Module) -> list[int]:
     """Lines that write to the terminal: print(), click.echo/secho, sys.stdout/sys.stderr,
     a rich Console. Read from the syntax tree, so a string that mentions print() is not one."""
     lines = []
-    for node in nodes(syntax.parse(source)):
+    for node in nodes(_tree(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
                 and node.func.id in {"print", "Console"}:
             lines.append(node.lineno)
@@ -105,7 +111,7 @@ def terminal_writes(source: str) -> list[int]:
 @pytest.mark.parametrize("path", [p for p in modules() if layer_of(_module_name(p)) != "front"],
                          ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_nothing_below_the_front_prints(path: Path) -> None:
-    assert terminal_writes(syntax.text(path)) == []
+    assert terminal_writes(syntax.tree(path)) == []
 
 
 def test_the_print_rule_sees_writes_and_not_strings() -> None:
