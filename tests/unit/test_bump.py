@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import yaml
@@ -47,7 +48,30 @@ def gate_landed(tmp: Path, *more: tuple[str, dict[str, tuple[str, str]]],
     return fork, series, landed
 
 
+_CONFLICTED: list[tuple[Fork, Path, dict[str, str]]] = []  # built once per test process
+
+
 def conflicted_history(tmp: Path) -> tuple[Fork, Path, dict[str, str]]:
+    """``_conflicted_history`` as building it in ``tmp`` makes it: built once per test process
+    (beside the test's folder) and copied to ``tmp``/up and ``tmp``/series, series.yaml's url
+    naming the copy (the only path the series holds); the same commits, the same shas."""
+    if not _CONFLICTED:
+        _CONFLICTED.append(_conflicted_history(tmp.parent / "bump-conflicted-history"))
+    built, series, commits = _CONFLICTED[0]
+    shutil.copytree(built.up.path, tmp / "up", symlinks=True)
+    shutil.copytree(series, tmp / "series", symlinks=True)
+    yaml = tmp / "series" / "series.yaml"
+    text = yaml.read_text()
+    url = f"\n  url: {built.up.path}\n"
+    assert text.count(url) == 1, text
+    yaml.write_text(text.replace(url, f"\n  url: {tmp / 'up'}\n"))
+    fork = Fork.__new__(Fork)
+    fork.up, fork.base, fork.texts = Repo.existing(tmp / "up"), built.base, dict(built.texts)
+    fork.up.clock = built.up.clock
+    return fork, tmp / "series", dict(commits)
+
+
+def _conflicted_history(tmp: Path) -> tuple[Fork, Path, dict[str, str]]:
     fork = Fork(tmp, {"a.txt": lines(30), "b.txt": lines(30, "b"), "c.txt": lines(10, "c")})
     shas = fork.series([
         ("fix: one", {"a.txt": ("line 10\n", "ONE 10\n")}),
