@@ -137,8 +137,8 @@ class UpstreamRange:
 
     def order(self, commits: Iterable[Oid]) -> list[Oid]:
         """``commits`` oldest first (topological order of the range; others last)."""
-        if self._order is None:
-            self._order = {c: i for i, c in enumerate(self.repo.history.rev_list([self.spec]))}
+        if self._order is None:  # the parents' keys are in rev-list --reverse's order
+            self._order = {c: i for i, c in enumerate(self.parents)}
         rank = self._order
         return sorted(set(commits), key=lambda c: (rank.get(c, len(rank)), c))
 

@@ -28,6 +28,22 @@ from .applier import NotExact, Unsupported, apply_patch
 from .conflicts import Engine, FileConflict, Labels
 from .resolutions import Memory, blob_sha
 
+StopStages = dict[str, dict[int, Entry | None]]
+
+
+def stop_stages(index: Index, touched: Sequence[str],
+                conflicts: Sequence[FileConflict]) -> StopStages:
+    """What a conflicting merge left in ``index`` for the paths it touched: a conflict's
+    unmerged stages, a merged file's entry, None for a file the patch removed (one
+    ``ls-files``). Installed in the work tree's index, it is that merge made again, without
+    making it again."""
+    by_path = {c.path: c for c in conflicts}
+    rest = [p for p in dict.fromkeys(touched) if p not in by_path]
+    merged = index.entries(rest) if rest else {}
+    stages: StopStages = {p: {0: merged.get(p)} for p in rest}
+    stages.update({p: {0: None, **c.stages} for p, c in by_path.items()})
+    return stages
+
 
 @dataclass
 class Step(AboutPatch):
@@ -41,6 +57,9 @@ class Step(AboutPatch):
     parent: Oid | None = None  # the commit it was applied on
     conflicts: tuple[FileConflict, ...] = ()
     followed: dict[str, str] = field(default_factory=dict)  # upstream renames followed
+    # a stop: what its merge left in the index for each path it touched (stages as
+    # ``Index.update`` takes them), for the work tree's index; None when not worked out
+    staged: StopStages | None = None
 
 
 @dataclass
@@ -203,16 +222,18 @@ class Materializer:
         if patch.is_empty:
             return step(Applied.EMPTY), []
         followed: dict[str, str] = {}
+        staged: StopStages = {}
         try:
             changes, status = self._python(state, patch, three_way)
         except (Unsupported, NotExact) as exc:
             # Python's NotExact in 3-way mode is git's answer already: the whole patch neither
             # applies nor merges, so git is only asked to explain it
             known = three_way and isinstance(exc, NotExact)
-            changes, status, conflicts = self._git(state, pid, patch, three_way, followed, known)
+            changes, status, conflicts = self._git(state, pid, patch, three_way,
+                                                   (followed, staged), known)
             if status is Applied.CONFLICT:
                 done = step(status, conflicts)
-                done.followed = followed
+                done.followed, done.staged = followed, (staged or None)
                 return done, []
         if not changes and status is not Applied.RERERE:
             status = Applied.NOOP
@@ -260,12 +281,14 @@ class Materializer:
         return changes
 
     def _git(self, state: TreeState, pid: str, patch: Patch, three_way: bool,
-             followed: dict[str, str], known: bool = False) -> tuple[list[Change], Applied,
-                                                                     tuple[FileConflict, ...]]:
+             found: tuple[dict[str, str], StopStages], known: bool = False
+             ) -> tuple[list[Change], Applied, tuple[FileConflict, ...]]:
         """The patch through git: exactly, else the conflict engine (and its resolver). In
-        exact mode a patch that only merges 3-way is a conflict with no region. Files upstream
-        renamed are followed (``followed``: old -> new path). ``known``: the whole patch is
-        known not to apply nor merge (git is not asked again)."""
+        exact mode a patch that only merges 3-way is a conflict with no region. ``found``
+        gets the renames followed (old -> new path) and, at a 3-way stop, ``stop_stages``.
+        ``known``: the whole patch is known not to apply nor merge (git is not asked
+        again)."""
+        followed, staged = found
         recorded = self.memory.find(patch.diff, state.blob_of) if three_way and \
             self.memory else None
         if known and recorded is None and not self.explain(pid):
@@ -290,4 +313,5 @@ class Materializer:
                 return state.take(index, touched), Applied.MERGED, ()
             if self.resolver is not None and self.resolver(index, merge.conflicts):
                 return state.take(index, touched), Applied.RERERE, ()
+            staged.update(stop_stages(index, touched, merge.conflicts))
             return [], Applied.CONFLICT, tuple(merge.conflicts)

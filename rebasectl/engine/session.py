@@ -51,7 +51,7 @@ from ..model.workspace import Workspace
 from .abort import copy_edited, edited_files, kept_folder
 from .attribution import RegionCulprits, UpstreamRange, attribute
 from .carried import Carried, CarriedLines
-from .conflicts import Engine, FileConflict, Labels, engine_for
+from .conflicts import Engine, FileConflict, Labels, Merge, engine_for
 from .exchange import load_patches
 from .holdups import head_moved, stop_moved
 from .materialize import Materializer, Step, commit_patch, identity_of
@@ -255,7 +255,7 @@ class Session:
                 return self._finish(state, patches)
             if self._replay(state, tree, patches[stopped.id]):
                 continue
-            conflicts = self._write_conflict(state, tree, patches[stopped.id])
+            conflicts = self._write_conflict(state, tree, patches[stopped.id], stopped)
             if conflicts:
                 return self._outcome(state, patches, stopped, conflicts)
             self.notify(f"{stopped.id}: every conflict resolved by a recorded resolution "
@@ -347,16 +347,22 @@ class Session:
         self.commit_resolution(state, tree, lp, allow_empty=False, how=Applied.RECORDED)
         return True
 
-    def _write_conflict(self, state: ApplyState, tree: Worktree,
-                        lp: SeriesPatch) -> list[FileConflict]:
+    def _write_conflict(self, state: ApplyState, tree: Worktree, lp: SeriesPatch,
+                        stopped: Step) -> list[FileConflict]:
         """The stopped patch merged into the work tree as git leaves it; returns the conflicts
-        rerere did not resolve. The merge is made in a copy of the work tree's index, which
-        replaces it only once the state names every path it touches: a kill during the merge
-        leaves the index as it was, and one after it leaves paths a redo puts back."""
+        rerere did not resolve. The merge the materialiser made on the same tree is installed
+        as it left it (``Step.staged``; made again only when it was not kept). It goes into a
+        copy of the work tree's index, which replaces it only once the state names every path
+        it touches: a kill during the merge leaves the index as it was, and one after it
+        leaves paths a redo puts back."""
         live = tree.index()
-        with live.staged_copy() as index:  # the materialiser stopped here: no whole-patch try
-            merge = self.engine(state).merge(index, lp.patch, self.labels(state)(lp.id),
-                                             tried=True)
+        with live.staged_copy() as index:
+            if stopped.staged is not None:
+                index.update(stopped.staged)
+                merge = Merge(list(stopped.conflicts), dict(stopped.followed))
+            else:  # the materialiser stopped here: no whole-patch try
+                merge = self.engine(state).merge(index, lp.patch, self.labels(state)(lp.id),
+                                                 tried=True)
             boundary("merged")
             # a renamed file the merge followed is written at its new path too: staged only,
             # the work tree kept upstream's copy and `git add -A` dropped the patch's change

@@ -27,8 +27,10 @@ def choose_source(explicit: str | None, series_url: str | None) -> str | None:
     return explicit or os.environ.get(ENV_UPSTREAM) or series_url
 
 
-def validate_source(source: str) -> str:
-    """A URL or path we are willing to hand to git; a one-line refusal otherwise."""
+def validate_source(source: str, origin: str | None = None) -> str:
+    """A URL or path we are willing to hand to git; a one-line refusal otherwise. A local path
+    that is already the mirror's ``origin`` is not opened again (it was a repository when the
+    mirror was made from it, and nothing is fetched from it unless asked)."""
     refusal = url_refusal(source)
     if refusal is not None:
         raise RebasectlError(f"upstream {source!r}: {refusal}")
@@ -37,6 +39,8 @@ def validate_source(source: str) -> str:
     path = Path(source).expanduser()
     if not path.exists():
         raise RebasectlError(f"upstream {source}: no such path")
+    if origin is not None and path.is_dir() and str(path.resolve()) == origin:
+        return origin
     try:
         Repo.open(path)
     except RebasectlError:
@@ -54,8 +58,9 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
     existing = mirror(ws)
     if existing is not None:
         if source is not None:
-            src = validate_source(source)
-            if existing.remote_url() != src:
+            origin = existing.remote_url()
+            src = validate_source(source, origin)
+            if origin != src:
                 _fetch_from(existing, src)  # the mirror stays pointed where it was if this fails
                 return existing
         if update:

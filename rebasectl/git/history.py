@@ -108,8 +108,9 @@ class History:
         return found
 
     def parents(self, spec: str) -> dict[Oid, tuple[Oid, ...]]:
-        """Every commit of ``spec`` (all branches of it) -> its parents."""
-        out = self.runner.out(["rev-list", "--parents", spec])
+        """Every commit of ``spec`` (all branches of it) -> its parents, oldest first (the
+        order ``rev-list --reverse`` gives: one process answers both)."""
+        out = self.runner.out(["rev-list", "--reverse", "--parents", spec])
         return {Oid(f[0]): tuple(map(Oid, f[1:])) for f in (ln.split() for ln in out.splitlines())
                 if f}
 

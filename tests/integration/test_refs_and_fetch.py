@@ -10,6 +10,7 @@ given with ``--repo`` is opened as the git dir it is, with git's own message whe
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -278,3 +279,19 @@ def test_a_first_clone_holds_only_the_namespaced_refs(sc: Scenario, tmp_path: Pa
     assert git(mirror, "config", "remote.origin.mirror", check=False) == ""
     run(series, "apply", "--base", sc.base)
     assert sorted(_refs(mirror)) == want  # materialising left no ref of its own behind
+
+
+def test_the_mirrors_own_origin_is_not_opened_again(sc: Scenario, tmp_path: Path) -> None:
+    """`--upstream PATH` naming the mirror's origin, when nothing needs fetching: the mirror
+    answers and the path is not opened (one git process per command less; a folder that stopped
+    being a repository since does not stop the work). A revision the mirror lacks still needs
+    the fetch: its absence is said, and the fetch it advises says in one line why it fails."""
+    up = own_upstream(sc, tmp_path)
+    series = copy(sc, tmp_path)
+    run(series, "fetch", "--upstream", str(up.path))
+    shutil.rmtree(up.path / ".git")
+    run(series, "apply", "--base", sc.base, "--upstream", str(up.path))
+    r = run(series, "apply", "--base", "0" * 39 + "1", "--upstream", str(up.path), want=None)
+    assert r.returncode == 2 and "not found in the upstream mirror" in r.stderr, r.stderr
+    f = run(series, "fetch", "--upstream", str(up.path), want=2)
+    assert "Traceback" not in f.stderr and len(f.stderr.strip().splitlines()) == 1, f.stderr
