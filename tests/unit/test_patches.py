@@ -154,14 +154,20 @@ def test_bot_address_round_trip() -> None:
 
 def test_real_megatron_commits_round_trip(mirror_path: Path) -> None:
     """Every commit of 3714d81..1dcf0da: the canonical patch parses back to itself, and only
-    true binaries are refused (no false alarm of the safety checks on real diffs)."""
+    true binaries are refused (no false alarm of the safety checks on real diffs). The diffs
+    are read as import reads them (one ``git log``); every 25th is checked against the commit's
+    own ``git diff``, the other way rebasectl reads one."""
     from rebasectl.engine.exchange import patch_from_commit
     from rebasectl.git import Repo as GitRepo
 
     git = GitRepo(mirror_path)
     refused = []
-    for info in git.commits(git.history.rev_list(["3714d81..1dcf0da"])):
-        data = patch_from_commit(git, info).render()
+    infos = git.commits(git.history.rev_list(["3714d81..1dcf0da"]))
+    diffs = git.history.commit_diffs([i.sha for i in infos])  # one git log, as import reads them
+    for info in infos[::25]:  # the same bytes one commit's own diff gives (export's way)
+        assert git.commit_diff(info) == diffs[info.sha], info.sha
+    for info in infos:
+        data = patch_from_commit(git, info, diffs[info.sha]).render()
         try:
             assert parse(data, "m.patch").render() == data, info.sha
         except PatchError as exc:
