@@ -31,11 +31,14 @@ class Risk:
     subject: str
     hunk: str  # the patch's hunk header it concerns ("" for the whole file)
     detail: str
+    also: tuple[Oid, ...] = ()  # re-adds: earlier commits that removed the same lines
 
     def text(self) -> str:
         who = f" {self.commit.short()} ({self.subject})" if self.commit else ""
         if self.kind == "re-adds-removed":
-            return f"{self.path}: re-adds {self.detail}, which upstream{who} removed"
+            before = f" (as {', '.join(c.short() for c in self.also)} had before)" \
+                if self.also else ""
+            return f"{self.path}: re-adds {self.detail}, which upstream{who} removed{before}"
         return f"{self.path}: hunk {self.hunk} {self.detail}" + \
             (f"; copied upstream by{who}" if self.commit else "")
 
@@ -48,14 +51,30 @@ def risks(carried: CarriedLines, patch: Patch, merged: bool) -> list[Risk]:
     for f in patch.files:
         if f.old_path is None or f.binary:
             continue
-        for commit, lines in carried.removed_upstream(Change.of_file(f)):
+        for commit, lines, also in last_removers(carried.removed_upstream(Change.of_file(f))):
             first = lines[0].decode(errors="replace")
             shown = f"`{first[:77]}...`" if len(first) > 80 else f"`{first}`"
             more = f" and {len(lines) - 1} more line(s)" if len(lines) > 1 else ""
             out.append(Risk("re-adds-removed", f.path, commit, rng.subject(commit),
-                            _adding(f, lines[0]), shown + more))
+                            _adding(f, lines[0]), shown + more, also))
         if merged:
             out += _duplicates(rng, f)
+    return out
+
+
+def last_removers(found: list[tuple[Oid, list[bytes]]]
+                  ) -> list[tuple[Oid, list[bytes], tuple[Oid, ...]]]:
+    """Each re-added line under the last commit of the range that removed it (the removal
+    that stands at the target), with the earlier commits that had removed the same lines:
+    one warning for a change upstream made, reverted and made again (June: 300d1b6550b4 and
+    its reapply 9d71cb1cd291), not one per removal. ``found`` is oldest first."""
+    last = {line: commit for commit, lines in found for line in lines}
+    out = []
+    for commit, _ in found:
+        mine = sorted(line for line, by in last.items() if by == commit)
+        if mine:
+            also = tuple(c for c, lines in found if c != commit and set(lines) & set(mine))
+            out.append((commit, mine, also))
     return out
 
 

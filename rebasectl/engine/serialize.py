@@ -82,7 +82,7 @@ def carried(c: Carried) -> dict[str, object]:
 
 def risk(r: Risk) -> dict[str, object]:
     return {"kind": r.kind, "path": r.path, "commit": r.commit, "subject": r.subject,
-            "hunk": r.hunk, "detail": r.detail, "text": r.text()}
+            "hunk": r.hunk, "detail": r.detail, "also": list(r.also), "text": r.text()}
 
 
 def step(s: Step) -> dict[str, object]:

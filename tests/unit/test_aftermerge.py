@@ -43,6 +43,31 @@ def test_readding_a_line_upstream_removed_is_named(tmp_path: Path) -> None:
     assert note.startswith(f"patches/{patch_file.name}:{hunk_at}: ") and "re-adds" in note, note
 
 
+def test_a_removal_reverted_and_made_again_is_one_warning(tmp_path: Path) -> None:
+    """Upstream removed the line, reverted that, and removed it again (June: 300d1b6550b4 and
+    its reapply 9d71cb1cd291 for ``mtp_labels, _ = roll_tensor(``): one warning, naming the
+    removal that stands at the target and the earlier one, not one warning per removal."""
+    text = lines(10) + "def load(path):\n" + UNSAFE + lines(10, "tail")
+    fork = Fork(tmp_path, {"a.py": text})
+    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
+    tip = fork.up.commit("feat: second loader", {"a.py": text.replace(
+        "tail 5\n", "tail 5\ndef load2(path):\n" + UNSAFE)})
+    fork.up.git("checkout", "-q", "main")
+    series = imported(tmp_path, fork, tip)
+    first = fork.change("get rid of weights_only=False", {"a.py": (UNSAFE, LOAD)})
+    fork.change("Revert get rid of weights_only=False", {"a.py": (LOAD, UNSAFE)})
+    again = fork.change("Reapply get rid of weights_only=False", {"a.py": (UNSAFE, LOAD)})
+    out = tmp_path / "art"
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path),
+                  "--artifacts", str(out), env=TERMINAL)
+    assert r.returncode == 0, r.stderr
+    assert (out / "risks.txt").read_text().splitlines() == [
+        f"1/1 second-loader: a.py: re-adds `{UNSAFE.strip()}`, which upstream {again[:12]} "
+        f"(Reapply get rid of weights_only=False) removed (as {first[:12]} had before)"]
+    (risk,) = json.loads((out / "bump.json").read_text())["patches"][0]["risks"]
+    assert (risk["commit"], risk["also"]) == (again, [first])
+
+
 def test_clean_hunk_beside_an_upstream_duplicate_of_its_context(tmp_path: Path) -> None:
     block = "    x = layer(x)\n    x = norm(x)\n    return x\n"
     text = lines(10) + "def attention(x):\n" + block + lines(10, "mid") + "def mlp(y):\n" + \
