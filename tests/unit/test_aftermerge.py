@@ -15,15 +15,20 @@ LOAD = "    return torch.load(path, map_location='cpu')\n"
 UNSAFE = "    return torch.load(path, map_location='cpu', weights_only=False)\n"
 
 
-def test_readding_a_line_upstream_removed_is_named(tmp_path: Path) -> None:
+def _second_loader(tmp_path: Path) -> tuple[Fork, Path]:
+    """A file with an unsafe load, and the series: a second loader, written with the unsafe
+    load the file had then."""
     text = lines(10) + "def load(path):\n" + UNSAFE + lines(10, "tail")
     fork = Fork(tmp_path, {"a.py": text})
     fork.up.git("checkout", "-q", "-b", "fork", fork.base)
-    # the series: a second loader, written with the unsafe load the file had then
     tip = fork.up.commit("feat: second loader", {"a.py": text.replace(
         "tail 5\n", "tail 5\ndef load2(path):\n" + UNSAFE)})
     fork.up.git("checkout", "-q", "main")
-    series = imported(tmp_path, fork, tip)
+    return fork, imported(tmp_path, fork, tip)
+
+
+def test_readding_a_line_upstream_removed_is_named(tmp_path: Path) -> None:
+    fork, series = _second_loader(tmp_path)
     removed = fork.change("get rid of weights_only=False", {"a.py": (UNSAFE, LOAD)})
     out = tmp_path / "art"
     patch_file = next((series / "patches").iterdir())
@@ -47,13 +52,7 @@ def test_a_removal_reverted_and_made_again_is_one_warning(tmp_path: Path) -> Non
     """Upstream removed the line, reverted that, and removed it again (June: 300d1b6550b4 and
     its reapply 9d71cb1cd291 for ``mtp_labels, _ = roll_tensor(``): one warning, naming the
     removal that stands at the target and the earlier one, not one warning per removal."""
-    text = lines(10) + "def load(path):\n" + UNSAFE + lines(10, "tail")
-    fork = Fork(tmp_path, {"a.py": text})
-    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
-    tip = fork.up.commit("feat: second loader", {"a.py": text.replace(
-        "tail 5\n", "tail 5\ndef load2(path):\n" + UNSAFE)})
-    fork.up.git("checkout", "-q", "main")
-    series = imported(tmp_path, fork, tip)
+    fork, series = _second_loader(tmp_path)
     first = fork.change("get rid of weights_only=False", {"a.py": (UNSAFE, LOAD)})
     fork.change("Revert get rid of weights_only=False", {"a.py": (LOAD, UNSAFE)})
     again = fork.change("Reapply get rid of weights_only=False", {"a.py": (UNSAFE, LOAD)})
