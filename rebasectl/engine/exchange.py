@@ -14,6 +14,7 @@ export leaves either the old series or the new one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -538,7 +539,8 @@ def _fold(previous: Series, built: Built) -> None:
 
 
 def _keep_skipped(ws: Workspace, previous: Series, built: Built) -> None:
-    """Skipped entries go back where they were, with their file as it was."""
+    """Skipped entries go back where they were, with their file as it is; a Subject edited
+    in that file since is its title too (series.yaml's title mirrors it, which check checks)."""
     order = {p.id: i for i, p in enumerate(previous.patches)}
     for pid in built.kept:
         entry = next(p for p in previous.patches if p.id == pid)
@@ -548,6 +550,9 @@ def _keep_skipped(ws: Workspace, previous: Series, built: Built) -> None:
             raise RebasectlError(f"{PATCH_DIR}/{entry.file}: cannot read ({exc.strerror}); "
                                  f"export keeps skipped {pid} as it is: put the file back, or "
                                  f"`--drop {pid}`") from None
+        with contextlib.suppress(PatchError):  # a cut file: kept as it is, check names it
+            subject = parse(built.files[entry.file], entry.file).subject
+            entry = entry.with_changes(title=subject) if subject != entry.title else entry
         at = next((i for i, e in enumerate(built.entries)
                    if order.get(e.id, -1) > order[pid]), len(built.entries))
         built.entries.insert(at, entry)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.harness.cli import fails, ok
 from tests.harness.cli import run as rebasectl
@@ -280,6 +281,23 @@ def test_skip_is_recorded_and_export_keeps_the_entry(tpl: Scenario, tmp_path: Pa
     # dropping it takes --drop
     ok(series, "export", "--drop", IDS[0])
     assert "patches/0001-change-a-line-3.patch" not in snapshot(series)
+
+
+def test_a_skipped_patch_keeps_a_subject_edited_in_its_file(tpl: Scenario,
+                                                            tmp_path: Path) -> None:
+    """A skipped patch's file is kept as it is, an edit of its Subject included; its title in
+    series.yaml follows (the title mirrors the Subject), so check agrees (hostile8 #11)."""
+    series = _stopped(tpl, tmp_path)
+    ok(series, "skip")
+    patch = series / "patches" / "0001-change-a-line-3.patch"
+    text = patch.read_text()
+    old = next(ln for ln in text.splitlines() if ln.startswith("Subject: "))
+    patch.write_text(text.replace(old, "Subject: fix: line 3, kept for later"))
+    ok(series, "export")
+    assert "Subject: fix: line 3, kept for later" in patch.read_text()
+    titles = yaml.safe_load((series / "series.yaml").read_text())["patches"]
+    assert titles[0]["title"] == "fix: line 3, kept for later"
+    ok(series, "check")
 
 
 def test_export_never_drops_an_entry_unless_told(tpl: Scenario, tmp_path: Path) -> None:
