@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..engine.edits import changed_since_built
 from ..engine.state import TreeMap
 from ..engine.upstream import resolve
 from ..infra.errors import RebasectlError
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
 
 
 def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | None) -> Path:
-    """The tree ``rebasectl test`` runs on: given, or the patched work tree (applied if needed),
-    or a checkout of the unpatched base."""
+    """The tree ``rebasectl test`` runs on: given, or the patched work tree (applied if needed,
+    and made again when a patch file or the list of patches changed since it was built: the
+    series as it is now is what gets tested), or a checkout of the unpatched base."""
     from ..engine.testing import check_tree, ensure_base_tree
 
     if tree is not None:
@@ -41,9 +43,10 @@ def test_tree(ws: Workspace, against: str, upstream: str | None, tree: Path | No
         raise RebasectlError("an apply is in progress: finish it before testing")
     tmap = TreeMap.load(ws.tree_map)
     if tmap is not None and (tmap.worktree / ".git").exists() and \
-            tmap.base == series.upstream.base:
+            tmap.base == series.upstream.base and not (
+                tmap.baseline and changed_since_built(ws, tmap.baseline, series)):
         return tmap.worktree
-    outcome = apply(ws, None, upstream, None)
+    outcome = apply(ws, None, upstream, None)  # made, or made again from the series as it is
     if outcome.stop is not None:
         raise RebasectlError(f"the series does not apply on its base: stopped at "
                              f"{outcome.stop.id}; resolve it (`rebasectl status`) first")

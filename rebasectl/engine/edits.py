@@ -118,6 +118,19 @@ def edited_series(baseline: Baseline, plan: Planned) -> list[str]:
     return [f"{SERIES_FILE} ({w})" for w in what]
 
 
+def changed_since_built(ws: Workspace, baseline: Baseline, series: Series) -> list[str]:
+    """What of the series is no longer what the work tree was built from: a patch file whose
+    bytes changed (edited, cut, deleted), or the entries' ids and order. Titles are left out
+    (a title changes no file of the tree). What ``test`` reads before it tests the tree as
+    built: a changed series is tested through a rebuild."""
+    changed = [f"{PATCH_DIR}/{e.file}" for e in series.patches
+               if (want := baseline.files.get(e.file)) is not None and
+               ((data := _on_disk(ws, e.file)) is None or file_digest(data) != want)]
+    if [e.id for e in series.patches] != [i for i, _ in baseline.entries]:
+        changed.append(f"{SERIES_FILE} (its patches)")
+    return changed
+
+
 def find_edits(ws: Workspace, tmap: TreeMap, plan: Planned) -> bool:
     """Fill ``plan.edits``; False when the tree map has no baseline (written by an older
     rebasectl: nothing to compare with, export goes on as it did)."""

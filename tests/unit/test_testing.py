@@ -313,13 +313,9 @@ def test_compares_with_the_unpatched_base():
 """
 
 
-def test_the_patched_tree_is_compared_with_a_checkout_of_its_base(tmp_path: Path) -> None:
-    """`rebasectl test` with no --tree tests the patched work tree (applying the series first)
-    and hands the default-path checks the unpatched base (REBASECTL_BASE_TREE): the command
-    decides both trees (commands/test.py ``prepare``), cli.py only renders. With --tree or
-    --against base there is no patched work tree to compare, so no base is given."""
-    from rebasectl.commands.test import prepare
-    from rebasectl.model.workspace import Workspace
+def _feature_series(tmp_path: Path) -> tuple[Path, str]:
+    """One patch that turns FEATURE on in megatron/core, with a regression test that checks
+    the tested tree has it on and the base tree off; (series, upstream path)."""
     from tests.unit.test_attribution import Fork
     from tests.unit.test_bump import imported
 
@@ -335,7 +331,18 @@ def test_the_patched_tree_is_compared_with_a_checkout_of_its_base(tmp_path: Path
     reg.mkdir(parents=True)
     (reg / "conftest.py").write_text(CONFTEST)
     (reg / "test_one.py").write_text(BASE_TREE_TEST)
-    up = str(fork.up.path)
+    return series, str(fork.up.path)
+
+
+def test_the_patched_tree_is_compared_with_a_checkout_of_its_base(tmp_path: Path) -> None:
+    """`rebasectl test` with no --tree tests the patched work tree (applying the series first)
+    and hands the default-path checks the unpatched base (REBASECTL_BASE_TREE): the command
+    decides both trees (commands/test.py ``prepare``), cli.py only renders. With --tree or
+    --against base there is no patched work tree to compare, so no base is given."""
+    from rebasectl.commands.test import prepare
+    from rebasectl.model.workspace import Workspace
+
+    series, up = _feature_series(tmp_path)
     proc = rebasectl(series, "test", "--upstream", up, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(proc.stdout)["patches"][0]["passed"] == 1
@@ -346,3 +353,24 @@ def test_the_patched_tree_is_compared_with_a_checkout_of_its_base(tmp_path: Path
     assert (given.tree, given.base) == (tmp_path / "up", None)
     on_base = prepare(ws, "base", up, None, 1)
     assert on_base.base is None and on_base.tree == ws.base_tree
+
+
+def test_a_patch_file_changed_since_the_tree_was_built_is_what_gets_tested(
+        tmp_path: Path) -> None:
+    """The work tree is tested as built only while the series is what it was built from: a
+    patch file edited since is tested through a rebuild (here the edit turns the feature to
+    something the regression test refuses: the run fails on it), and one cut short is refused
+    at its line, as every command refuses it (hostile7 #5: the old tree was tested, exit 0)."""
+    series, up = _feature_series(tmp_path)
+    assert rebasectl(series, "test", "--upstream", up).returncode == 0
+    (patch,) = (series / "patches").iterdir()
+    text = patch.read_text()
+    patch.write_text(text.replace("+FEATURE = True", "+FEATURE = Maybe"))
+    proc = rebasectl(series, "test", "--upstream", up, "--json")
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # regression tests failed
+    init = series / ".rebasectl" / "tree" / "megatron" / "core" / "__init__.py"
+    assert init.read_text() == "FEATURE = Maybe\n"
+    patch.write_text(text[: text.index("\n---\n") + 5])  # header and `---`: cut short
+    proc = rebasectl(series, "test", "--upstream", up)
+    assert proc.returncode == 2 and patch.name in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
