@@ -133,7 +133,8 @@ class Repo:
             specs = [arg for spec in namespace.FETCH_SPECS
                      for arg in ("-c", f"remote.origin.fetch={spec}")]
             Runner(dest.parent, network=True).run(["clone", "--bare", "--no-tags", "--quiet",
-                                                   *specs, "--", source, str(dest)])
+                                                   "--origin", "origin", *specs, "--", source,
+                                                   str(dest)])  # origin whatever the config
             namespace.adopt_clone(Runner(dest))
         repo = cls(dest, upstream=True)
         repo.fetched = True

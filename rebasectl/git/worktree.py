@@ -172,12 +172,18 @@ class Worktree:
 
     def git_dir_if_linked(self) -> Path | None:
         """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
-        directory holding a HEAD (what rebasectl's trees have): read as git reads it, with no
-        process. None for anything else (a ``.git`` directory, a relative link)."""
-        admin = _gitdir_of(self.path)
-        if admin is not None and admin.is_absolute() and (admin / "HEAD").is_file():
-            return admin
-        return None
+        directory holding a HEAD (what rebasectl's trees have): read as git reads it (only the
+        line end stripped), with no process. None for anything else (a ``.git`` directory, a
+        relative link, spaces git would not strip)."""
+        try:
+            text = (self.path / ".git").read_text(errors="surrogateescape")
+        except OSError:
+            return None
+        named = text.rstrip("\r\n")
+        if not named.startswith("gitdir: /") or "\n" in named:
+            return None
+        admin = Path(named[len("gitdir: "):])
+        return admin if (admin / "HEAD").is_file() else None
 
     def index(self) -> Index:
         """The work tree's own index, as an ``Index`` (stages, entries, update-index)."""

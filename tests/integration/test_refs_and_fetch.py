@@ -295,3 +295,19 @@ def test_the_mirrors_own_origin_is_not_opened_again(sc: Scenario, tmp_path: Path
     assert r.returncode == 2 and "not found in the upstream mirror" in r.stderr, r.stderr
     f = run(series, "fetch", "--upstream", str(up.path), want=2)
     assert "Traceback" not in f.stderr and len(f.stderr.strip().splitlines()) == 1, f.stderr
+
+
+def test_a_first_clone_ignores_the_users_default_remote_name(sc: Scenario, tmp_path: Path) -> None:
+    """The user's git config applies to the transport, but `clone.defaultRemoteName` must not
+    rename the mirror's remote: the namespaced refs arrive and origin is the source (hostile9
+    F8: no ref at all, and a stray `remote.upstream`)."""
+    config = tmp_path / "gitconfig"
+    config.write_text("[clone]\n\tdefaultRemoteName = upstream\n")
+    series = copy(sc, tmp_path)
+    r = rebasectl(series, "fetch", "--upstream", str(sc.up.path),
+                  env={"GIT_CONFIG_GLOBAL": str(config)})
+    assert r.returncode == 0, r.stderr
+    mirror = series / ".rebasectl" / "upstream.git"
+    assert git(mirror, "rev-parse", "refs/rebasectl/upstream/heads/main") == sc.up.head()
+    assert git(mirror, "config", "remote.origin.url") == str(sc.up.path)
+    assert git(mirror, "config", "--get-regexp", "^remote[.]upstream[.]", check=False) == ""

@@ -82,3 +82,15 @@ def test_head_and_git_dir_agree_with_git(tmp_path: Path) -> None:
     top = plain.commit("one", {"x.txt": "x\n"})
     assert Worktree(plain.path).head() == top
     assert Worktree(plain.path).git_dir() == Path(_rev_parse(plain.path, "--absolute-git-dir"))
+
+
+def test_a_link_git_would_not_read_is_left_to_git(tmp_path: Path) -> None:
+    """A `.git` link with spaces after the path: git strips only the line end and finds no
+    repository, so the door must not read a HEAD there either (hostile9 F13)."""
+    bare, sha = _mirror(tmp_path)
+    tree = Door(bare).add_worktree(tmp_path / "t", sha)
+    admin = tree.git_dir()
+    (tree.path / ".git").write_text(f"gitdir: {admin}   \n")
+    assert tree.git_dir_if_linked() is None and tree.head() is None
+    (tree.path / ".git").write_text(f"gitdir: {admin}\r\n")
+    assert tree.git_dir_if_linked() == admin and tree.head() == sha
