@@ -29,6 +29,12 @@ def check_room(ws: Workspace, worktree: Path) -> None:
     if where == root or where in root.parents:
         raise RebasectlError(f"--worktree {worktree}: is the series checkout or holds it; "
                              "pick a directory of its own (default .rebasectl/tree)")
+    mixed = "patches/" if _within(where, ws.patch_dir) else ".rebasectl/" if \
+        _within(where, ws.state_dir) and where != ws.default_tree.resolve() else None
+    if mixed is not None:  # in the mirror, git's next prune would delete it, files and all
+        raise RebasectlError(f"--worktree {worktree}: inside the series' {mixed}, which rebasectl "
+                             "keeps for itself; pick a directory of its own (default "
+                             ".rebasectl/tree)")
     if not worktree.exists() and not worktree.is_symlink():
         return
     if not registered(ws, worktree):
@@ -44,6 +50,12 @@ def check_room(ws: Workspace, worktree: Path) -> None:
     if half_made(ws, worktree):
         return  # an interrupted bump's own tree, made after the old one was checked and removed
     _check_exported(ws, Worktree(worktree))
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """``path`` (resolved) is ``folder`` or under it."""
+    top = folder.resolve()
+    return path == top or top in path.parents
 
 
 def half_made(ws: Workspace, worktree: Path) -> bool:

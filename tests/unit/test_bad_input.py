@@ -383,6 +383,14 @@ CASES: list[Case] = [
          lambda c: ((c.tmp / "mine").mkdir(), (c.tmp / "mine" / "keep.txt").write_text("x"),
                     ["apply", "--upstream", c.up, "--worktree", str(c.tmp / "mine")])[2],
          "mine exists and is not a rebasectl work tree"),
+    # hostile9 F2: in the mirror, the next command's `git worktree prune` deleted it, files and all
+    Case("worktree-in-the-mirror",
+         lambda c: ["apply", "--upstream", c.up, "--worktree",
+                    str(c.series / ".rebasectl" / "upstream.git" / "worktrees")],
+         "inside the series' .rebasectl/"),
+    Case("worktree-in-patches",
+         lambda c: ["apply", "--upstream", c.up, "--worktree", str(c.series / "patches" / "t")],
+         "inside the series' patches/"),
 ]
 
 
