@@ -20,7 +20,7 @@ from typing import Any
 from ..infra.errors import GitError
 from ..model.ids import Oid, is_full
 from ..model.patches import EPOCH, RAW_DATE, RawDate
-from .runner import hermetic_env
+from .runner import SCRUBBED, hermetic_env
 
 os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")  # a missing git is our one-line error
 
@@ -94,6 +94,17 @@ def _person(value: bytes, encoding: str) -> Identity:
                     RawDate(m.group(3).decode()))
 
 
+def _outright(common_dir: str) -> dict[str, str]:
+    """What the runner scrubs from git's environment cannot be unset for GitPython's process
+    (it starts from os.environ), so where one is set (a hook's GIT_OBJECT_DIRECTORY, a
+    quarantine's alternates) each is given this repository's own value: else the mirror's
+    objects would look missing, and a stop would be written without its conflict."""
+    if not any(k in os.environ for k in SCRUBBED):
+        return {}
+    return {"GIT_COMMON_DIR": common_dir, "GIT_OBJECT_DIRECTORY": f"{common_dir}/objects",
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": "", "GIT_NAMESPACE": ""}
+
+
 class Objects:
     """Blobs and commits of one repository, read through one long-lived cat-file process.
     ``path`` is where the repository was opened; ``git_dir`` its git dir when the caller knows
@@ -119,6 +130,7 @@ class Objects:
             # repository without a config file, and git would find no repository there (its
             # git dir is right: a linked work tree's own, a bare one's path)
             env["GIT_DIR"] = str(self.git_dir if self._given_dir else self._repo.git_dir)
+            env.update(_outright(self._repo.common_dir))
             self._repo.git.update_environment(**env)
         return self._repo.git
 

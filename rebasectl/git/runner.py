@@ -28,14 +28,14 @@ def check_interrupted(code: int) -> None:
         raise Interrupted()
 
 ALLOWED_PROTOCOLS = "file:git:https:ssh"
-_SCRUB = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
           "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
 MAX_MESSAGE = 600  # characters of git's stderr kept in an error
 
 
 def network_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """For clone and fetch: the user's git config applies, only the allowed transports do."""
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
     env.update(GIT_TERMINAL_PROMPT="0", GIT_ALLOW_PROTOCOL=ALLOWED_PROTOCOLS)
     env.update(extra or {})
     return env

@@ -311,3 +311,4 @@ def test_a_first_clone_ignores_the_users_default_remote_name(sc: Scenario, tmp_p
     assert git(mirror, "rev-parse", "refs/rebasectl/upstream/heads/main") == sc.up.head()
     assert git(mirror, "config", "remote.origin.url") == str(sc.up.path)
     assert git(mirror, "config", "--get-regexp", "^remote[.]upstream[.]", check=False) == ""
+

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from rebasectl.git import Repo as GitRepo
 from tests.harness.git import Repo
 
@@ -68,3 +70,19 @@ def test_a_grep_of_a_commit_is_kept_in_the_mirror_and_a_cut_answer_is_asked_agai
     assert GitRepo(mirror, upstream=True).history.files_holding("HEAD", needles)["y = 2"] == [
         "a.py", "b.py"]
     assert len(list((mirror / "rebasectl-kept").iterdir())) == 1
+
+
+def test_a_hooks_object_directory_does_not_reach_the_object_reader(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git sets GIT_OBJECT_DIRECTORY and alternates in hooks (a push's quarantine). The git
+    runner scrubs them; the persistent reader (GitPython, which starts from os.environ) must
+    not see them either, or the mirror's objects look missing (hostile9 F4: a stop written
+    without its conflict, then committed without that file)."""
+    up = Repo(tmp_path / "up")
+    sha = up.commit("one", {"a.txt": "a\n"})
+    empty = tmp_path / "empty-objects"
+    empty.mkdir()
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(empty))
+    monkeypatch.setenv("GIT_ALTERNATE_OBJECT_DIRECTORIES", str(empty))
+    assert GitRepo(up.path).objects.blob(f"{sha}:a.txt") == b"a\n"
+    assert GitRepo(up.path).commit(sha).subject == "one"
