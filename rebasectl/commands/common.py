@@ -146,7 +146,10 @@ def _known_trees(ws: Workspace) -> list[Path]:
 
 
 def source(ws: Workspace, upstream: str | None) -> str | None:
-    """``--upstream``, with a relative local path taken from ``-C`` (as git does)."""
+    """``--upstream``, with a relative local path taken from ``-C`` (as git does); an empty one
+    is refused (it named the series folder itself, or was taken for none)."""
+    if upstream is not None and not upstream.strip():
+        raise RebasectlError("--upstream is empty: give the upstream's URL or path")
     if upstream is None or "://" in upstream or ":" in upstream.split("/", 1)[0]:
         return upstream
     candidate = ws.path(upstream)

@@ -27,6 +27,21 @@ def choose_source(explicit: str | None, series_url: str | None) -> str | None:
     return explicit or os.environ.get(ENV_UPSTREAM) or series_url
 
 
+def _not_our_own(ws: Workspace, src: str) -> None:
+    """The series checkout, its state (the mirror) or a work tree of the mirror is no
+    upstream: a fetch from it prunes the upstream's refs and takes the person's own branches
+    and tags for the upstream's (hostile9 F6)."""
+    path = Path(src)
+    if not path.is_absolute():
+        return
+    root, state = ws.root.resolve(), ws.state_dir.resolve()
+    dotgit = path / ".git"
+    linked = dotgit.is_file() and str(ws.mirror.resolve()) in dotgit.read_text(errors="replace")
+    if path == root or path == state or state in path.parents or linked:
+        raise RebasectlError(f"upstream {src}: is this series' own checkout, mirror or work "
+                             "tree, not the upstream: give the upstream's URL or path")
+
+
 def validate_source(source: str, origin: str | None = None) -> str:
     """A URL or path we are willing to hand to git; a one-line refusal otherwise. A local path
     that is already the mirror's ``origin`` is not opened again (it was a repository when the
@@ -60,6 +75,7 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
         if source is not None:
             origin = existing.remote_url()
             src = validate_source(source, origin)
+            _not_our_own(ws, src)
             if origin != src:
                 _fetch_from(existing, src)  # the mirror stays pointed where it was if this fails
                 return existing
@@ -71,6 +87,7 @@ def ensure_mirror(ws: Workspace, source: str | None, *, update: bool = False) ->
             f"no upstream mirror yet: pass --upstream URL|PATH or set {ENV_UPSTREAM}"
         )
     src = validate_source(source)
+    _not_our_own(ws, src)
     ws.ensure_state_dir()
     for stale in ws.stale_mirror_tmps():  # clones cut short by a kill
         if not _alive(stale.name.rsplit("-", 1)[1]):

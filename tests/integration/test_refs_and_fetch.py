@@ -312,3 +312,16 @@ def test_a_first_clone_ignores_the_users_default_remote_name(sc: Scenario, tmp_p
     assert git(mirror, "config", "remote.origin.url") == str(sc.up.path)
     assert git(mirror, "config", "--get-regexp", "^remote[.]upstream[.]", check=False) == ""
 
+
+
+def test_the_work_tree_is_no_upstream(sc: Scenario, tmp_path: Path) -> None:
+    """`--upstream .rebasectl/tree` (a tree of the mirror itself) is refused: a fetch from it
+    pruned the upstream's refs and took the person's branches for the upstream's (hostile9
+    F6); the mirror keeps its refs."""
+    series = copy(sc, tmp_path)
+    run(series, "apply", "--upstream", str(sc.up.path))
+    mirror = series / ".rebasectl" / "upstream.git"
+    before = _refs(mirror)
+    r = run(series, "fetch", "--upstream", str(series / ".rebasectl" / "tree"), want=2)
+    assert "is this series' own checkout, mirror or work tree" in r.stderr
+    assert _refs(mirror) == before

@@ -383,6 +383,12 @@ CASES: list[Case] = [
          lambda c: ((c.tmp / "mine").mkdir(), (c.tmp / "mine" / "keep.txt").write_text("x"),
                     ["apply", "--upstream", c.up, "--worktree", str(c.tmp / "mine")])[2],
          "mine exists and is not a rebasectl work tree"),
+    # hostile9 F6/F14: the series itself as its upstream pruned the upstream's refs; '' was
+    # taken for no --upstream at all
+    Case("upstream-is-the-series",
+         lambda c: (_git_checkout(c.series), ["fetch", "--upstream", str(c.series)])[1],
+         "is this series' own checkout"),
+    Case("upstream-empty", lambda c: ["fetch", "--upstream", ""], "--upstream is empty"),
     # hostile9 F2: in the mirror, the next command's `git worktree prune` deleted it, files and all
     Case("worktree-in-the-mirror",
          lambda c: ["apply", "--upstream", c.up, "--worktree",
