@@ -11,7 +11,7 @@ from ..engine.exchange import (
 )
 from ..engine.materialize import Materializer
 from ..engine.session import ApplyOutcome, Session
-from ..engine.upstream import resolve
+from ..engine.upstream import on_upstream, resolve
 from ..git import Repo
 from ..model.ids import Oid
 from ..model.series import load
@@ -48,6 +48,8 @@ def _apply(ws: Workspace, base: str | None, upstream: str | None, worktree: Path
     rev = base or series.upstream.base
     repo = mirror_for(ws, series, upstream, [rev, series.upstream.base])
     sha = resolve(repo, rev, what="base")
+    if base is not None:
+        on_upstream(repo, base, sha, "--base")
     check_links_on(repo, sha, loaded)
     if sha != series.upstream.base and repo.resolve(series.upstream.base):
         _seed_blobs(repo, series.upstream.base, loaded)

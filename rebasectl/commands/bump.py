@@ -888,7 +888,7 @@ def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None
         notify: Notify, run_tests: bool = False, proposals: bool = False) -> BumpResult:
     """``bump --to REV``: the pipeline above under the lock, once the checkout allows it (no
     apply in progress, no unexported work in the default tree) and REV contains the base."""
-    from ..engine.upstream import resolve
+    from ..engine.upstream import on_upstream, resolve
     from .common import fetched_mirror, locked
 
     with locked(ws, "bump", notify):
@@ -901,7 +901,7 @@ def run(ws: Workspace, to_rev: str, upstream: str | None, artifacts: Path | None
         check_room(ws, ws.default_tree.resolve())
         repo = fetched_mirror(ws, upstream, series, to_rev, notify)
         old = resolve(repo, series.upstream.base, what="base")
-        new = resolve(repo, to_rev, what="--to revision")
+        new = on_upstream(repo, to_rev, resolve(repo, to_rev, what="--to revision"), "--to")
         if not repo.history.is_ancestor(old, new):
             raise RebasectlError(f"--to {to_rev}: {short(new)} does not contain the pinned base "
                                  f"{short(old)} (a bump moves the base forward)")

@@ -120,6 +120,18 @@ def _fetch_from(repo: Repo, source: str) -> None:
         raise
 
 
+def on_upstream(git: Repo, rev: str, sha: Oid, what: str) -> Oid:
+    """``sha`` (what ``rev`` named), checked to be the upstream's: a tag or branch the person
+    made in the work tree is a ref of the mirror too, and a bump onto it pinned a commit the
+    upstream never had and called a patch "upstreamed" by the series' own commit (hostile9
+    F3)."""
+    if not git.on_upstream(sha):
+        raise RebasectlError(f"{what} {rev!r} ({sha.short()}) is on no branch or tag of the "
+                             "upstream (a commit of this checkout's own?): give one of the "
+                             "upstream's, or `rebasectl fetch` if it is new there")
+    return sha
+
+
 def resolve(git: Repo, rev: str, *, what: str = "revision", source: str | None = None) -> Oid:
     """The commit ``rev`` names in the mirror. Text that cannot name one commit (empty, a range,
     an option) is said to be so: a fetch, the advice for a missing commit, would not help."""

@@ -185,6 +185,18 @@ class Repo:
             self._commits.add(sha)
         return Oid(sha)
 
+    def on_upstream(self, sha: str) -> bool:
+        """Whether a branch or tag of the upstream (``namespace.UPSTREAM_REFS``) contains
+        ``sha``; True for a mirror of the older layout, whose upstream refs are not told apart
+        from the person's."""
+        if not self.upstream:
+            return True
+        ns = namespace.UPSTREAM_REFS
+        if not self.runner.out(["for-each-ref", "--count=1", "--format=%(refname)", ns]):
+            return True
+        return bool(self.runner.out(["for-each-ref", "--count=1", "--format=%(refname)",
+                                     "--contains", sha, ns]))
+
     def tree_of(self, rev: str) -> str:
         return self.runner.out(["rev-parse", f"{rev}^{{tree}}"])
 

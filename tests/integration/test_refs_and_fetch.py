@@ -325,3 +325,23 @@ def test_the_work_tree_is_no_upstream(sc: Scenario, tmp_path: Path) -> None:
     r = run(series, "fetch", "--upstream", str(series / ".rebasectl" / "tree"), want=2)
     assert "is this series' own checkout, mirror or work tree" in r.stderr
     assert _refs(mirror) == before
+
+
+def test_a_ref_made_in_the_work_tree_is_no_upstream_revision(sc: Scenario,
+                                                              tmp_path: Path) -> None:
+    """A tag or branch the person made in the work tree is a ref of the mirror too: `bump --to`
+    or `apply --base` naming it is refused, exit 2, nothing changed (hostile9 F3: the series
+    was pinned to a commit the upstream never had, and a patch called "upstreamed" by the
+    series' own commit)."""
+    series = copy(sc, tmp_path)
+    run(series, "apply", "--upstream", str(sc.up.path))
+    tip = git(series / ".rebasectl" / "tree", "rev-parse", "HEAD")
+    tree, mine = work_on_a_branch(series)
+    git(tree, "tag", "mytag", mine)
+    git(tree, "checkout", "-q", "--detach", tip)  # the tree back where the apply left it
+    before = snapshot(series)
+    for args in (["bump", "--to", "mytag"], ["bump", "--to", mine], ["apply", "--base", "my-work"]):
+        r = run(series, *args, want=2)
+        assert "is on no branch or tag of the upstream" in r.stderr, (args, r.stderr)
+    assert snapshot(series) == before
+    run(series, "bump", "--to", "main", want=None)  # the upstream's own branch still goes
