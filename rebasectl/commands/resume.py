@@ -81,7 +81,10 @@ def abort_lines(result: AbortResult) -> list[str]:
     if not result.removed and not result.left:
         lines.append("aborted; cleared " + ", ".join(p.name for p in result.cleared))
     if result.kept is not None:
-        what = [f"{n} {noun}" for n, noun in ((result.kept_files, "untracked file(s)"),
+        what = [f"{n} {noun}" for n, noun in ((result.kept_tree, "file(s), all of them (git "
+                                               "could not read the tree: its registration in "
+                                               "the mirror is gone), under tree/"),
+                                              (result.kept_files, "untracked file(s)"),
                                               (result.kept_edits, "file(s) you changed "
                                                "(copies in edited/)"),
                                               (result.kept_commits, "commit(s)")) if n]

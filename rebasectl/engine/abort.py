@@ -15,7 +15,9 @@ progress, an accepted proposal: newer than the apply state the stop wrote), any 
 tracked file always (an edit ``continue`` left unstaged, as ``git am --continue`` does).
 ``git rebase --abort`` drops those edits; an hour of resolving a large patch is not the
 series' to lose (rerere records nothing before ``continue``). Files as the stop left them are
-the series' and go.
+the series' and go. A tree git can no longer read (its registration in the mirror pruned while
+it was moved aside, or removed by hand) tells none of this: all its files are kept, under
+``tree/``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class AbortResult:
     kept_files: int = 0
     kept_commits: int = 0
     kept_edits: int = 0  # tracked files changed after the stop, copied under edited/
+    kept_tree: int = 0  # files of a tree git could no longer read, all moved under tree/
     restored: tuple[Path, str] | None = None  # the tree the apply replaced, back at its tip
     remake: tuple[Path, str, bool] | None = None  # not restorable: (path, base, default tree?)
     stashes: int = 0  # git stash entries the removed tree's refusals advised: in the mirror
@@ -119,8 +122,10 @@ def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResu
     try:
         status = tree.status()
         untracked = [p for p in status.untracked + tree.ignored() if not _cache(p)]
-    except RebasectlError:
-        status, untracked = None, []
+    except RebasectlError:  # git cannot read it (its registration pruned): none of it is told
+        result.kept_tree = _keep_whole(tree.path, dest / "tree")  # from the series': keep all
+        result.kept = dest if result.kept_tree else None
+        return
     edited = edited_files(tree.path, status.unmerged + status.changed, stopped, written) \
         if status else []
     copy_edited(tree.path, edited, dest)
@@ -134,6 +139,19 @@ def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResu
         shutil.rmtree(dest / "commits")  # format-patch makes the folder before it finds none
     if untracked or commits or edited:
         result.kept, result.kept_files, result.kept_commits = dest, len(untracked), commits
+
+
+def _keep_whole(tree: Path, dest: Path) -> int:
+    """Every file of ``tree`` but its ``.git`` link moved under ``dest`` (a rename each: the
+    same file system); how many files."""
+    moved = 0
+    for item in sorted(tree.iterdir()):
+        if item.name == ".git":
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        moved += sum(1 for f in item.rglob("*") if f.is_file()) if item.is_dir() else 1
+        shutil.move(item, dest / item.name)
+    return moved
 
 
 def kept_folder(ws: Workspace) -> Path:

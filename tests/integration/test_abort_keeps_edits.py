@@ -49,6 +49,27 @@ def test_abort_keeps_a_resolution_in_progress(world: World, tmp_path: Path) -> N
     assert (kept_folder(out) / "edited" / "a.txt").read_text() == half
 
 
+def test_abort_of_a_tree_git_cannot_read_keeps_all_of_it(world: World, tmp_path: Path) -> None:
+    """The tree's registration in the mirror is gone (moved aside while a command pruned it, or
+    removed by hand): git can tell nothing of the tree, so abort keeps every file of it, not
+    none (hostile9 F1: the hand resolution and an untracked file were deleted)."""
+    import shutil
+
+    series = conflicted(world, tmp_path)
+    a = tree(series) / "a.txt"
+    half = a.read_text().replace("=======", "======= (my careful port)", 1)
+    a.write_text(half)
+    (tree(series) / "NOTES.txt").write_text("notes\n")
+    (admin,) = (series / ".rebasectl" / "upstream.git" / "worktrees").iterdir()
+    shutil.rmtree(admin)
+    out = ok(series, "abort").stdout
+    assert "all of them (git could not read the tree" in out, out
+    kept = kept_folder(out) / "tree"
+    assert (kept / "a.txt").read_text() == half
+    assert (kept / "NOTES.txt").read_text() == "notes\n"
+    assert not tree(series).exists()
+
+
 def test_abort_right_after_the_stop_keeps_nothing(world: World, tmp_path: Path) -> None:
     series = conflicted(world, tmp_path)
     out = ok(series, "abort").stdout
