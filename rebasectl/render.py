@@ -77,7 +77,9 @@ def _apply_progress(progress: dict[str, Any]) -> None:
     if progress.get("blocked_by"):
         ui.line(f"  {progress['stopped_at']} is blocked: it needs lines or files of skipped "
                 f"patch(es) {', '.join(progress['blocked_by'])}")
-    if progress.get("tree_error"):
+    if progress.get("unregistered"):  # nothing relinks it: what continue and skip refuse
+        ui.line(progress["unregistered"])
+    elif progress.get("tree_error"):
         ui.line(f"the work tree could not be read ({progress['tree_error']}); a moved checkout "
                 "is relinked by `rebasectl continue`")
     elif moved:  # whatever came before: continue refuses this first

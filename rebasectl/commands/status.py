@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.exchange import load_patches, patch_stats
+from ..engine.holdups import unregistered
 from ..engine.state import ApplyState, Carrying, TreeMap, tolerant
 from ..git import Worktree
 from ..infra.errors import GitError
@@ -91,12 +92,13 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
             unmerged = tree.status().unmerged if state.in_tree else []
     except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
         tree_error = str(e)
+    gone = unregistered(tree, ws.mirror, state) if tree.exists else None
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
             "done_ids": [pid for pid, _ in state.done],
             "total": len(state.ids), "stopped_at": state.current, "skipped": state.skipped,
             "committed": committed, "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
-            "conflicts": state.conflicts, "tree_error": tree_error,
+            "conflicts": state.conflicts, "tree_error": tree_error, "unregistered": gone,
             "conflict_written": state.in_tree, "refused": held.get("refused"),
             "refused_gone": held.get("refused_gone"), "head_moved": held.get("head_moved"),
             "tree_at": None if committed or tree_error else _tree_at(state, tree)}

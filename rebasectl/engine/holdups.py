@@ -12,9 +12,26 @@ the tip; ``continue`` moves it on).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..git import InTheWay, TreeStatus, Worktree
 from ..model.ids import Oid
 from .state import ApplyState
+
+
+def unregistered(tree: Worktree, mirror: Path, state: ApplyState) -> str | None:
+    """The refusal, with its way out, when the tree's registration in the mirror is gone (a
+    command pruned it while the tree was moved aside, or it was removed by hand): git cannot
+    read the tree, its index (the stop's unmerged entries) went with the registration, and
+    nothing can relink it; a checkout moved with its mirror still has its registration there,
+    under the same name, and ``continue`` relinks that one."""
+    admin = tree.named_admin()
+    if admin is None or admin.exists() or (mirror / "worktrees" / admin.name).is_dir():
+        return None
+    return (f"{tree.path}: its registration in the mirror is gone (git cannot read the tree, "
+            "nor the stop's index): `rebasectl abort` keeps every file of it (under "
+            f".rebasectl/aborted/), then `rebasectl apply --base {state.base.short()}` stops "
+            "there again (resolutions continue recorded are replayed)")
 
 
 def head_moved(tree: Worktree, state: ApplyState, command: str = "continue") -> str | None:

@@ -53,7 +53,7 @@ from .attribution import RegionCulprits, UpstreamRange, attribute
 from .carried import Carried, CarriedLines
 from .conflicts import Engine, FileConflict, Labels, Merge, engine_for
 from .exchange import load_patches
-from .holdups import head_moved, stop_moved
+from .holdups import head_moved, stop_moved, unregistered
 from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .serialize import file_conflict
@@ -187,7 +187,8 @@ class Session:
         state.reread(patches.values())
         tree = self.reconcile(state, patches)
         if tree is not None:
-            guard_tree(tree, state, "continue")  # before anything changes: nothing said began
+            # before anything changes: nothing said began
+            guard_tree(tree, state, "continue", self.ws.mirror)
         state.go_on()  # this run goes past the last refusal or says its own (saved next)
         if state.current is not None:
             if tree is None or not state.in_tree:
@@ -489,7 +490,7 @@ class Session:
             raise RebasectlError("no patch is stopped at a conflict: nothing to skip "
                                  "(`rebasectl continue` goes on with the apply in progress)")
         if tree is not None:
-            guard_tree(tree, state, "skip")  # before the skip is recorded
+            guard_tree(tree, state, "skip", self.ws.mirror)  # before the skip is recorded
         if not state.in_tree:  # a refusal or a kill came before the stop was written
             at = f"{state.position(state.current)}/{len(state.ids)} {state.current}"
             raise ConflictError(f"{at}: its conflict was never shown (the last run ended "
@@ -547,10 +548,11 @@ def guard_head(tree: Worktree, state: ApplyState) -> None:
         raise ConflictError(stop_moved(tree, state, head, "continue"))
 
 
-def guard_tree(tree: Worktree, state: ApplyState, command: str) -> None:
-    """Before ``command`` changes anything: the work tree's HEAD where this apply left it
-    (``holdups.head_moved``), never reset from anywhere else."""
-    moved = head_moved(tree, state, command)
+def guard_tree(tree: Worktree, state: ApplyState, command: str, mirror: Path) -> None:
+    """Before ``command`` changes anything: the work tree still registered in ``mirror``
+    (``holdups.unregistered``), its HEAD where this apply left it (``holdups.head_moved``),
+    never reset from anywhere else."""
+    moved = unregistered(tree, mirror, state) or head_moved(tree, state, command)
     if moved:
         raise ConflictError(moved)
 

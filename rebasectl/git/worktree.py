@@ -170,6 +170,18 @@ class Worktree:
         return self.git_dir_if_linked() or Path(self.runner.out(["rev-parse",
                                                                  "--absolute-git-dir"]))
 
+    def named_admin(self) -> Path | None:
+        """The admin dir this tree's ``.git`` link names (as git reads the link; a relative one
+        from the tree), whether or not it is there; None when ``.git`` is no such link."""
+        try:
+            text = (self.path / ".git").read_text(errors="surrogateescape")
+        except OSError:
+            return None
+        named = text.rstrip("\r\n")
+        if not named.startswith("gitdir: ") or "\n" in named:
+            return None
+        return self.path / named[len("gitdir: "):]  # an absolute one stays as it is
+
     def git_dir_if_linked(self) -> Path | None:
         """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
         directory holding a HEAD (what rebasectl's trees have): read as git reads it (only the

@@ -62,12 +62,20 @@ def test_abort_of_a_tree_git_cannot_read_keeps_all_of_it(world: World, tmp_path:
     (tree(series) / "NOTES.txt").write_text("notes\n")
     (admin,) = (series / ".rebasectl" / "upstream.git" / "worktrees").iterdir()
     shutil.rmtree(admin)
+    gone = "its registration in the mirror is gone"
+    assert gone in ok(series, "status").stdout.splitlines()[-1]
+    for command in ("continue", "skip"):  # refused, with the way out status names
+        line = one_error(run(series, command, want=1).stderr, gone, "rebasectl abort")
+    assert (tree(series) / "a.txt").read_text() == half
     out = ok(series, "abort").stdout
     assert "all of them (git could not read the tree" in out, out
     kept = kept_folder(out) / "tree"
     assert (kept / "a.txt").read_text() == half
     assert (kept / "NOTES.txt").read_text() == "notes\n"
     assert not tree(series).exists()
+    advised = line.split("then `", 1)[1].split("`", 1)[0].split()  # the advice works
+    assert run(series, *advised[1:], want=1).returncode == 1
+    assert "<<<<<<< " in (tree(series) / "a.txt").read_text()
 
 
 def test_abort_right_after_the_stop_keeps_nothing(world: World, tmp_path: Path) -> None:
