@@ -106,8 +106,10 @@ def fetch(ws: Workspace, upstream: str | None) -> None:
     from .commands.fetch import fetch as run_fetch
 
     with ui.progress("fetch"):
-        path, created = run_fetch(ws, upstream)
-    ui.line(f"mirror created: {path}" if created else f"mirror up to date: {path}")
+        path, created, changed = run_fetch(ws, upstream)
+    ui.line(f"mirror created: {path}" if created else f"mirror up to date: {path}" if not changed
+            else f"mirror updated ({changed} of the upstream's branches and tags moved, new or "
+            f"gone): {path}")
 
 
 # -- apply session ---------------------------------------------------------------------------------

@@ -185,6 +185,12 @@ class Repo:
             self._commits.add(sha)
         return Oid(sha)
 
+    def upstream_refs(self) -> dict[str, str]:
+        """The upstream's branches and tags in the namespace: ref -> sha."""
+        out = self.runner.out(["for-each-ref", "--format=%(refname) %(objectname)",
+                               namespace.UPSTREAM_REFS])
+        return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+
     def on_upstream(self, sha: str) -> bool:
         """Whether a branch or tag of the upstream (``namespace.UPSTREAM_REFS``) contains
         ``sha``; True for a mirror of the older layout, whose upstream refs are not told apart

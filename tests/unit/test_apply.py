@@ -486,7 +486,9 @@ def test_fetch_updates_the_mirror(tpl: Scenario, tmp_path: Path) -> None:
     assert "mirror created" in ok(series, "fetch", "--upstream", str(tpl.up.path)).stdout
     assert "mirror up to date" in ok(series, "fetch").stdout  # hostile5 #12: the first said so
     later = upstream_commit(tpl, "later", {"later.txt": "x\n"})
-    ok(series, "fetch")  # the url of series.yaml
+    out = ok(series, "fetch").stdout  # the url of series.yaml
+    assert "mirror updated (1 of the upstream's branches and tags moved, new or gone)" in out, \
+        out  # hostile9 F7: it said "up to date" after moving a branch and deleting a tag
     mirror = Repo.existing(series / ".rebasectl" / "upstream.git")
     assert mirror.git("rev-parse", "refs/rebasectl/upstream/heads/later") == later
 
