@@ -79,6 +79,10 @@ def _apply_progress(progress: dict[str, Any]) -> None:
                 f"patch(es) {', '.join(progress['blocked_by'])}")
     if progress.get("unregistered"):  # nothing relinks it: what continue and skip refuse
         ui.line(progress["unregistered"])
+    elif progress.get("tree_missing"):  # nothing there to resolve in
+        ui.line(f"the work tree {progress['tree_missing']} is missing: `rebasectl continue` "
+                "makes it again where the apply stands (a stop written again, nothing of what "
+                "was in it)")
     elif progress.get("tree_error"):
         ui.line(f"the work tree could not be read ({progress['tree_error']}); a moved checkout "
                 "is relinked by `rebasectl continue`")

@@ -99,6 +99,7 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
             "committed": committed, "blocked_by": _blocked_by(ws, state),
             "unmerged": [{"path": p, "kind": kinds.get(p, "content")} for p in unmerged],
             "conflicts": state.conflicts, "tree_error": tree_error, "unregistered": gone,
+            "tree_missing": None if tree.exists else str(tree.path),
             "conflict_written": state.in_tree, "refused": held.get("refused"),
             "refused_gone": held.get("refused_gone"), "head_moved": held.get("head_moved"),
             "tree_at": None if committed or tree_error else _tree_at(state, tree)}
