@@ -288,8 +288,11 @@ def report(ws: Workspace, old_rev: str | None, new_rev: str | None, old_series: 
                              new_series=new_series, old_range=old_range, new_range=new_range,
                              repo=repo, upstream=upstream, fmt="json" if as_json else fmt,
                              verbose=verbose, output=output)
-    if text is not None:
-        sys.stdout.write(text)
+    if text is not None:  # a report read on a terminal: its paths drive no escape sequence
+        from . import ui
+
+        sys.stdout.write(ui.visible(text) if ui.is_terminal(sys.stdout) and not as_json
+                         and fmt != "json" else text)
     finish(code)
 
 

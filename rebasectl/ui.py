@@ -46,7 +46,7 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
         for col in columns:
             t.add_column(col)
         for row in rows:
-            t.add_row(*(str(c) for c in row))
+            t.add_row(*(visible(str(c)) for c in row))
         _console(False).print(t)
         return
     if title:
@@ -55,22 +55,32 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
               for i, col in enumerate(columns)]
     print("  ".join(col.ljust(w) for col, w in zip(columns, widths)).rstrip())
     for row in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+        print(visible("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()))
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]
+            if chr(c) not in "\n\t"}
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN``: a path or subject from an
+    upstream (a file named with ``ESC[31m``) must not drive the person's terminal."""
+    return text.translate(_CONTROL)
 
 
 def line(text: str = "") -> None:
-    print(text)
+    print(visible(text))
 
 
 def error(text: str) -> None:
-    lines = text.splitlines() or ["error"]
+    lines = visible(text).splitlines() or ["error"]
     sys.stderr.write(f"rebasectl: error: {lines[0]}\n")
     for extra in lines[1:]:
         sys.stderr.write(f"  {extra}\n")
 
 
 def note(text: str) -> None:
-    sys.stderr.write(f"{text}\n")
+    sys.stderr.write(f"{visible(text)}\n")
 
 
 HOLD_S = 0.5  # news of the first half second waits: a quick failure stays one line
@@ -112,10 +122,10 @@ class Progress:
         if self.bar is not None:
             if done is not None:
                 self.bar.update(self.task, completed=done, total=total)
-            self.bar.console.print(f"rebasectl: {text}", highlight=False, markup=False,
-                                   soft_wrap=True)
+            self.bar.console.print(f"rebasectl: {visible(str(text))}", highlight=False,
+                                   markup=False, soft_wrap=True)
         else:
-            sys.stderr.write(f"rebasectl: {text}\n")
+            sys.stderr.write(f"rebasectl: {visible(str(text))}\n")
             sys.stderr.flush()
 
     @property
