@@ -10,6 +10,7 @@ from ..engine.exchange import load_patches, patch_stats
 from ..engine.holdups import unregistered
 from ..engine.state import ApplyState, Carrying, TreeMap, tolerant
 from ..git import Worktree
+from ..git.worktree import linked_elsewhere
 from ..infra.errors import GitError
 from ..model.dependencies import SeriesLines
 from ..model.series import load
@@ -85,7 +86,10 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
     tree_error = None
     committed: list[dict[str, str]] = []
     held: dict[str, Any] = {"refused": state.refused}  # a state from before refused_paths
+    other = linked_elsewhere(tree.path) if tree.exists else None
     try:
+        if other is not None:  # git would read the other checkout's HEAD and index as this one's
+            raise GitError(f"it was moved: its .git names the registration of {other}")
         committed = _unrecorded(ws, state, tree)
         if tree.exists and not committed:
             held = _held(state, tree)

@@ -520,6 +520,17 @@ def _gitdir_of(path: Path) -> Path | None:
     return Path(text[len("gitdir: "):].strip()) if text.startswith("gitdir: ") else None
 
 
+def linked_elsewhere(path: Path) -> Path | None:
+    """The checkout the registration this tree's ``.git`` names belongs to, when that is
+    another one (this tree was moved and a new checkout made where it was): git reading this
+    tree would read that one's HEAD and index. None otherwise."""
+    admin = Worktree(path).named_admin()
+    named = _registered_dotgit(admin) if admin is not None and admin.is_dir() else None
+    if named is None or named.resolve() == (path / ".git").resolve():
+        return None
+    return named.parent
+
+
 def _links_back(admin: Path, path: Path) -> bool:
     """Does the registration ``admin`` (still there) name ``path`` as its work tree?"""
     named = _registered_dotgit(admin)
