@@ -35,7 +35,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..git import Entry, Index, Repo
@@ -717,7 +717,7 @@ def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
                                         for h in f.hunks)) for f in patch.files]
     out: list[RegionCulprits] = []
     for c in conflicts:
-        f = patch.model.file(c.path)
+        f = patch.model.file(c.path) or _followed(finder.rng, patch, c.path)
         if f is None:
             continue
         if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING):
@@ -731,6 +731,18 @@ def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
         for region, blocked in zip(c.regions, own):
             out.append(RegionCulprits(c.path, region, [] if blocked else next(found), blocked))
     return out
+
+
+def _followed(rng: UpstreamRange, patch: Patch, path: str) -> FileDiff | None:
+    """The patch's file that upstream renamed to ``path`` (a stop followed it there), as a
+    change from its own path to ``path``: the lines it needed are read in its path at the old
+    base, the regions' lines in ``path`` at the new one (hostile9 F11: such a conflict named
+    no commit)."""
+    renamed = rng.repo.history.renames(rng.old, rng.new)
+    for f in patch.files:
+        if f.old_path is not None and renamed.get(f.old_path) == path:
+            return replace(f, new_path=path)
+    return None
 
 
 # -- where a commit landed ------------------------------------------------------------------------

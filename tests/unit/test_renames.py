@@ -75,3 +75,26 @@ def test_renames_are_kept_for_the_next_process_and_a_cut_answer_is_asked_again(
     assert kept.read_bytes().endswith(b"\0#end")  # asked again, kept whole again
     assert Repo(mirror.path, upstream=True).history.renames(old[:12], new) == {OLD: NEW}
     assert len(list((mirror.path / "rebasectl-kept").iterdir())) == 1  # an abbreviation never is
+
+
+def test_a_conflict_in_a_file_upstream_renamed_names_its_culprit(tmp_path: Path) -> None:
+    """Upstream renamed the file and then changed the patch's line in it: the stop (and bump)
+    follow the rename and name the commit that changed the line, as for any other file
+    (hostile9 F11: no culprit, "no upstream commit found")."""
+    text = lines(40)
+    fork = Fork(tmp_path, {OLD: text, "b.txt": lines(5, "b")})
+    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
+    tip = fork.up.commit("fix: line 15", {OLD: text.replace("line 15\n", "line 15 patched\n")})
+    fork.up.git("checkout", "-q", "main")
+    series = imported(tmp_path, fork, tip)
+    fork.up.git("mv", OLD, NEW)
+    fork.up.git("commit", "-q", "-m", "rename mamba -> hybrid")
+    culprit = fork.change("edit line 15 upstream", {NEW: ("line 15\n", "line 15 upstream\n")})
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json")
+    assert r.returncode == 1, r.stderr
+    (conflict,) = json.loads(r.stdout)["patches"][0]["conflicts"]
+    assert conflict["path"] == NEW
+    assert conflict["regions"][0]["culprits"] == [culprit], conflict
+    r = rebasectl(series, "apply", "--base", "main", "--upstream", str(fork.up.path))
+    assert r.returncode == 1 and f"{NEW}:15: content conflict" in r.stdout
+    assert f"changed upstream by {culprit[:12]}" in r.stdout, r.stdout
