@@ -374,16 +374,7 @@ class Worktree:
         return len(list(dest.glob("*.patch"))) if dest.is_dir() else 0
 
     def set_head(self, commit: str) -> None:
-        """HEAD to ``commit``: detached, as rebasectl keeps its trees; a branch the person
-        checked out in the tree moves along instead, as ``git am`` moves it (it was left behind
-        at the stop, HEAD detached from it: hostile9 F10)."""
-        admin = self.git_dir_if_linked()
-        try:
-            on_branch = admin is not None and (admin / "HEAD").read_text(
-                errors="replace").startswith("ref: refs/heads/")
-        except OSError:
-            on_branch = False
-        self.runner.run(["update-ref", *([] if on_branch else ["--no-deref"]), "HEAD", commit])
+        self.runner.run(["update-ref", "--no-deref", "HEAD", commit])
 
     def rerere(self) -> list[str]:
         """Record the conflicts (and any resolutions) of the unmerged paths; returns the paths

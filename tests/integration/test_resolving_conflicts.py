@@ -196,17 +196,3 @@ def test_conflict_resolved_by_rerere_is_committed_and_said(sc: Scenario, tmp_pat
         assert "<<<<<<< " in text or "rerere" in said, (r.stdout, r.stderr)
     else:
         assert r.returncode == 0 and "PATCH 3 + UPSTREAM 3" in text, (r.stdout, r.stderr)
-
-
-def test_a_branch_checked_out_at_a_stop_moves_along(world: World, tmp_path: Path) -> None:
-    """The person checked out a branch of their own at the stop: continue carries it along to
-    the apply's last commit, as `git am` moves the branch it works on (hostile9 F10: HEAD was
-    detached and the branch left at the stop)."""
-    series = conflicted(world, tmp_path)
-    git(tree(series), "switch", "-q", "-c", "mine")
-    resolve_a(series)
-    run(series, "continue", want=0)
-    assert git(tree(series), "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/mine"
-    head = git(tree(series), "rev-parse", "HEAD").stdout.strip()
-    assert git(tree(series), "rev-parse", "mine").stdout.strip() == head
-    assert json.loads((series / ".rebasectl" / "tree.json").read_text())["commits"][-1][1] == head
