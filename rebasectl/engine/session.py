@@ -189,6 +189,7 @@ class Session:
         if tree is not None:
             # before anything changes: nothing said began
             guard_tree(tree, state, "continue", self.ws.mirror)
+            self._left_branch(tree)
         state.go_on()  # this run goes past the last refusal or says its own (saved next)
         if state.current is not None:
             if tree is None or not state.in_tree:
@@ -196,6 +197,17 @@ class Session:
             else:
                 self.commit_resolution(state, tree, patches[state.current], allow_empty)
         return self.run(state, patches)
+
+    def _left_branch(self, tree: Worktree) -> None:
+        """A branch the person checked out in the tree stays where it is: the apply goes on
+        with HEAD detached (rebasectl's tree is kept so), which is said, with the command that
+        moves the branch afterwards (hostile9 F10: it was left behind without a word)."""
+        branch = tree.checked_out_branch()
+        head = tree.head() if branch else None
+        if branch and head:
+            self.notify(f"HEAD was on your branch {branch}: the apply goes on with HEAD detached "
+                        f"and {branch} stays at {head.short()} (`git -C {tree.path} branch -f "
+                        f"{branch} HEAD` moves it once the apply is done)")
 
     def reconcile(self, state: ApplyState, patches: dict[str, SeriesPatch]) -> Worktree | None:
         """Adopt commits of ours that reached the work tree after the last save; None when the
@@ -491,6 +503,7 @@ class Session:
                                  "(`rebasectl continue` goes on with the apply in progress)")
         if tree is not None:
             guard_tree(tree, state, "skip", self.ws.mirror)  # before the skip is recorded
+            self._left_branch(tree)
         if not state.in_tree:  # a refusal or a kill came before the stop was written
             at = f"{state.position(state.current)}/{len(state.ids)} {state.current}"
             raise ConflictError(f"{at}: its conflict was never shown (the last run ended "

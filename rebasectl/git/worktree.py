@@ -182,6 +182,16 @@ class Worktree:
             return None
         return self.path / named[len("gitdir: "):]  # an absolute one stays as it is
 
+    def checked_out_branch(self) -> str | None:
+        """The branch the person checked out in this tree (rebasectl keeps it detached), read
+        from the tree's HEAD file; None when detached or not a linked tree."""
+        admin = self.git_dir_if_linked()
+        try:
+            text = (admin / "HEAD").read_text(errors="replace").strip() if admin else ""
+        except OSError:
+            return None
+        return text[len("ref: refs/heads/"):] if text.startswith("ref: refs/heads/") else None
+
     def git_dir_if_linked(self) -> Path | None:
         """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
         directory holding a HEAD (what rebasectl's trees have): read as git reads it (only the

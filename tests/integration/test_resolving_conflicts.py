@@ -196,3 +196,21 @@ def test_conflict_resolved_by_rerere_is_committed_and_said(sc: Scenario, tmp_pat
         assert "<<<<<<< " in text or "rerere" in said, (r.stdout, r.stderr)
     else:
         assert r.returncode == 0 and "PATCH 3 + UPSTREAM 3" in text, (r.stdout, r.stderr)
+
+
+def test_a_branch_checked_out_at_a_stop_is_said_to_stay(world: World, tmp_path: Path) -> None:
+    """The person checked out a branch of their own at the stop: continue goes on detached, as
+    rebasectl keeps its tree, and says the branch stays where it is, with the command that
+    moves it, which works (hostile9 F10: the branch was left behind without a word)."""
+    series = conflicted(world, tmp_path)
+    git(tree(series), "switch", "-q", "-c", "mine")
+    at = git(tree(series), "rev-parse", "HEAD").stdout.strip()
+    resolve_a(series)
+    r = run(series, "continue", want=0)
+    assert f"HEAD was on your branch mine: the apply goes on with HEAD detached and mine stays " \
+        f"at {at[:12]}" in r.stderr, r.stderr
+    assert git(tree(series), "rev-parse", "mine").stdout.strip() == at
+    (advice,) = re.findall(r"`(git -C \S+ branch -f mine HEAD)`", r.stderr)
+    subprocess.run(advice.split(), check=True)
+    assert git(tree(series), "rev-parse", "mine").stdout.strip() == \
+        git(tree(series), "rev-parse", "HEAD").stdout.strip()
