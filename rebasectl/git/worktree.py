@@ -149,14 +149,9 @@ class Worktree:
         """HEAD's commit. Detached, as rebasectl leaves its trees, it is the sha in the tree's
         own HEAD file (asked several times per command: no process); a branch checked out,
         or anything else, as git resolves it."""
-        admin = self.git_dir_if_linked()
-        if admin is not None:
-            try:
-                text = (admin / "HEAD").read_text(errors="replace").strip()
-            except OSError:
-                text = ""
-            if is_full(text):
-                return Oid(text)
+        text = self._head_file()
+        if is_full(text):
+            return Oid(text)
         proc = self.runner.run(["rev-parse", "--verify", "-q", "HEAD"], check=False)
         sha = proc.stdout.decode().strip()
         return Oid(sha) if proc.returncode == 0 and sha else None
@@ -170,9 +165,9 @@ class Worktree:
         return self.git_dir_if_linked() or Path(self.runner.out(["rev-parse",
                                                                  "--absolute-git-dir"]))
 
-    def named_admin(self) -> Path | None:
-        """The admin dir this tree's ``.git`` link names (as git reads the link; a relative one
-        from the tree), whether or not it is there; None when ``.git`` is no such link."""
+    def _link(self) -> str | None:
+        """The path this tree's ``.git`` file names, read as git reads it (only the line end
+        stripped); None when ``.git`` is no such link."""
         try:
             text = (self.path / ".git").read_text(errors="surrogateescape")
         except OSError:
@@ -180,32 +175,37 @@ class Worktree:
         named = text.rstrip("\r\n")
         if not named.startswith("gitdir: ") or "\n" in named:
             return None
-        return self.path / named[len("gitdir: "):]  # an absolute one stays as it is
+        return named[len("gitdir: "):]
+
+    def named_admin(self) -> Path | None:
+        """The admin dir this tree's ``.git`` link names (a relative one from the tree),
+        whether or not it is there; None when ``.git`` is no such link."""
+        link = self._link()
+        return self.path / link if link is not None else None  # an absolute one as it is
+
+    def git_dir_if_linked(self) -> Path | None:
+        """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
+        directory holding a HEAD (what rebasectl's trees have), with no process. None for
+        anything else (a ``.git`` directory, a relative link, spaces git would not strip)."""
+        link = self._link()
+        if link is None or not link.startswith("/"):
+            return None
+        return Path(link) if (Path(link) / "HEAD").is_file() else None
+
+    def _head_file(self) -> str:
+        """The tree's own HEAD file as written (a sha, or ``ref: ...``); "" when it is not a
+        linked tree or cannot be read."""
+        admin = self.git_dir_if_linked()
+        try:
+            return (admin / "HEAD").read_text(errors="replace").strip() if admin else ""
+        except OSError:
+            return ""
 
     def checked_out_branch(self) -> str | None:
         """The branch the person checked out in this tree (rebasectl keeps it detached), read
         from the tree's HEAD file; None when detached or not a linked tree."""
-        admin = self.git_dir_if_linked()
-        try:
-            text = (admin / "HEAD").read_text(errors="replace").strip() if admin else ""
-        except OSError:
-            return None
+        text = self._head_file()
         return text[len("ref: refs/heads/"):] if text.startswith("ref: refs/heads/") else None
-
-    def git_dir_if_linked(self) -> Path | None:
-        """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
-        directory holding a HEAD (what rebasectl's trees have): read as git reads it (only the
-        line end stripped), with no process. None for anything else (a ``.git`` directory, a
-        relative link, spaces git would not strip)."""
-        try:
-            text = (self.path / ".git").read_text(errors="surrogateescape")
-        except OSError:
-            return None
-        named = text.rstrip("\r\n")
-        if not named.startswith("gitdir: /") or "\n" in named:
-            return None
-        admin = Path(named[len("gitdir: "):])
-        return admin if (admin / "HEAD").is_file() else None
 
     def index(self) -> Index:
         """The work tree's own index, as an ``Index`` (stages, entries, update-index)."""
