@@ -80,9 +80,9 @@ def _apply_progress(progress: dict[str, Any]) -> None:
     if progress.get("unregistered"):  # nothing relinks it: what continue and skip refuse
         ui.line(progress["unregistered"])
     elif progress.get("tree_missing"):  # nothing there to resolve in
-        ui.line(f"the work tree {progress['tree_missing']} is missing: `rebasectl continue` "
-                "makes it again where the apply stands (a stop written again, nothing of what "
-                "was in it)")
+        ui.line(f"the work tree {progress['tree_missing']} is missing or no longer a git tree: "
+                "`rebasectl continue` makes it again where the apply stands (the stop written "
+                "again; files left there are first moved under .rebasectl/aborted/)")
     elif progress.get("tree_error"):
         ui.line(f"the work tree could not be read ({progress['tree_error']}); a moved checkout "
                 "is relinked by `rebasectl continue`")

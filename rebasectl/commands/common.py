@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..engine.state import ApplyState, TreeMap, tolerant
 from ..engine.upstream import choose_source, ensure_mirror, open_for
+from ..engine.worktrees import keep_unlinked
 from ..git import Repo
 from ..git.worktree import (
     half_removed_worktrees,
@@ -106,9 +107,12 @@ def repair_git(ws: Workspace, notify: Notify) -> None:
     for half in half_removed_worktrees(ws.mirror):
         # only under .rebasectl/: a --worktree elsewhere whose .git is gone may be the person's
         # own doing, with their files in it; prune forgets it and it is left as it is
-        if ws.inside_state(half):
+        if ws.inside_state(half):  # its files kept unless an abort is finishing the removal
+            kept = None if ws.aborting.exists() else keep_unlinked(ws, half)
             shutil.rmtree(half, ignore_errors=True)
-            notify(f"removed the rest of {half}, left by an interrupted `git worktree remove`")
+            notify(f"removed the rest of {half}, left by an interrupted `git worktree remove`"
+                   if kept is None else f"{half} had lost its .git (git cannot tell your files "
+                   f"from the series'): its files were moved to {kept}")
     Repo(ws.mirror).prune_worktrees()
 
 

@@ -82,8 +82,7 @@ def abort_lines(result: AbortResult) -> list[str]:
         lines.append("aborted; cleared " + ", ".join(p.name for p in result.cleared))
     if result.kept is not None:
         what = [f"{n} {noun}" for n, noun in ((result.kept_tree, "file(s), all of them (git "
-                                               "could not read the tree: its registration in "
-                                               "the mirror is gone), under tree/"),
+                                               "could not read the tree), under tree/"),
                                               (result.kept_files, "untracked file(s)"),
                                               (result.kept_edits, "file(s) you changed "
                                                "(copies in edited/)"),

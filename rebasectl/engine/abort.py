@@ -23,7 +23,6 @@ it was moved aside, or removed by hand) tells none of this: all its files are ke
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ from ..infra.errors import RebasectlError
 from ..infra.faults import boundary
 from ..model.workspace import Workspace
 from .state import ApplyState, TreeMap, tolerant
-from .worktrees import clear, registered
+from .worktrees import clear, kept_folder, registered
 
 
 @dataclass
@@ -66,8 +65,9 @@ def abort(ws: Workspace) -> AbortResult:
             ws.aborting.unlink()
             return AbortResult()
         raise RebasectlError("no apply in progress (start one with `rebasectl apply`)")
+    rerun = ws.aborting.exists()  # finishing a killed abort: its first run kept what was kept
     ws.aborting.touch()
-    result = _abort(ws, state, tmap, bad_map)
+    result = _abort(ws, state, tmap, bad_map, rerun)
     ws.aborting.unlink(missing_ok=True)
     if result.removed and (ws.mirror / "HEAD").exists():  # refs/stash outlives the tree
         result.stashes, result.mirror = Repo(ws.mirror).stash_count(), ws.mirror
@@ -75,7 +75,7 @@ def abort(ws: Workspace) -> AbortResult:
 
 
 def _abort(ws: Workspace, state: ApplyState | None, tmap: TreeMap | None,
-           bad_map: bool) -> AbortResult:
+           bad_map: bool, rerun: bool = False) -> AbortResult:
     tree = Path(state.worktree) if state is not None else ws.default_tree
     known = [t for t in (state.tip if state else None, tmap.tip if tmap else None) if t]
     result = AbortResult()
@@ -84,7 +84,9 @@ def _abort(ws: Workspace, state: ApplyState | None, tmap: TreeMap | None,
         if Worktree(tree).exists:  # without its .git, git would read the series checkout
             _keep(ws, Worktree(tree), known, result, stopped, state.written if state else [])
         boundary("abort-removing")
-        clear(ws, tree)
+        unlinked = clear(ws, tree, keep=not rerun)  # a tree that lost its .git: files kept
+        if unlinked is not None:
+            result.kept, result.kept_tree = unlinked.parent, _count_files(unlinked)
         result.removed.append(tree)
     elif tree.exists():
         result.left.append(tree)
@@ -141,6 +143,10 @@ def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResu
         result.kept, result.kept_files, result.kept_commits = dest, len(untracked), commits
 
 
+def _count_files(folder: Path) -> int:
+    return sum(1 for f in folder.rglob("*") if f.is_file())
+
+
 def _keep_whole(tree: Path, dest: Path) -> int:
     """Every file of ``tree`` but its ``.git`` link moved under ``dest`` (a rename each: the
     same file system); how many files."""
@@ -152,11 +158,6 @@ def _keep_whole(tree: Path, dest: Path) -> int:
         moved += sum(1 for f in item.rglob("*") if f.is_file()) if item.is_dir() else 1
         shutil.move(item, dest / item.name)
     return moved
-
-
-def kept_folder(ws: Workspace) -> Path:
-    """Where abort (and skip) keep what they take out of a work tree: one folder per run."""
-    return ws.aborted / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
 
 
 def copy_edited(root: Path, edited: Sequence[str], dest: Path) -> None:

@@ -48,7 +48,7 @@ from ..model.series import load
 from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied
 from ..model.workspace import Workspace
-from .abort import copy_edited, edited_files, kept_folder
+from .abort import copy_edited, edited_files
 from .attribution import RegionCulprits, UpstreamRange, attribute
 from .carried import Carried, CarriedLines
 from .conflicts import Engine, FileConflict, Labels, Merge, engine_for
@@ -58,7 +58,7 @@ from .materialize import Materializer, Step, commit_patch, identity_of
 from .resolutions import Memory
 from .serialize import file_conflict
 from .state import ApplyState, Baseline, TreeMap, tolerant
-from .worktrees import check_room, checkout, clear, forget_half_made, registered
+from .worktrees import check_room, checkout, clear, forget_half_made, kept_folder, registered
 
 Notify = Callable[[str], None]
 

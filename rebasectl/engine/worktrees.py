@@ -7,6 +7,7 @@ make, a tree holding work never exported) is refused with the way out.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from ..git import Repo, Worktree
@@ -89,9 +90,38 @@ def _check_exported(ws: Workspace, tree: Worktree) -> None:
                              f"export` writes them into the series{drop}")
 
 
-def clear(ws: Workspace, worktree: Path) -> None:
+def kept_folder(ws: Workspace) -> Path:
+    """Where abort (and skip, and a removal of a tree git can no longer read) keep what they
+    take out of a work tree: one folder per run."""
+    return ws.aborted / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+
+
+def keep_unlinked(ws: Workspace, worktree: Path) -> Path | None:
+    """The files of a tree of ours that has lost its ``.git`` (deleted by hand, or a ``git
+    worktree remove`` killed part way, which an abort in progress is finishing) moved to a
+    kept folder rather than deleted: git can no longer tell the person's from the series'
+    (hostile10 B1: a resolution and untracked files deleted). Where they went, or None. Not
+    for the rest of a tree an abort is finishing to remove (its first run kept the person's)."""
+    if (worktree / ".git").exists() or not worktree.is_dir() or not any(worktree.iterdir()):
+        return None
+    dest = kept_folder(ws) / "tree"
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in sorted(worktree.iterdir()):
+        shutil.move(item, dest / item.name)
+    return dest
+
+
+def clear(ws: Workspace, worktree: Path, *, keep: bool = True) -> Path | None:
     """Remove a work tree of ours (registered in our mirror) and its registration; anything
-    else is left where it is."""
+    else is left where it is. With ``keep``, a tree without its ``.git`` has its files kept
+    first (``keep_unlinked``): where they went, or None."""
+    ours = registered(ws, worktree) or registration(ws.mirror, worktree) is not None
+    kept = keep_unlinked(ws, worktree) if keep and ours else None
+    _remove(ws, worktree)
+    return kept
+
+
+def _remove(ws: Workspace, worktree: Path) -> None:
     reg = registration(ws.mirror, worktree)
     if registered(ws, worktree) or reg is not None:
         if (ws.mirror / "HEAD").exists():  # gone, there is no registration left to drop

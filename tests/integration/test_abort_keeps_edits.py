@@ -78,6 +78,24 @@ def test_abort_of_a_tree_git_cannot_read_keeps_all_of_it(world: World, tmp_path:
     assert "<<<<<<< " in (tree(series) / "a.txt").read_text()
 
 
+def test_a_tree_that_lost_its_git_link_keeps_its_files(world: World, tmp_path: Path) -> None:
+    """The work tree's .git deleted (its registration intact): git can tell nothing of it, so
+    continue and abort keep every file before they remove it, never delete them (hostile10
+    B1: "left by an interrupted `git worktree remove`", resolution and untracked files gone)."""
+    for command, want in (("continue", 1), ("abort", 0)):
+        series = conflicted(world, tmp_path, f"s-{command}")
+        a = tree(series) / "a.txt"
+        half = a.read_text().replace("=======", "======= (my careful port)", 1)
+        a.write_text(half)
+        (tree(series) / "NOTES.txt").write_text("notes\n")
+        (tree(series) / ".git").unlink()
+        assert "no longer a git tree" in ok(series, "status").stdout.splitlines()[-1]
+        run(series, command, want=want)
+        (kept,) = (series / ".rebasectl" / "aborted").glob("*/tree")
+        assert (kept / "a.txt").read_text() == half, command
+        assert (kept / "NOTES.txt").read_text() == "notes\n", command
+
+
 def test_abort_right_after_the_stop_keeps_nothing(world: World, tmp_path: Path) -> None:
     series = conflicted(world, tmp_path)
     out = ok(series, "abort").stdout

@@ -530,8 +530,9 @@ def test_continue_after_the_work_tree_vanished(tpl: Scenario, tmp_path: Path) ->
     series = _stopped(tpl, tmp_path)
     shutil.rmtree(series / ".rebasectl" / "tree")
     said = ok(series, "status").stdout.splitlines()[-1]  # hostile9 F9: it said "resolve ..."
-    assert said.endswith("is missing: `rebasectl continue` makes it again where the apply "
-                         "stands (a stop written again, nothing of what was in it)"), said
+    assert said.endswith("is missing or no longer a git tree: `rebasectl continue` makes it "
+                         "again where the apply stands (the stop written again; files left there "
+                         "are first moved under .rebasectl/aborted/)"), said
     r = rebasectl(series, "continue")
     assert r.returncode == 1 and "stopped at 1/5 change-a-line-3" in r.stdout
     assert "<<<<<<<" in (series / ".rebasectl" / "tree" / "a.txt").read_text()
