@@ -31,13 +31,14 @@ def _not_our_own(ws: Workspace, src: str) -> None:
     """The series checkout, its state (the mirror) or a work tree of the mirror is no
     upstream: a fetch from it prunes the upstream's refs and takes the person's own branches
     and tags for the upstream's (hostile9 F6)."""
-    path = Path(src)
+    path = Path(src[len("file://"):] if src.startswith("file://") else src)
     if not path.is_absolute():
         return
+    path = path.resolve()
     root, state = ws.root.resolve(), ws.state_dir.resolve()
     dotgit = path / ".git"
     linked = dotgit.is_file() and str(ws.mirror.resolve()) in dotgit.read_text(errors="replace")
-    if path == root or path == state or state in path.parents or linked:
+    if path in (root, root / ".git", state) or state in path.parents or linked:
         raise RebasectlError(f"upstream {src}: is this series' own checkout, mirror or work "
                              "tree, not the upstream: give the upstream's URL or path")
 

@@ -322,8 +322,11 @@ def test_the_work_tree_is_no_upstream(sc: Scenario, tmp_path: Path) -> None:
     run(series, "apply", "--upstream", str(sc.up.path))
     mirror = series / ".rebasectl" / "upstream.git"
     before = _refs(mirror)
-    r = run(series, "fetch", "--upstream", str(series / ".rebasectl" / "tree"), want=2)
-    assert "is this series' own checkout, mirror or work tree" in r.stderr
+    for own in (series / ".rebasectl" / "tree", f"file://{mirror}", series / ".git"):
+        if own == series / ".git":
+            git(series, "init", "-q")  # the series checkout is a git repository of its own
+        r = run(series, "fetch", "--upstream", str(own), want=2)  # hostile10 B3: the last two
+        assert "is this series' own checkout, mirror or work tree" in r.stderr, (own, r.stderr)
     assert _refs(mirror) == before
 
 
