@@ -552,7 +552,8 @@ def _keep_skipped(ws: Workspace, previous: Series, built: Built) -> None:
                                  f"`--drop {pid}`") from None
         with contextlib.suppress(PatchError):  # a cut file: kept as it is, check names it
             subject = parse(built.files[entry.file], entry.file).subject
-            entry = entry.with_changes(title=subject) if subject != entry.title else entry
+            entry = entry.with_changes(title=subject) if subject and subject != entry.title \
+                else entry  # an emptied Subject is no title (hostile10 B7): check names it
         at = next((i for i, e in enumerate(built.entries)
                    if order.get(e.id, -1) > order[pid]), len(built.entries))
         built.entries.insert(at, entry)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ..git import Repo, Worktree
-from ..git.worktree import linked_to, registration
+from ..git.worktree import linked_to, looks_bare, registration
 from ..infra.errors import RebasectlError
 from ..model.ids import short
 from ..model.workspace import Workspace
@@ -30,11 +30,13 @@ def check_room(ws: Workspace, worktree: Path) -> None:
     if where == root or where in root.parents:
         raise RebasectlError(f"--worktree {worktree}: is the series checkout or holds it; "
                              "pick a directory of its own (default .rebasectl/tree)")
-    mixed = "patches/" if _within(where, ws.patch_dir) else ".rebasectl/" if \
-        _within(where, ws.state_dir) and where != ws.default_tree.resolve() else None
-    if mixed is not None:  # in the mirror, git's next prune would delete it, files and all
-        raise RebasectlError(f"--worktree {worktree}: inside the series' {mixed}, which rebasectl "
-                             "keeps for itself; pick a directory of its own (default "
+    mixed = "the series' patches/" if _within(where, ws.patch_dir) else "the series' " \
+        ".rebasectl/" if _within(where, ws.state_dir) and where != ws.default_tree.resolve() \
+        else "a git repository's own folder (.git, or a bare repository)" if ".git" in \
+        where.parts or any(looks_bare(a) for a in where.parents) else None
+    if mixed is not None:  # in a git dir, git's next prune would delete it, files and all
+        raise RebasectlError(f"--worktree {worktree}: inside {mixed}, which a work tree must "
+                             "stay out of; pick a directory of its own (default "
                              ".rebasectl/tree)")
     if not worktree.exists() and not worktree.is_symlink():
         return

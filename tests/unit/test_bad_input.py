@@ -394,6 +394,10 @@ CASES: list[Case] = [
          lambda c: ["apply", "--upstream", c.up, "--worktree",
                     str(c.series / ".rebasectl" / "upstream.git" / "worktrees")],
          "inside the series' .rebasectl/"),
+    Case("worktree-in-a-git-dir",  # hostile10 B5: the series' own .git/worktrees/
+         lambda c: (_git_checkout(c.series), ["apply", "--upstream", c.up, "--worktree",
+                                              str(c.series / ".git" / "worktrees" / "t")])[1],
+         "inside a git repository's own folder"),
     Case("worktree-in-patches",
          lambda c: ["apply", "--upstream", c.up, "--worktree", str(c.series / "patches" / "t")],
          "inside the series' patches/"),
