@@ -298,6 +298,12 @@ def test_a_skipped_patch_keeps_a_subject_edited_in_its_file(tpl: Scenario,
     titles = yaml.safe_load((series / "series.yaml").read_text())["patches"]
     assert titles[0]["title"] == "fix: line 3, kept for later"
     ok(series, "check")
+    # an emptied Subject is no title: series.yaml keeps its own (hostile10 B7: title '')
+    patch.write_text(patch.read_text().replace("Subject: fix: line 3, kept for later", "Subject: "))
+    ok(series, "export")
+    titles = yaml.safe_load((series / "series.yaml").read_text())["patches"]
+    assert titles[0]["title"] == "fix: line 3, kept for later"
+    ok(series, "status")  # series.yaml still reads
 
 
 def test_export_never_drops_an_entry_unless_told(tpl: Scenario, tmp_path: Path) -> None:
