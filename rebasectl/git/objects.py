@@ -9,10 +9,11 @@ back exactly as stored (no ``%B`` reformatting) and authors keep every byte of t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,28 @@ def _person(value: bytes, encoding: str) -> Identity:
                     RawDate(m.group(3).decode()))
 
 
+@contextlib.contextmanager
+def _hooks_env_aside() -> Iterator[None]:
+    """GitPython's Repo reads GIT_COMMON_DIR, GIT_WORK_TREE and GIT_OBJECT_DIRECTORY from the
+    environment to find the repository: where a hook set them (rare), they are set aside while
+    it looks (hostile10 B8: the series repo read as "not a git repository")."""
+    saved = {k: os.environ.pop(k) for k in SCRUBBED if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def _common_dir(git_dir: Path) -> str:
+    """The repository's common dir as git finds it from the git dir alone (a linked work tree's
+    ``commondir`` file; the git dir itself otherwise), whatever GIT_COMMON_DIR says."""
+    try:
+        named = (git_dir / "commondir").read_text().strip()
+    except OSError:
+        return str(git_dir)
+    return str(git_dir / named) if named else str(git_dir)
+
+
 def _outright(common_dir: str) -> dict[str, str]:
     """What the runner scrubs from git's environment cannot be unset for GitPython's process
     (it starts from os.environ), so where one is set (a hook's GIT_OBJECT_DIRECTORY, a
@@ -102,7 +125,8 @@ def _outright(common_dir: str) -> dict[str, str]:
     if not any(k in os.environ for k in SCRUBBED):
         return {}
     return {"GIT_COMMON_DIR": common_dir, "GIT_OBJECT_DIRECTORY": f"{common_dir}/objects",
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": "", "GIT_NAMESPACE": ""}
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": "", "GIT_NAMESPACE": "",
+            "GIT_QUARANTINE_PATH": ""}
 
 
 class Objects:
@@ -122,7 +146,8 @@ class Objects:
             import git as gitpython  # ~50 ms: only when objects are read
 
             try:
-                self._repo = gitpython.Repo(str(self.path), odbt=gitpython.GitCmdObjectDB)
+                with _hooks_env_aside():
+                    self._repo = gitpython.Repo(str(self.path), odbt=gitpython.GitCmdObjectDB)
             except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError):
                 raise GitError(f"{self.git_dir}: not a git repository") from None
             env = {k: v for k, v in hermetic_env().items() if k.startswith(("GIT_", "LC_", "LANG"))}
@@ -130,7 +155,7 @@ class Objects:
             # repository without a config file, and git would find no repository there (its
             # git dir is right: a linked work tree's own, a bare one's path)
             env["GIT_DIR"] = str(self.git_dir if self._given_dir else self._repo.git_dir)
-            env.update(_outright(self._repo.common_dir))
+            env.update(_outright(_common_dir(Path(env["GIT_DIR"]))))
             self._repo.git.update_environment(**env)
         return self._repo.git
 

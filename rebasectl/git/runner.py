@@ -29,7 +29,8 @@ def check_interrupted(code: int) -> None:
 
 ALLOWED_PROTOCOLS = "file:git:https:ssh"
 SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
+          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+          "GIT_QUARANTINE_PATH")  # what a hook's git sets for itself, never for rebasectl
 MAX_MESSAGE = 600  # characters of git's stderr kept in an error
 
 

@@ -84,5 +84,6 @@ def test_a_hooks_object_directory_does_not_reach_the_object_reader(
     empty.mkdir()
     monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(empty))
     monkeypatch.setenv("GIT_ALTERNATE_OBJECT_DIRECTORIES", str(empty))
+    monkeypatch.setenv("GIT_COMMON_DIR", str(empty))  # hostile10 B8
     assert GitRepo(up.path).objects.blob(f"{sha}:a.txt") == b"a\n"
     assert GitRepo(up.path).commit(sha).subject == "one"
