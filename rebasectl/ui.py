@@ -60,11 +60,15 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
 
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]
             if chr(c) not in "\n\t"}
+# bidirectional overrides and isolates, which reorder what follows them on the screen
+_CONTROL.update({c: f"\\u{c:04x}" for c in [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                             *range(0x2066, 0x206A)]})
 
 
 def visible(text: str) -> str:
-    """``text`` with control characters written as ``\\xNN``: a path or subject from an
-    upstream (a file named with ``ESC[31m``) must not drive the person's terminal."""
+    """``text`` with control characters written as ``\\xNN`` (bidirectional overrides as
+    ``\\uNNNN``): a path or subject from an upstream (a file named with ``ESC[31m``, or a
+    U+202E that shows what follows backwards) must not drive the person's terminal."""
     return text.translate(_CONTROL)
 
 

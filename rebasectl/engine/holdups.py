@@ -28,10 +28,12 @@ def unregistered(tree: Worktree, mirror: Path, state: ApplyState) -> str | None:
     admin = tree.named_admin()
     if admin is None or admin.exists() or (mirror / "worktrees" / admin.name).is_dir():
         return None
+    where = "" if tree.path.resolve() == (mirror.parent / "tree").resolve() else \
+        f" --worktree {tree.path}"  # not the default tree: the apply must name it again
     return (f"{tree.path}: its registration in the mirror is gone (git cannot read the tree, "
             "nor the stop's index): `rebasectl abort` keeps every file of it (under "
-            f".rebasectl/aborted/), then `rebasectl apply --base {state.base.short()}` stops "
-            "there again (resolutions continue recorded are replayed)")
+            f".rebasectl/aborted/), then `rebasectl apply --base {state.base.short()}{where}` "
+            "stops there again (resolutions continue recorded are replayed)")
 
 
 def head_moved(tree: Worktree, state: ApplyState, command: str = "continue") -> str | None:

@@ -23,3 +23,4 @@ def test_control_characters_are_written_visibly(capsys: pytest.CaptureFixture[st
     assert "megatron/e\\x1b[31mvil\\x07.py" in out and "\n\tnext" in out
     assert err.startswith("rebasectl: error: cannot read megatron/e\\x1b[31mvil\\x07.py\n")
     assert ui.visible("é ü 中 \u00a0") == "é ü 中 \u00a0"  # printable text is untouched
+    assert ui.visible("a\u202eb\u2066c") == "a\\u202eb\\u2066c"  # hostile10 B11: bidi
