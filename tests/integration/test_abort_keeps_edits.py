@@ -246,3 +246,23 @@ def test_a_skipped_conflict_is_not_recorded_as_resolved(tmp_path: Path) -> None:
                 want=1)
     assert "stopped at 1/" in again.stdout, again.stdout + again.stderr
     assert "recorded resolution" not in again.stderr
+
+
+def test_the_advice_for_a_lost_registration_names_the_worktree(world: World,
+                                                               tmp_path: Path) -> None:
+    """A tree made with --worktree elsewhere whose registration is gone: the advised apply names
+    that --worktree again, and works (hostile10 B9: it left it out)."""
+    import shutil
+
+    series = conflicted(world, tmp_path)
+    run(series, "abort", want=0)
+    elsewhere = tmp_path / "elsewhere"
+    run(series, "apply", "--base", world.sc.new_base, "--worktree", str(elsewhere), want=1)
+    (admin,) = (series / ".rebasectl" / "upstream.git" / "worktrees").iterdir()
+    shutil.rmtree(admin)
+    line = one_error(run(series, "continue", want=1).stderr, "registration in the mirror is gone")
+    advised = line.split("then `", 1)[1].split("`", 1)[0].split()
+    assert advised[-2:] == ["--worktree", str(elsewhere)], line
+    ok(series, "abort")
+    assert run(series, *advised[1:]).returncode == 1
+    assert "<<<<<<< " in (elsewhere / "a.txt").read_text()
