@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 from ..git import Repo
+from ..git.worktree import linked_to
 from ..infra.errors import RebasectlError
 from ..model.ids import Oid
 from ..model.series import url_refusal
@@ -36,9 +37,8 @@ def _not_our_own(ws: Workspace, src: str) -> None:
         return
     path = path.resolve()
     root, state = ws.root.resolve(), ws.state_dir.resolve()
-    dotgit = path / ".git"
-    linked = dotgit.is_file() and str(ws.mirror.resolve()) in dotgit.read_text(errors="replace")
-    if path in (root, root / ".git", state) or state in path.parents or linked:
+    if path in (root, root / ".git", state) or state in path.parents or \
+            linked_to(ws.mirror, path):
         raise RebasectlError(f"upstream {src}: is this series' own checkout, mirror or work "
                              "tree, not the upstream: give the upstream's URL or path")
 

@@ -99,11 +99,8 @@ def _may_need_pruning(git_dir: Path) -> bool:
     except OSError:
         return True
     for entry in entries:
-        try:
-            target = (entry / "gitdir").read_text(errors="surrogateescape").strip()
-        except OSError:
-            return True
-        if not target.startswith("/") or not Path(target).exists():
+        dotgit = _registered_dotgit(entry)
+        if dotgit is None or not dotgit.is_absolute() or not dotgit.exists():
             return True
     return False
 
@@ -521,13 +518,9 @@ def half_removed_worktrees(mirror: Path) -> list[Path]:
 
 
 def _gitdir_of(path: Path) -> Path | None:
-    """The admin dir a linked work tree's ``.git`` file names (None: not a linked tree)."""
-    dotgit = path / ".git"
-    try:
-        text = dotgit.read_text(errors="replace") if dotgit.is_file() else ""
-    except OSError:
-        return None
-    return Path(text[len("gitdir: "):].strip()) if text.startswith("gitdir: ") else None
+    """The admin dir a linked work tree's ``.git`` file names (None: not a linked tree): the
+    one reader of the link, ``Worktree.named_admin``."""
+    return Worktree(path).named_admin()
 
 
 def linked_elsewhere(path: Path) -> Path | None:
