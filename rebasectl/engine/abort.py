@@ -33,7 +33,7 @@ from ..infra.errors import RebasectlError
 from ..infra.faults import boundary
 from ..model.workspace import Workspace
 from .state import ApplyState, TreeMap, tolerant
-from .worktrees import clear, kept_folder, registered
+from .worktrees import clear, kept_folder, move_files, registered
 
 
 @dataclass
@@ -125,7 +125,7 @@ def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResu
         status = tree.status()
         untracked = [p for p in status.untracked + tree.ignored() if not _cache(p)]
     except RebasectlError:  # git cannot read it (its registration pruned): none of it is told
-        result.kept_tree = _keep_whole(tree.path, dest / "tree")  # from the series': keep all
+        result.kept_tree = move_files(tree.path, dest / "tree")  # from the series': keep all
         result.kept = dest if result.kept_tree else None
         return
     edited = edited_files(tree.path, status.unmerged + status.changed, stopped, written) \
@@ -145,19 +145,6 @@ def _keep(ws: Workspace, tree: Worktree, known: Sequence[str], result: AbortResu
 
 def _count_files(folder: Path) -> int:
     return sum(1 for f in folder.rglob("*") if f.is_file())
-
-
-def _keep_whole(tree: Path, dest: Path) -> int:
-    """Every file of ``tree`` but its ``.git`` link moved under ``dest`` (a rename each: the
-    same file system); how many files."""
-    moved = 0
-    for item in sorted(tree.iterdir()):
-        if item.name == ".git":
-            continue
-        dest.mkdir(parents=True, exist_ok=True)
-        moved += sum(1 for f in item.rglob("*") if f.is_file()) if item.is_dir() else 1
-        shutil.move(item, dest / item.name)
-    return moved
 
 
 def copy_edited(root: Path, edited: Sequence[str], dest: Path) -> None:

@@ -107,10 +107,21 @@ def keep_unlinked(ws: Workspace, worktree: Path) -> Path | None:
     if (worktree / ".git").exists() or not worktree.is_dir() or not any(worktree.iterdir()):
         return None
     dest = kept_folder(ws) / "tree"
-    dest.mkdir(parents=True, exist_ok=True)
-    for item in sorted(worktree.iterdir()):
-        shutil.move(item, dest / item.name)
+    move_files(worktree, dest)
     return dest
+
+
+def move_files(tree: Path, dest: Path) -> int:
+    """Every file of ``tree`` but its ``.git`` moved under ``dest`` (a rename each on one file
+    system); how many files."""
+    moved = 0
+    for item in sorted(tree.iterdir()):
+        if item.name == ".git":
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        moved += sum(1 for f in item.rglob("*") if f.is_file()) if item.is_dir() else 1
+        shutil.move(item, dest / item.name)
+    return moved
 
 
 def clear(ws: Workspace, worktree: Path, *, keep: bool = True) -> Path | None:
