@@ -87,15 +87,16 @@ def describe_apply(ws: Workspace) -> dict[str, Any] | None:
     committed: list[dict[str, str]] = []
     held: dict[str, Any] = {"refused": state.refused}  # a state from before refused_paths
     other = linked_elsewhere(tree.path) if tree.exists else None
-    try:
-        if other is not None:  # git would read the other checkout's HEAD and index as this one's
-            raise GitError(f"it was moved: its .git names the registration of {other}")
-        committed = _unrecorded(ws, state, tree)
-        if tree.exists and not committed:
-            held = _held(state, tree)
-            unmerged = tree.status().unmerged if state.in_tree else []
-    except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
-        tree_error = str(e)
+    if other is not None:  # git would read the other checkout's HEAD and index as this one's
+        tree_error = f"it was moved: its .git names the registration of {other}"
+    else:
+        try:
+            committed = _unrecorded(ws, state, tree)
+            if tree.exists and not committed:
+                held = _held(state, tree)
+                unmerged = tree.status().unmerged if state.in_tree else []
+        except GitError as e:  # a moved checkout's tree links to the old place: continue relinks
+            tree_error = str(e)
     gone = unregistered(tree, ws.mirror, state) if tree.exists else None
     return {"base": state.base, "worktree": state.worktree, "applied": len(state.done),
             "done_ids": [pid for pid, _ in state.done],
