@@ -24,7 +24,7 @@ from ..model.ids import Oid
 from ..model.patches import Mode, Patch, rfc2822_to_raw
 from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied
-from .applier import NotExact, Unsupported, apply_patch
+from .applier import NotExact, Unsupported, apply_file, apply_patch
 from .conflicts import Engine, FileConflict, Labels
 from .resolutions import Memory, blob_sha
 
@@ -103,6 +103,42 @@ class Item:
     data: bytes | None = None
 
 
+class Postimages:
+    """The blobs ``git apply --3way`` would have written so far in this run. Before it merges a
+    file, git writes the file's postimage (the patch applied to its preimage blob) into the
+    object store, clean apply or not; so when a later patch's preimage is an earlier patch's
+    postimage on the series' own base (a patch on lines an earlier one wrote), git finds it and
+    merges, even in a repository that never held the series on that base. The Python path
+    writes nothing, so it keeps the recipe (postimage id -> preimage id and file diff) and
+    rebuilds such a blob when asked, checked against its id: the answer does not depend on
+    which blobs earlier commands happened to leave in the repository."""
+
+    def __init__(self) -> None:
+        self.recipes: dict[str, tuple[str, diffs.FileDiff]] = {}
+        self.made: dict[str, bytes] = {}
+
+    def note(self, patch: Patch) -> None:
+        """A patch applied 3-way: the postimages git would have written for its files."""
+        for f in patch.files:
+            if f.old_blob and f.new_blob and f.new_path is not None and not f.binary:
+                self.recipes.setdefault(f.new_blob, (f.old_blob, f))
+
+    def rebuild(self, sha: str, read: Callable[[str], bytes | None]) -> bytes | None:
+        """The blob ``sha`` from its recipe (its preimage through ``read``), or None."""
+        if sha in self.made or sha not in self.recipes:
+            return self.made.get(sha)
+        old, f = self.recipes.pop(sha)  # popped: a recipe is tried once, cycles end
+        created = not old.strip("0")
+        pre = None if created else read(old)
+        try:
+            post = apply_file(pre, f) if created or pre is not None else None
+        except (NotExact, Unsupported):
+            post = None
+        if post is not None and blob_sha(post).startswith(sha):
+            self.made[sha] = post
+        return self.made.get(sha)
+
+
 class TreeState:
     """The tree of the commit being built on, as path -> Item. Blobs are read when needed
     through the repository's persistent reader and not kept: a long series touches thousands of
@@ -111,6 +147,7 @@ class TreeState:
     def __init__(self, repo: Repo, base: str) -> None:
         self.repo = repo
         self.items = {p: Item(e.mode, e.blob) for p, e in repo.tree_entries(base).items()}
+        self.postimages = Postimages()
 
     def read(self, path: str) -> bytes | None:
         item = self.items.get(path)
@@ -121,7 +158,16 @@ class TreeState:
         return self.blob(item.blob or "")
 
     def blob(self, sha: str) -> bytes | None:
-        return self.repo.objects.blob(sha)
+        """From the repository, else a postimage an earlier 3-way apply would have written."""
+        found = self.repo.objects.blob(sha)
+        return found if found is not None or not sha else self.postimages.rebuild(sha, self.blob)
+
+    def provide(self, patch: Patch) -> None:
+        """Write the preimages of ``patch`` that only this run's postimages hold, before git
+        applies it 3-way (as git would have them from its own earlier applies)."""
+        wanted = [f.old_blob for f in patch.files if f.old_blob and f.old_blob.strip("0")]
+        made = [self.blob(sha) for sha in wanted if self.repo.objects.blob(sha) is None]
+        self.repo.hash_blobs([data for data in made if data is not None])
 
     def blob_of(self, path: str) -> str | None:
         """The blob id a path has in this state (computed for contents not yet written)."""
@@ -223,6 +269,8 @@ class Materializer:
             return step(Applied.EMPTY), []
         followed: dict[str, str] = {}
         staged: StopStages = {}
+        if three_way:
+            state.postimages.note(patch)
         try:
             changes, status = self._python(state, patch, three_way)
         except (Unsupported, NotExact) as exc:
@@ -293,6 +341,8 @@ class Materializer:
             self.memory else None
         if known and recorded is None and not self.explain(pid):
             return [], Applied.CONFLICT, ()  # Python's verdict stands and nobody asks why
+        if three_way:
+            state.provide(patch)
         with self.repo.index() as index:
             index.set_entries(state.entries())
             if not known and index.apply(patch.diff).ok:
