@@ -134,10 +134,12 @@ class Objects:
     ``path`` is where the repository was opened; ``git_dir`` its git dir when the caller knows
     it, else the one GitPython finds; the cat-file process is told it outright."""
 
-    def __init__(self, path: Path, git_dir: Path | None = None) -> None:
+    def __init__(self, path: Path, git_dir: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.path = path
         self.git_dir = git_dir or path
         self._given_dir = git_dir is not None
+        self._env = env or {}  # the runner's own additions (Repo.write_aside)
         self._repo: Any = None
         self._lock = threading.Lock()  # one cat-file process: one question at a time
 
@@ -156,6 +158,7 @@ class Objects:
             # git dir is right: a linked work tree's own, a bare one's path)
             env["GIT_DIR"] = str(self.git_dir if self._given_dir else self._repo.git_dir)
             env.update(_outright(_common_dir(Path(env["GIT_DIR"]))))
+            env.update(self._env)
             self._repo.git.update_environment(**env)
         return self._repo.git
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -164,8 +165,24 @@ class Repo:
     @property
     def objects(self) -> Objects:
         if self._objects is None:  # the git dir when known; GitPython finds it otherwise
-            self._objects = Objects(self.path, getattr(self, "_git_dir", None))
+            self._objects = Objects(self.path, getattr(self, "_git_dir", None),
+                                    self.runner.extra)
         return self._objects
+
+    def write_aside(self) -> None:
+        """Objects written from now on (a materialised side, a 3-way apply's blobs, a merge's
+        trees) go to a temporary object directory that reads this repository's, removed when
+        this Repo goes: a report reads someone's repository (``--repo``, a shared read-only
+        mirror, the user's checkout) and must neither write there nor fail where it cannot."""
+        found = self.runner.out(["rev-parse", "--git-path", "objects"])
+        aside = Path(tempfile.mkdtemp(prefix="rebasectl-objects-"))
+        (aside / "pack").mkdir()
+        weakref.finalize(self, shutil.rmtree, aside, True)
+        self.runner.extra.update(GIT_OBJECT_DIRECTORY=str(aside),
+                                 GIT_ALTERNATE_OBJECT_DIRECTORIES=str(self.path / found))
+        if self._objects is not None:
+            self._objects.close()
+            self._objects = None
 
     # -- revisions and trees -------------------------------------------------------------------
     def resolve(self, rev: str) -> Oid | None:
@@ -307,7 +324,7 @@ class Repo:
             work.mkdir()
             index = Path(tmp) / "index"
             env = {"GIT_DIR": str(self.git_dir()), "GIT_WORK_TREE": str(work)}
-            runner = Runner(work)
+            runner = self._runner_in(work)
             runner.run(["update-index", "-z", "--index-info"], env=env, index=index,
                        input=f"{ours.mode} {ours.blob}\t{path}\0".encode(
                            "utf-8", errors="surrogateescape"))
@@ -329,11 +346,19 @@ class Repo:
         for are left out."""
         with tempfile.TemporaryDirectory(prefix="rebasectl-marked-") as tmp:
             env = {"GIT_DIR": str(self.git_dir()), "GIT_WORK_TREE": tmp}
-            proc = Runner(Path(tmp)).run(["checkout", "--conflict=diff3", "--", *paths],
-                                         env=env, index=index.path.resolve(), check=False)
+            proc = self._runner_in(Path(tmp)).run(
+                ["checkout", "--conflict=diff3", "--", *paths], env=env,
+                index=index.path.resolve(), check=False)
             if proc.returncode != 0:
                 return {}
             return {p: (Path(tmp) / p).read_bytes() for p in paths if (Path(tmp) / p).is_file()}
+
+    def _runner_in(self, cwd: Path) -> Runner:
+        """A runner for a scratch work tree of this repository (its objects go where this
+        repository's go: ``write_aside``)."""
+        runner = Runner(cwd)
+        runner.extra.update(self.runner.extra)
+        return runner
 
     def stash_count(self) -> int:
         """``git stash`` entries kept in this repository (worktree.stash_count)."""

@@ -83,11 +83,12 @@ class Runner:
     def __init__(self, cwd: Path, *, network: bool = False) -> None:
         self.cwd = Path(cwd)
         self.network = network
+        self.extra: dict[str, str] = {}  # for every git it starts (Repo.write_aside)
 
     def run(self, args: Sequence[str], *, input: bytes | None = None,
             env: Mapping[str, str] | None = None, check: bool = True,
             index: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-        extra = dict(env or {})
+        extra = {**self.extra, **(env or {})}
         if index is not None:
             extra["GIT_INDEX_FILE"] = str(index)
         full_env = network_env(extra) if self.network else hermetic_env(extra)
@@ -108,7 +109,7 @@ class Runner:
         """A long-running git fed through its stdin (fast-import), in the hermetic
         environment."""
         try:
-            return subprocess.Popen(["git", *args], cwd=str(self.cwd), env=hermetic_env(),
+            return subprocess.Popen(["git", *args], cwd=str(self.cwd), env=hermetic_env(self.extra),
                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE)
         except FileNotFoundError:
@@ -119,7 +120,7 @@ class Runner:
         """A git that runs while Python goes on (a checkout overlapping the materialiser);
         ``Started.wait`` finishes it as ``run`` would."""
         try:
-            proc = subprocess.Popen(["git", *args], cwd=str(self.cwd), env=hermetic_env(),
+            proc = subprocess.Popen(["git", *args], cwd=str(self.cwd), env=hermetic_env(self.extra),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE)
         except FileNotFoundError:

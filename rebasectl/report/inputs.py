@@ -143,14 +143,17 @@ def _way_on(working_copy: bool, done: Materialised) -> str:
 
 
 def _range_repo(ws: Workspace, repo: Path | None) -> Repo:
-    """The git the ranges are read from: --repo, else this checkout (said when it is none)."""
-    if repo is not None:
-        return Repo.open(repo)
+    """The git the ranges are read from: --repo, else this checkout (said when it is none);
+    what the report writes (its merges' objects) goes aside, never into it."""
     try:
-        return Repo.open(ws.root)
+        git = Repo.open(repo if repo is not None else ws.root)
     except RebasectlError:
+        if repo is not None:
+            raise
         raise RebasectlError(f"--old-range/--new-range are read from a git repository and "
                              f"{ws.root} is none: pass --repo PATH") from None
+    git.write_aside()  # someone's repository: read, never written
+    return git
 
 
 def _range(git: Repo, spec: str, hint: bool = False) -> _Loaded:

@@ -221,3 +221,18 @@ def test_range_without_repo_says_to_pass_it(fork: dict[str, str | Path]) -> None
     assert r.returncode == 2 and "pass --repo PATH" in r.stderr
     assert rebasectl(ws, "report", *ranges, "--repo", str(fork["up"])).returncode == 1  # a
     # report, with entries to review (0 would be a report with nothing to review)
+
+
+def _objects(repo: Path) -> dict[str, int]:
+    store = repo / ".git" / "objects"
+    return {str(p.relative_to(store)): p.stat().st_size for p in store.rglob("*") if p.is_file()}
+
+
+def test_a_range_report_writes_nothing_into_the_repository(fork: dict[str, str | Path]) -> None:
+    """The report reads --repo (someone's repository, a read-only mirror): the objects its
+    checks write (3-way applies, merges) go to a folder of its own, removed after it; the
+    repository's object store is as it was, byte for byte in size and names."""
+    before = _objects(Path(fork["up"]))
+    r = _ranges(fork, "--format", "json")
+    assert r.returncode == 1, r.stderr
+    assert _objects(Path(fork["up"])) == before
