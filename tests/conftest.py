@@ -94,6 +94,51 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_CHOSEN] = chosen
 
 
+def _inventory(mirror: Path) -> dict[str, int]:
+    """Every file of the shared mirror with its size: what a run must leave as it found it
+    (sizes, not times: git freshens a pack's mtime when an object it holds is written again)."""
+    return {str(p.relative_to(mirror)): p.stat().st_size for p in mirror.rglob("*") if p.is_file()}
+
+
+def _named_mirror(env: str) -> Path:
+    """REBASECTL_MEGATRON_MIRROR's path (a relative one from the repository's root, as the
+    README gives it)."""
+    path = Path(env)
+    return path if path.is_absolute() else Path(__file__).resolve().parents[1] / path
+
+
+def _shared_mirror() -> Path | None:
+    env = os.environ.get("REBASECTL_MEGATRON_MIRROR")
+    path = _named_mirror(env) if env else None
+    return path if path is not None and path.is_dir() else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The shared mirror is read-only to every test (a 3-way apply or a merge on it would write
+    objects there for every later run and session): its files are counted before the run."""
+    mirror = _shared_mirror()
+    if mirror is not None and not hasattr(session.config, "workerinput"):
+        session.config.stash[_MIRROR_FILES] = (mirror, _inventory(mirror))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """...and counted again after it: a file added, removed or changed fails the run, named."""
+    mirror, before = session.config.stash.get(_MIRROR_FILES, (None, {}))
+    if mirror is None:
+        return
+    after = _inventory(mirror)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        shown = ", ".join(changed[:5]) + more
+        print(f"\nFAILED: the run wrote into the shared mirror {mirror}: {shown}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_MIRROR_FILES = pytest.StashKey[tuple[Path, dict[str, int]]]()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     chosen = config.stash.get(_CHOSEN, None)
     if chosen is not None:
@@ -125,9 +170,7 @@ def real_mirror() -> Path:
     env = os.environ.get("REBASECTL_MEGATRON_MIRROR")
     if not env:
         pytest.skip("REBASECTL_MEGATRON_MIRROR is not set (path to a Megatron-LM git mirror)")
-    path = Path(env)
-    if not path.is_absolute():
-        path = Path(__file__).resolve().parents[1] / path
+    path = _named_mirror(env)
     if not path.exists():
         pytest.skip(f"REBASECTL_MEGATRON_MIRROR={env} does not exist")
     return path.resolve()

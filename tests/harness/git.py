@@ -105,6 +105,18 @@ class Repo:
         self.git("branch", "-f", name, rev)
 
 
+def borrowing(mirror: Path, path: Path) -> Path:
+    """A bare repository at ``path`` that reads ``mirror``'s objects (alternates, and its shallow
+    list so history walks stop where the mirror's do) and writes its own: what a test needs to
+    merge, apply 3-way or commit on the real upstream without writing into the shared mirror,
+    which is read-only to everyone (conftest checks that a run leaves it as it found it)."""
+    git(path.parent, "init", "-q", "--bare", str(path))
+    (path / "objects" / "info" / "alternates").write_text(f"{mirror.resolve() / 'objects'}\n")
+    if (mirror / "shallow").is_file():
+        (path / "shallow").write_bytes((mirror / "shallow").read_bytes())
+    return path
+
+
 def _index_paths(index: Path) -> set[str] | None:
     """The paths of a version 2 or 3 index at stage 0 (sha-1), or None where it is anything
     else (another version or hash, a conflict stage, a file not read whole): then git is asked."""

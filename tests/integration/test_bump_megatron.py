@@ -24,7 +24,7 @@ import pytest
 
 from tests.conftest import real_mirror
 from tests.harness.cli import run as rebasectl
-from tests.harness.git import git_out
+from tests.harness.git import borrowing, git_out
 
 OLD = "3714d81d418c9f1bca4594fc35f9e8289f652862"
 NEW = "1dcf0dafa884ad52ffb243625717a3471643e087"
@@ -42,9 +42,7 @@ def _replace(old: str, new: str) -> Callable[[str], str]:
 
 def build_old_series(mirror: Path, root: Path) -> tuple[Path, str, str]:
     """A bare scratch repo (objects borrowed from the mirror) with the series on `fork`."""
-    fork = root / "fork.git"
-    git_out(root, "init", "-q", "--bare", str(fork))
-    (fork / "objects" / "info" / "alternates").write_text(str(mirror.resolve() / "objects") + "\n")
+    fork = borrowing(mirror, root / "fork.git")
     base = git_out(fork, "rev-parse", f"{OLD}^{{commit}}")
     env = {"GIT_INDEX_FILE": str(root / "index"), "GIT_AUTHOR_NAME": "Miles Dev",
            "GIT_AUTHOR_EMAIL": "dev@miles.invalid", "GIT_COMMITTER_NAME": "Miles Dev",

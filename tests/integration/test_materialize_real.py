@@ -18,6 +18,7 @@ from rebasectl.model.series import load
 from rebasectl.model.series_patch import SeriesPatch
 from rebasectl.model.status import Applied
 from rebasectl.model.workspace import Workspace
+from tests.harness.git import borrowing
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JUNE = "3346fa8a2614efe6e4f459bca0bdda4f97a2f0a8"
@@ -40,11 +41,11 @@ def git_reference(repo: Repo, base: str, stack: list[SeriesPatch]) -> list[str |
 
 
 @pytest.mark.parametrize("base", ["pinned", JUNE])
-def test_python_materialiser_equals_git(mirror_path: Path, base: str) -> None:
+def test_python_materialiser_equals_git(mirror_path: Path, base: str, tmp_path: Path) -> None:
     ws = Workspace(REPO_ROOT)
     series = load(ws.root)
     stack = load_patches(ws, series)
-    repo = Repo(mirror_path)
+    repo = Repo(borrowing(mirror_path, tmp_path / "scratch.git"))  # commits land there
     start = series.upstream.base if base == "pinned" else base
     ours = Materializer(repo).run(start, stack, keep_going=True)
     reference = git_reference(repo, start, stack)

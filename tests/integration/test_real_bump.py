@@ -33,7 +33,7 @@ from rebasectl.model.status import Applied
 from rebasectl.model.workspace import Workspace
 from tests.conftest import real_mirror
 from tests.harness.cli import run as rebasectl
-from tests.harness.git import git
+from tests.harness.git import borrowing, git
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The series as it was when these cases were written (round 2, before the default-path rule made
@@ -91,6 +91,7 @@ def test_bump_regions_are_what_git_apply_3way_finds(bumped: dict[str, object],
     assert isinstance(data, dict)
     ws = Workspace(series)
     stack = load_patches(ws, load(series))
+    mirror = borrowing(mirror, tmp_path / "scratch.git")  # the merges and 3-way applies write
     steps = {s.id: s for s in Materializer(Repo(mirror)).run(JUNE, stack, keep_going=True).steps}
     checked = 0
     for p in data["patches"]:
@@ -236,7 +237,7 @@ def test_a_merge_that_uses_a_removed_name_is_named(tmp_path: Path) -> None:
     from rebasectl.model.patches import Patch, parse
     from rebasectl.report.names import uses_of_removed
 
-    repo = Repo(real_mirror())
+    repo = Repo(borrowing(real_mirror(), tmp_path / "scratch.git"))  # the merge writes
     old = parse((Path(__file__).parent / "data" / "ipc-tms-round1.patch").read_bytes(), "p")
     f = old.files[0]
     merged = Patch(old.author_name, old.author_email, old.date, old.message,
