@@ -435,8 +435,9 @@ def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
     present = {i.sha for i in infos}
     ids: dict[str, str] = {sha: pid for pid, sha in tmap.commits if sha in present}
     ids.update(_matched_by_diff(ws, repo, previous, [i for i in infos if i.sha not in ids], ids))
+    carried = [i for i in infos if ids.get(i.sha) not in tmap.dropped]  # not dropped before
     stats: dict[str, Stats] = {}
-    entries, files = entries_from_commits(repo, infos, previous, ids, stats)
+    entries, files = entries_from_commits(repo, carried, previous, ids, stats)
     built = Built(list(entries), files)
     _account(ws, previous, built, set(tmap.skipped), set(drops))
     series = Series(replace(previous.upstream, base=tmap.base), tuple(built.entries),
@@ -446,10 +447,20 @@ def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
     _guard(ws, tmap, head == tmap.tip_of(worktree), plan, built, force)
     changed = write_series(ws, series, built.files, removed)
     remember_stats(ws, built.files, stats)
-    TreeMap(tmap.base, worktree, [(e.id, i.sha) for e, i in zip(entries, infos)],
-            [k for k in built.kept], baseline=Baseline.written(series, built.files)
-            ).save(ws.tree_map)
+    mapped = {i.sha: ids[i.sha] for i in infos if i.sha in ids}
+    mapped.update({i.sha: e.id for e, i in zip(entries, carried)})
+    TreeMap(tmap.base, worktree, [(mapped[i.sha], i.sha) for i in infos if i.sha in mapped],
+            [k for k in built.kept], baseline=Baseline.written(series, built.files),
+            dropped=_still_dropped(tmap, built, mapped)).save(ws.tree_map)
     return series, built, changed
+
+
+def _still_dropped(tmap: TreeMap, built: Built, mapped: dict[Oid, str]) -> list[str]:
+    """The ids whose commits stay in the work tree while the series no longer has them (an
+    emptied patch dropped with ``--drop``): the next export leaves those commits out again
+    instead of reading them as new patches."""
+    here = set(mapped.values())
+    return sorted(pid for pid in {*tmap.dropped, *built.dropped} if pid in here)
 
 
 def _guard(ws: Workspace, tmap: TreeMap, at_tip: bool, plan: Planned, built: Built,
@@ -474,8 +485,9 @@ def _account(ws: Workspace, previous: Series, built: Built, skipped: set[str],
              drops: set[str]) -> None:
     """Every entry of the previous series is carried, kept (skipped), folded or dropped by name;
     anything else stops the export (exit 1) before a byte is written."""
+    would_empty = _emptied(ws, previous, built, drops)
     present = {e.id for e in built.entries}
-    missing = [e for e in previous.patches if e.id not in present]
+    missing = [e for e in previous.patches if e.id not in present and e.id not in built.dropped]
     would_drop: list[str] = []
     for entry in missing:
         if entry.id in drops:
@@ -492,9 +504,43 @@ def _account(ws: Workspace, previous: Series, built: Built, skipped: set[str],
             f"{'it' if len(would_drop) == 1 else 'them'}): nothing written; "
             + " ".join(f"--drop {d}" for d in would_drop) + " to drop on purpose",
             ExitCode.CONFLICT)
+    if would_empty:
+        raise RebasectlError(
+            f"export would write {', '.join(would_empty)} without "
+            f"{'its' if len(would_empty) == 1 else 'their'} diff (the commit changes nothing "
+            "on this base: upstream carries it, or a resolution took it out): nothing written; "
+            + " ".join(f"--drop {d}" for d in would_empty) + " to drop on purpose",
+            ExitCode.CONFLICT)
     _fold(previous, built)
     _keep_skipped(ws, previous, built)
     built.new = [e.id for e in built.entries if e.id not in {p.id for p in previous.patches}]
+
+
+def _emptied(ws: Workspace, previous: Series, built: Built, drops: set[str]) -> list[str]:
+    """Patches whose commit changes nothing on this base while their file had a diff: export
+    would write them without it (hostile10 B6: applied on an upstream that already holds them,
+    each is a no-op). Those ``--drop`` names are dropped here; the others are returned, and
+    export refuses them as it refuses to drop an entry silently. An empty patch that was empty
+    before (a marker) is written as it is."""
+    before = {p.id: p for p in previous.patches}
+    emptied: list[str] = []
+    for entry in list(built.entries):
+        old = before.get(entry.id)
+        if old is None or not parse(built.files[entry.file], entry.file).is_empty:
+            continue
+        try:
+            had = not parse((ws.patch_dir / old.file).read_bytes(), old.file).is_empty
+        except (OSError, PatchError):
+            had = False  # a file gone or unreadable: the commit is what there is
+        if not had:
+            continue
+        if entry.id in drops:
+            built.entries.remove(entry)
+            built.files.pop(entry.file, None)
+            built.dropped.append(entry.id)
+        else:
+            emptied.append(entry.id)
+    return emptied
 
 
 def _folded_into(ws: Workspace, entry: PatchEntry, built: Built) -> str | None:

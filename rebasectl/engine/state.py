@@ -333,6 +333,7 @@ class TreeMap:
     skipped: list[str] = field(default_factory=list)
     others: dict[Path, str] = field(default_factory=dict)  # other work tree -> its tip
     baseline: Baseline | None = None  # what the tree was built from (None: an older map)
+    dropped: list[str] = field(default_factory=list)  # ids export dropped, commits still here
 
     @property
     def tip(self) -> Oid:
@@ -351,12 +352,13 @@ class TreeMap:
             return None
         data.setdefault("skipped", [])
         data.setdefault("others", [])
+        data.setdefault("dropped", [])
         _check(path, data, {"base": "sha", "worktree": "str", "commits": "commits",
-                            "skipped": "ids", "others": "pairs"})
+                            "skipped": "ids", "others": "pairs", "dropped": "ids"})
         return cls(Oid(data["base"]), _loaded_tree(path, data["worktree"]),
                    [(pid, Oid(sha)) for pid, sha in data["commits"]], list(data["skipped"]),
                    {_loaded_tree(path, w): tip for w, tip in data["others"]},
-                   Baseline.from_stored(path, data.get("baseline")))
+                   Baseline.from_stored(path, data.get("baseline")), list(data["dropped"]))
 
     def save(self, path: Path) -> None:
         """Write the map, keeping the previous map's tree (when another one, still there)
@@ -374,6 +376,8 @@ class TreeMap:
             "commits": [list(c) for c in self.commits], "skipped": self.skipped, "others": kept}
         if self.baseline is not None:
             data["baseline"] = self.baseline.stored()
+        if self.dropped:
+            data["dropped"] = self.dropped
         atomic_write(path, json.dumps(data, indent=1).encode())
 
 

@@ -287,7 +287,7 @@ def test_report_after_a_bump_names_the_blocked_patch_and_its_blocker(tmp_path: P
     assert r.returncode == 2, r.stderr
     one_error(r.stderr)
     assert "patch 1 'one' does not apply (a.txt)" in r.stderr
-    assert "patch 3 'two-on-top-of-one' is blocked by one" in r.stderr
+    assert "patch 2 'two-on-top-of-one' is blocked by one" in r.stderr  # feature-line dropped
     assert "c-stays-clean" not in r.stderr and "feature-line" not in r.stderr
     drop = "rebasectl export --drop one --drop two-on-top-of-one"
     assert f"`{drop}` leaves them out of the series, or resolve: `rebasectl apply`, then " \
@@ -297,22 +297,28 @@ def test_report_after_a_bump_names_the_blocked_patch_and_its_blocker(tmp_path: P
     r = rebasectl(series, "report", "--format", "json", env=TERMINAL)
     assert r.returncode == 1, r.stderr  # entries to review: the two dropped
     data = json.loads(r.stdout)
-    assert [p["id"] for p in data["new"]["patches"]] == ["feature-line", "c-stays-clean"]
+    assert [p["id"] for p in data["new"]["patches"]] == ["c-stays-clean"]
     assert {(tuple(m["old"]), m["status"]) for m in data["mapping"]} >= \
-        {((1,), "dropped"), ((3,), "dropped")}
+        {((1,), "dropped"), ((2,), "upstreamed"), ((3,), "dropped")}
 
 
 def _skipped_and_exported(tmp_path: Path) -> Path:
     """conflicted_history after a bump, an apply that skipped one and two-on-top-of-one, and
-    an export (the series keeps both as they were)."""
+    an export (the series keeps both as they were). feature-line, which upstream landed, is a
+    no-op on main: export refuses to write its patch without its diff (hostile10 B6) and
+    names the --drop that drops it, which is followed."""
     fork, series, _ = conflicted_history(tmp_path)
     Repo(series).commit("series before the bump")
     r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), env=TERMINAL)
     assert r.returncode == 1 and "two-on-top-of-one: blocked by one" in r.stderr, r.stderr
     for step, code in ((["apply", "--base", "main"], 1), (["skip"], 1), (["skip"], 0),
-                       (["export"], 0)):
+                       (["export"], 1)):
         r = rebasectl(series, *step, env=TERMINAL)
         assert r.returncode == code, (step, r.stderr)
+    assert "export would write feature-line without its diff" in one_error(r.stderr)
+    assert r.stderr.rstrip().endswith("--drop feature-line to drop on purpose"), r.stderr
+    r = rebasectl(series, "export", "--drop", "feature-line", env=TERMINAL)
+    assert r.returncode == 0, r.stderr
     return series
 
 
@@ -334,7 +340,7 @@ def test_report_refusal_resolve_way_on(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r = rebasectl(series, "report", "--format", "json", env=TERMINAL)
     assert r.returncode == 1, r.stderr
-    assert len(json.loads(r.stdout)["new"]["patches"]) == 4
+    assert len(json.loads(r.stdout)["new"]["patches"]) == 3  # feature-line dropped before
 
 
 def test_a_patch_upstream_carries_blocks_nothing(tmp_path: Path) -> None:

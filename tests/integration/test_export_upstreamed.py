@@ -1,0 +1,70 @@
+"""Export after ``apply --base`` onto an upstream that already holds a patch (hostile10 B6).
+
+The patch applies as a no-op there (its commit changes nothing). Export used to write its file
+without the diff, silently, leaving an empty patch where the change was. It now refuses (exit 1,
+nothing written) as it refuses to drop an entry silently, naming the ``--drop`` that drops it;
+followed, the entry and its file go, and a second export (the no-op commit still in the work
+tree) does not read that commit back as a new empty patch. A patch that was empty before (a
+marker) is written as it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.harness.cli import one_error, run
+from tests.harness.git import Repo, git, lines
+
+A = lines(40, "a")
+
+
+def _series(tmp: Path) -> tuple[Path, Path]:
+    up = Repo(tmp / "up")
+    base = up.commit("base", {"a.txt": A})
+    up.branch("feature")
+    up.checkout("feature")
+    up.commit("fix: one", {"a.txt": A.replace("a 3\n", "P 3\n")})
+    up.commit("marker: nothing", allow_empty=True)
+    up.commit("fix: two", {"a.txt": A.replace("a 3\n", "P 3\n").replace("a 20\n", "P 20\n")})
+    up.checkout("main")
+    up.commit("upstream: takes fix one", {"a.txt": A.replace("a 3\n", "P 3\n")})
+    series = tmp / "series"
+    series.mkdir()
+    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
+    git(series, "init", "-q")
+    git(series, "add", "-A")
+    git(series, "commit", "-q", "-m", "series")
+    return up.path, series
+
+
+def test_an_upstreamed_patch_is_never_exported_without_its_diff(tmp_path: Path) -> None:
+    up, series = _series(tmp_path)
+    before = {p.name: p.read_bytes() for p in (series / "patches").iterdir()}
+    r = run(series, "apply", "--base", "main", "--upstream", str(up))
+    assert r.returncode == 0 and "(1/3) one: no-op" in r.stderr, r.stderr
+
+    r = run(series, "export")
+    assert r.returncode == 1, r.stderr
+    assert one_error(r.stderr).startswith("rebasectl: error: export would write one without its "
+                                          "diff")
+    assert r.stderr.rstrip().endswith("--drop one to drop on purpose")
+    assert {p.name: p.read_bytes() for p in (series / "patches").iterdir()} == before
+    assert git(series, "status", "--porcelain").stdout == ""
+
+    r = run(series, "export", "--drop", "one")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (series / "patches").iterdir()) == \
+        ["0002-nothing.patch", "0003-two.patch"]
+    assert (series / "patches" / "0002-nothing.patch").read_bytes() == \
+        before["0002-nothing.patch"]  # the marker, empty before, is written as it was
+    ids = [ln.split()[-1] for ln in (series / "series.yaml").read_text().splitlines()
+           if ln.startswith("- id:")]
+    assert ids == ["nothing", "two"]
+    written = (series / "series.yaml").read_bytes()
+
+    r = run(series, "export")  # the no-op commit is still in the work tree
+    assert r.returncode == 0, r.stderr
+    assert (series / "series.yaml").read_bytes() == written
+    assert sorted(p.name for p in (series / "patches").iterdir()) == \
+        ["0002-nothing.patch", "0003-two.patch"]
+    assert run(series, "check").returncode == 0
