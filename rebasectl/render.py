@@ -255,7 +255,8 @@ def imported(done: Any) -> None:
     series = done.series
     n = done.new_files
     new = f" and creating {n} new file{'s' if n != 1 else ''}" if n else ""
-    ui.line(f"imported {len(series.patches)} patches on {series.upstream.base.short()} "
+    count = len(series.patches)
+    ui.line(f"imported {count} patch{'' if count == 1 else 'es'} on {series.upstream.base.short()} "
             f"({series.upstream.name}), touching {done.upstream_files} upstream files{new}; "
             f"wrote {len(done.changed)} files (patches/ and series.yaml)")
     for pid in done.empty:
@@ -276,7 +277,8 @@ def imported(done: Any) -> None:
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
-    ui.line(f"exported {len(series.patches)} patches on {series.upstream.base.short()}; "
+    n = len(series.patches)
+    ui.line(f"exported {n} patch{'' if n == 1 else 'es'} on {series.upstream.base.short()}; "
             f"{len(changed)} file{'' if len(changed) == 1 else 's'} changed")
     for path in changed:
         ui.line(f"  {path}")
