@@ -181,13 +181,11 @@ class Worktree:
         return self.path / link if link is not None else None  # an absolute one as it is
 
     def git_dir_if_linked(self) -> Path | None:
-        """The admin dir this tree's ``.git`` file names, when that is an absolute path to a
-        directory holding a HEAD (what rebasectl's trees have), with no process. None for
-        anything else (a ``.git`` directory, a relative link, spaces git would not strip)."""
-        link = self._link()
-        if link is None or not link.startswith("/"):
-            return None
-        return Path(link) if (Path(link) / "HEAD").is_file() else None
+        """The admin dir this tree's ``.git`` file names (a relative link from the tree, as
+        git 2.48+ may write it), when it is a directory holding a HEAD, with no process. None
+        for anything else (a ``.git`` directory, spaces git would not strip)."""
+        admin = self.named_admin()
+        return admin if admin is not None and (admin / "HEAD").is_file() else None
 
     def _head_file(self) -> str:
         """The tree's own HEAD file as written (a sha, or ``ref: ...``); "" when it is not a
@@ -479,11 +477,13 @@ def initializing_worktrees(mirror: Path) -> list[Path]:
 
 
 def _registered_dotgit(reg: Path) -> Path | None:
-    """The ``.git`` a registration (``worktrees/N``) names as its work tree's."""
+    """The ``.git`` a registration (``worktrees/N``) names as its work tree's; a relative one
+    (git 2.48+ with ``worktree.useRelativePaths``) from the registration, as git reads it."""
     try:
-        return Path((reg / "gitdir").read_text().strip())
+        named = Path((reg / "gitdir").read_text().strip())
     except OSError:
         return None
+    return named if named.is_absolute() else reg / named
 
 
 def _registrations(mirror: Path) -> list[tuple[Path, Path]]:

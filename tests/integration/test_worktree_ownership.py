@@ -5,6 +5,7 @@ each situation gets out with rebasectl commands alone.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -214,3 +215,26 @@ def test_bump_over_an_unexported_commit_advises_what_works(world: World, tmp_pat
     assert export == "rebasectl export" and "reset --hard" in drop, line
     _do(series, drop)
     run(series, "bump", "--to", world.clean, want=0)
+
+
+@pytest.mark.parametrize("registration", ["absolute", "relative"])
+def test_a_relative_git_link_is_read_as_git_reads_it(world: World, tmp_path: Path,
+                                                     registration: str) -> None:
+    """hostile10 B2: a work tree whose ``.git`` names its admin dir by a relative path (what git
+    2.48+ writes with ``worktree.useRelativePaths``, with the registration's ``gitdir`` relative
+    too) is the same tree to git and to rebasectl: the resolution staged there is what continue
+    commits, never markers written back over it."""
+    series = conflicted(world, tmp_path)
+    work = tree(series)
+    admin = Path(git(work, "rev-parse", "--absolute-git-dir").stdout.strip())
+    (work / ".git").write_text(f"gitdir: {os.path.relpath(admin, work)}\n")
+    if registration == "relative":
+        (admin / "gitdir").write_text(f"{os.path.relpath(work / '.git', admin)}\n")
+    resolve_a(series)
+    assert git(work, "status", "--porcelain").stdout.startswith("M  a.txt")  # git reads it
+    r = run(series, "continue")
+    assert r.returncode == 0, r.stderr
+    assert "<<<<<<<" not in (work / "a.txt").read_text()
+    committed = {git(work, "show", f"{c}:a.txt", check=False).stdout
+                 for c in git(work, "rev-list", "HEAD").stdout.split()}
+    assert RESOLVED_A in committed
