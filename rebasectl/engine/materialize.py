@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 from ..git import Entry, Identity, Index, Repo
 from ..git.fastimport import Change
+from ..infra.errors import GitError
 from ..infra.faults import boundary
 from ..model import diffs
 from ..model.ids import Oid
-from ..model.patches import Mode, Patch, rfc2822_to_raw
+from ..model.patches import ALLOWED_MODES, Mode, Patch, rfc2822_to_raw
 from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied
 from .applier import NotExact, Unsupported, apply_file, apply_patch
@@ -150,12 +151,21 @@ class TreeState:
         self.postimages = Postimages()
 
     def read(self, path: str) -> bytes | None:
+        """A file's content; None only when the state has no such file. A file the tree lists
+        whose blob cannot be read is an error, never "absent" (hostile9 F4: objects looked for
+        elsewhere made a stop without its conflict, and continue committed the patch without
+        that file)."""
         item = self.items.get(path)
         if item is None:
             return None
         if item.data is not None:
             return item.data
-        return self.blob(item.blob or "")
+        data = self.blob(item.blob or "")
+        if data is None and item.mode in ALLOWED_MODES:
+            raise GitError(f"{path}: its blob {item.blob} is not in {self.repo.path}, whose "
+                           "tree names it (a damaged repository, or its objects looked for "
+                           "elsewhere)")
+        return data
 
     def blob(self, sha: str) -> bytes | None:
         """From the repository, else a postimage an earlier 3-way apply would have written."""
