@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..model.diffs import FileDiff, Hunk, Status
+from ..model.lines import RENAMED, same_file
 
 
 class Unsupported(Exception):
@@ -177,9 +178,17 @@ def merge_file(read: Read, f: FileDiff, preimage: Callable[[], bytes | None],
 def apply_patch(read: Read, files: Sequence[FileDiff], preimages: Read,
                 merge: Merge) -> dict[str, bytes | None] | None:
     """A whole patch, all or nothing as ``git apply --3way`` is: path -> new content, or None
-    when a file does not apply or conflicts."""
-    out: dict[str, bytes | None] = {}
+    when a file does not apply or conflicts. A file the patch moves (deletes, and creates under
+    another path with mostly its lines) onto a changed file is merged at its new path, as
+    ``git am -3``'s merge of the fake ancestor finds the rename."""
+    try:
+        out = moved_files(read, files, preimages, merge)
+    except NotExact:
+        return None
     for f in files:
+        if f.path in out:
+            continue
+
         def current(path: str) -> bytes | None:
             return out[path] if path in out else read(path)
 
@@ -191,3 +200,53 @@ def apply_patch(read: Read, files: Sequence[FileDiff], preimages: Read,
         except NotExact:
             return None
     return out
+
+
+def moved_files(read: Read, files: Sequence[FileDiff], preimages: Read,
+                merge: Merge) -> dict[str, bytes | None]:
+    """For each file the patch deletes that does not delete exactly (upstream changed it) and
+    that the patch creates again elsewhere (``same_file``: git's 50% rename threshold), the
+    deletion and the new path's content: the current file merged with the move's change. Raises
+    ``NotExact`` when that merge conflicts."""
+    out: dict[str, bytes | None] = {}
+    created = {f.path: f for f in files if f.old_path is None and not f.binary}
+    for gone in (f for f in files if f.new_path is None and f.old_blob and not f.binary):
+        current = read(gone.path)
+        if current is None or _deletes(current, gone):
+            continue
+        base = preimages(gone.old_blob or "")
+        target = _moved_to(base, created, read) if base is not None else None
+        if target is None:
+            continue
+        assert base is not None
+        path, content = target
+        merged = merge(current, base, content)
+        if merged is None:
+            raise NotExact(gone.path)
+        out[gone.path], out[path] = None, merged
+        del created[path]
+    return out
+
+
+def _deletes(current: bytes, f: FileDiff) -> bool:
+    try:
+        return apply_file(current, f) is None
+    except (NotExact, Unsupported):
+        return False
+
+
+def _moved_to(base: bytes, created: dict[str, FileDiff], read: Read
+              ) -> tuple[str, bytes] | None:
+    """The created file (absent here) most like ``base``, when it is the same file moved."""
+    best: tuple[float, str, bytes] | None = None
+    for path, f in created.items():
+        if read(path) is not None:
+            continue  # upstream has that path: add/add, git's 3-way decides
+        try:
+            content = apply_file(None, f) or b""
+        except (NotExact, Unsupported):
+            continue
+        score = same_file(base, content)
+        if score >= RENAMED and (best is None or score > best[0]):
+            best = (score, path, content)
+    return (best[1], best[2]) if best else None

@@ -123,9 +123,9 @@ class Postimages:
 
     def note(self, patch: Patch) -> None:
         """A patch applied 3-way: the postimages git would have written for its files."""
-        for f in patch.files:
-            if f.old_blob and f.new_blob and f.new_path is not None and not f.binary:
-                self.recipes.setdefault(f.new_blob, (f.old_blob, f))
+        for f in patch.files:  # a created file's recipe has no preimage ("")
+            if f.new_blob and f.new_path is not None and not f.binary:
+                self.recipes.setdefault(f.new_blob, (f.old_blob or "", f))
 
     def rebuild(self, sha: str, read: Callable[[str], bytes | None]) -> bytes | None:
         """The blob ``sha`` (an abbreviated id too) from its recipes: back along the chain of

@@ -5,7 +5,8 @@ significant" (a blank, a bracket or ``else:`` says nothing about which patch it 
 "is patch A contained in patch B" (most of A's significant lines are among B's). They are
 answered here once, with one threshold, so that a fold the report shows and one export finds
 cannot disagree. A third, the report's "lost in resolution" asks: does a line survive in a
-rewritten one (``survives``: a parameter kept in a signature upstream widened).
+rewritten one (``survives``: a parameter kept in a signature upstream widened). A fourth, the
+applier's: is a file a patch creates one it deletes, moved (``same_file``, git's threshold).
 """
 
 from __future__ import annotations
@@ -54,6 +55,18 @@ def share(part: Counter[str], whole: Counter[str]) -> float:
 
 def contained(part: Counter[str], whole: Counter[str]) -> bool:
     return share(part, whole) >= CONTAIN
+
+
+RENAMED = 0.5  # git's default rename threshold (-M50%)
+
+
+def same_file(old: bytes, new: bytes) -> float:
+    """How alike two versions of a file are, close to git's rename score: the lines they share
+    over the longer one's line count. A file a patch creates scoring ``RENAMED`` or more against
+    one it deletes is that file, moved (``git am -3`` merges it so)."""
+    a, b = Counter(old.splitlines()), Counter(new.splitlines())
+    longest = max(sum(a.values()), sum(b.values()))
+    return sum((a & b).values()) / longest if longest else 1.0
 
 
 def survives(line: str, rewritten: str) -> bool:

@@ -162,6 +162,12 @@ OWNERS: dict[str, tuple[str, Callable[[ast.Module], Found]]] = {
         "model/lines.py", _where(assigned, lambda s: "CONTAIN" in s)),
     "the pairing similarity threshold": (
         "report/lineage.py", _where(assigned, lambda s: "SIMILARITY" in s)),
+    "is a file a patch creates one it deletes, moved (git's rename threshold)": (
+        "model/lines.py", lambda tree: iter([
+            *_where(assigned, lambda s: "RENAME" in s and ("THRESH" in s or "SCORE" in s
+                                                         or s == "RENAMED_SHARE"))(tree),
+            *_where(functions, lambda s: s.lstrip("_") in ("same_file", "file_similarity",
+                                                           "rename_score"))(tree)])),
     "is a changed line significant": (
         "model/lines.py", _where(functions, lambda s: s.lstrip("_") in
                                  ("significant", "significant_lines", "is_significant"))),
@@ -228,6 +234,8 @@ def test_a_second_definition_is_caught() -> None:
             'D = re.compile(r"^\\s*(?:def|class)\\s+(\\w+)")',
         "the regex for a Python assignment": 'A = re.compile(r"^(\\w+)\\s*=(?!=)")',
         "the containment threshold (is patch A contained in B)": "FOLD_CONTAINMENT = 0.5",
+        "is a file a patch creates one it deletes, moved (git's rename threshold)":
+            "RENAME_SCORE = 0.5",
         "is a changed line significant": "def _significant(line):\n    return line",
         "is a line kept whole in a rewritten one (lost in resolution or not)":
             "def _survives(a, b):\n    return a in b",
