@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from ..git import Repo
+from ..git import NotARepository, Repo
 from ..git.worktree import linked_to
 from ..infra.errors import RebasectlError
 from ..model.ids import Oid
@@ -59,8 +59,9 @@ def validate_source(source: str, origin: str | None = None) -> str:
         return origin
     try:
         Repo.open(path)
-    except RebasectlError:
-        raise RebasectlError(f"upstream {source}: not a git repository") from None
+    except NotARepository as exc:  # git's reason where it is one the person can act on
+        why = exc.why if exc.why.startswith("git refuses it") else "not a git repository"
+        raise RebasectlError(f"upstream {source}: {why}") from None
     return str(path.resolve())
 
 

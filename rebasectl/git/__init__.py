@@ -13,9 +13,9 @@ from ..model.ids import EMPTY_TREE  # git's constant, owned by model/ids.py
 from .history import History, RawCommit
 from .index import Entry, Index, Stages
 from .objects import CommitInfo, Identity
-from .repo import Repo
+from .repo import NotARepository, Repo
 from .runner import Runner
 from .worktree import InTheWay, TreeStatus, Worktree
 
 __all__ = ["EMPTY_TREE", "CommitInfo", "Entry", "History", "Identity", "Index", "RawCommit",
-           "InTheWay", "Repo", "Runner", "Stages", "TreeStatus", "Worktree"]
+           "InTheWay", "NotARepository", "Repo", "Runner", "Stages", "TreeStatus", "Worktree"]

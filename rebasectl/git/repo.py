@@ -22,7 +22,7 @@ from .fastimport import FastImport
 from .history import CANONICAL_DIFF, History
 from .index import Entry, Index
 from .objects import CommitInfo, Identity, Objects
-from .runner import Runner, Started
+from .runner import Runner, Started, ownership_refusal
 from .worktree import Worktree, looks_bare, stash_count
 
 
@@ -90,6 +90,15 @@ def _seeded_clone(git_dir: Path, source: str, dest: Path) -> None:
     namespace.adopt_head(runner, head.stdout.decode().strip())
 
 
+class NotARepository(GitError):
+    """A path git will not open as a repository; ``why`` is git's reason (for a caller that
+    names the path its own way, e.g. ``upstream PATH: ...``)."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.why = why
+
+
 _ASIDE = "rebasectl-objects-"  # + the pid of the process whose folder it is
 
 
@@ -138,12 +147,13 @@ class Repo:
         git's own reason (e.g. "detected dubious ownership")."""
         path = Path(path)
         if not path.is_dir():
-            raise GitError(f"{path}: not a git repository (no such directory)")
+            raise NotARepository(path, "not a git repository (no such directory)")
         proc = Runner(path).run(["rev-parse", "--absolute-git-dir", "--is-inside-work-tree",
                                  "--show-cdup"], check=False)
         if proc.returncode != 0:
-            raise GitError(f"{path}: not a git repository as git reads it: "
-                           f"{_reason(proc.stderr)}")
+            refusal = ownership_refusal(proc.stderr)
+            raise NotARepository(path, f"git refuses it: {refusal}" if refusal else
+                                 f"not a git repository as git reads it: {_reason(proc.stderr)}")
         # the git dir; "true" and the way up to the top (git prints it only inside a work tree)
         found = proc.stdout.decode(errors="surrogateescape").split("\n")
         if len(found) > 2 and found[1] == "true":

@@ -84,7 +84,9 @@ def _exit_code(exc: SystemExit) -> int:
 def _main(argv: list[str]) -> tuple[int, str, str]:
     """``rebasectl.cli.main`` on ``argv``: (exit code, stdout, stderr)."""
     from rebasectl.cli import main
+    from rebasectl.git.runner import forget_safe_directories
 
+    forget_safe_directories()  # what a new process starts without
     out, err = _stream(), _stream()
     saved = sys.argv, sys.stdout, sys.stderr
     sys.argv, sys.stdout, sys.stderr = ["rebasectl", *argv], out, err
@@ -191,9 +193,11 @@ def _child(argv: list[str], env: dict[str, str] | None, out: int, err: int) -> N
         for key, value in (env or {}).items():
             os.environ[key] = value
         from rebasectl._entry import main
+        from rebasectl.git.runner import forget_safe_directories
         from rebasectl.infra import faults
 
         faults._seen.clear()
+        forget_safe_directories()
         main()
         code = 0
     except SystemExit as exc:
