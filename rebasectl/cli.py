@@ -369,6 +369,17 @@ def blame(ws: Workspace, patch_ref: str, from_rev: str | None, to_rev: str | Non
 INTERRUPTED_MSG = ("interrupted; what was done is saved: `rebasectl status` says where things "
                    "stand and, with an apply in progress, what goes on from there; any other "
                    "command goes on when run again")
+READ_ONLY_INTERRUPTED = "interrupted; this command changes nothing of yours: run it again"
+READS_ONLY = frozenset({"status", "report", "blame"})  # nothing of the person's to resume
+
+
+def _interrupted_message(argv: list[str]) -> str:
+    """What an interruption says: a command that only reads says so (hostile11 #11: a report
+    outside a checkout advised `rebasectl status`, which fails there)."""
+    rest = list(argv)
+    while rest and rest[0].startswith("-"):
+        rest = rest[2:] if rest[0] == "-C" else rest[1:]
+    return READ_ONLY_INTERRUPTED if rest and rest[0] in READS_ONLY else INTERRUPTED_MSG
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -391,12 +402,13 @@ def main() -> None:
     try:
         _main()
     except Interrupted:  # between the command's end and its exit: still one line and 130
-        sys.stderr.write(f"rebasectl: error: {INTERRUPTED_MSG}\n")
+        sys.stderr.write(f"rebasectl: error: {_interrupted_message(sys.argv[1:])}\n")
         sys.exit(int(ExitCode.INTERRUPTED))
 
 
 def _main() -> None:
     as_json = _wants_json(sys.argv[1:])
+    interrupted = _interrupted_message(sys.argv[1:])
     for stream in (sys.stdout, sys.stderr):  # a path git printed must never fail a command
         if isinstance(stream, io.TextIOWrapper):  # on an ASCII terminal after its work is done
             stream.reconfigure(errors="backslashreplace")
@@ -405,15 +417,15 @@ def _main() -> None:
     except Done as done:
         sys.exit(done.code)
     except Interrupted:
-        _fail(INTERRUPTED_MSG, ExitCode.INTERRUPTED, as_json)
+        _fail(interrupted, ExitCode.INTERRUPTED, as_json)
     except RebasectlError as exc:
         _fail(exc.message, exc.exit_code, as_json)
     except click.exceptions.Abort:
-        _fail(INTERRUPTED_MSG, ExitCode.INTERRUPTED, as_json)
+        _fail(interrupted, ExitCode.INTERRUPTED, as_json)
     except click.ClickException as exc:
         _fail(exc.format_message().replace("\n", " "), ExitCode.BAD_INPUT, as_json)
     except KeyboardInterrupt:
-        _fail(INTERRUPTED_MSG, ExitCode.INTERRUPTED, as_json)
+        _fail(interrupted, ExitCode.INTERRUPTED, as_json)
     except BrokenPipeError:
         sys.exit(0)
     except UnicodeEncodeError as exc:

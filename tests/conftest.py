@@ -7,6 +7,7 @@ config off, and fixed author/committer identities and dates.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -94,10 +95,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_CHOSEN] = chosen
 
 
-def _inventory(mirror: Path) -> dict[str, int]:
-    """Every file of the shared mirror with its size: what a run must leave as it found it
-    (sizes, not times: git freshens a pack's mtime when an object it holds is written again)."""
-    return {str(p.relative_to(mirror)): p.stat().st_size for p in mirror.rglob("*") if p.is_file()}
+def _inventory(mirror: Path) -> dict[str, str]:
+    """Every file of the shared mirror: what a run must leave as it found it. Objects and
+    packs are named by their content, so their name and size say it (not their times: git
+    freshens a pack's mtime when an object it holds is written again); every other file (refs,
+    packed-refs, HEAD, config, shallow, info/) by a hash of its bytes: a moved ref keeps its
+    size (hostile11 #2)."""
+    found = {}
+    for path in mirror.rglob("*"):
+        if not path.is_file():
+            continue
+        name = str(path.relative_to(mirror))
+        named_by_content = name.startswith("objects/") and not name.startswith("objects/info/")
+        found[name] = str(path.stat().st_size) if named_by_content else \
+            hashlib.sha1(path.read_bytes()).hexdigest()
+    return found
 
 
 def _named_mirror(env: str) -> Path:
@@ -136,7 +148,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-_MIRROR_FILES = pytest.StashKey[tuple[Path, dict[str, int]]]()
+_MIRROR_FILES = pytest.StashKey[tuple[Path, dict[str, str]]]()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

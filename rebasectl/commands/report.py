@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..infra.errors import ExitCode, RebasectlError
+from ..infra.faults import boundary
 from ..infra.fsutil import atomic_write
 from ..model.workspace import Workspace
 from .common import locked, source
@@ -32,6 +33,7 @@ def report(ws: Workspace, *, old_rev: str | None, new_rev: str | None, old_serie
     old = choose("old", old_rev, here(old_series), old_range)
     new = choose("new", new_rev, here(new_series), new_range)
     where = ws.path(repo) if repo else None
+    boundary("report")
     if not ws.series_file.exists():
         text, review = report_text(ws, old, new, where, source(ws, upstream), fmt, verbose)
     else:

@@ -152,18 +152,23 @@ Merge = Callable[[bytes, bytes, bytes], bytes | None]  # (ours, base, theirs) ->
 Read = Callable[[str], bytes | None]  # a path's current content (None: absent)
 
 
-def merge_file(read: Read, f: FileDiff, preimage: bytes | None, merge: Merge) -> bytes | None:
+def merge_file(read: Read, f: FileDiff, preimage: Callable[[], bytes | None],
+               merge: Merge) -> bytes | None:
     """``git apply --3way`` of one file: exactly, else a 3-way merge of the current content with
     the patch's preimage and its result. Returns the new content (None: deleted); raises
-    ``NotExact`` when it conflicts or cannot merge."""
+    ``NotExact`` when it conflicts or cannot merge. The preimage is read only when the file does
+    not apply exactly (most files of most patches do)."""
     current = read(f.old_path or f.path)
     try:
         return apply_file(current, f)
     except NotExact:
-        if preimage is None or current is None or f.new_path is None:
+        if current is None or f.new_path is None:
             raise
-    theirs = apply_file(preimage, f)
-    merged = merge(current, preimage, theirs or b"")
+    base = preimage()
+    if base is None:
+        raise NotExact(f.path)
+    theirs = apply_file(base, f)
+    merged = merge(current, base, theirs or b"")
     if merged is None:
         raise NotExact(f.path)
     return merged
@@ -178,9 +183,11 @@ def apply_patch(read: Read, files: Sequence[FileDiff], preimages: Read,
         def current(path: str) -> bytes | None:
             return out[path] if path in out else read(path)
 
+        def preimage(blob: str | None = f.old_blob) -> bytes | None:
+            return preimages(blob) if blob else None
+
         try:
-            out[f.path] = merge_file(current, f, preimages(f.old_blob) if f.old_blob else None,
-                                     merge)
+            out[f.path] = merge_file(current, f, preimage, merge)
         except NotExact:
             return None
     return out

@@ -13,6 +13,7 @@ and the conflict engine, whose result is read back into the state.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -114,9 +115,11 @@ class Postimages:
     rebuilds such a blob when asked, checked against its id: the answer does not depend on
     which blobs earlier commands happened to leave in the repository."""
 
+    KEPT = 8  # rebuilt blobs kept: a chain asked again is rebuilt, memory stays bounded
+
     def __init__(self) -> None:
         self.recipes: dict[str, tuple[str, diffs.FileDiff]] = {}
-        self.made: dict[str, bytes] = {}
+        self.made: OrderedDict[str, bytes] = OrderedDict()
 
     def note(self, patch: Patch) -> None:
         """A patch applied 3-way: the postimages git would have written for its files."""
@@ -125,19 +128,56 @@ class Postimages:
                 self.recipes.setdefault(f.new_blob, (f.old_blob, f))
 
     def rebuild(self, sha: str, read: Callable[[str], bytes | None]) -> bytes | None:
-        """The blob ``sha`` from its recipe (its preimage through ``read``), or None."""
-        if sha in self.made or sha not in self.recipes:
-            return self.made.get(sha)
-        old, f = self.recipes.pop(sha)  # popped: a recipe is tried once, cycles end
-        created = not old.strip("0")
-        pre = None if created else read(old)
-        try:
-            post = apply_file(pre, f) if created or pre is not None else None
-        except (NotExact, Unsupported):
-            post = None
-        if post is not None and blob_sha(post).startswith(sha):
-            self.made[sha] = post
-        return self.made.get(sha)
+        """The blob ``sha`` (an abbreviated id too) from its recipes: back along the chain of
+        postimages to a preimage ``read`` (the repository) or the cache holds, then forward,
+        each step checked against its id; None where the chain breaks. A loop, not recursion:
+        a long series on one file is a long chain."""
+        chain, data = self._chain(sha, read)
+        if not chain and data is None:
+            return None
+        for want, f in reversed(chain):
+            try:
+                post = apply_file(data, f)
+            except (NotExact, Unsupported):
+                return None
+            if post is None or not blob_sha(post).startswith(want):
+                return None
+            data = post
+            self.made[want] = post
+            while len(self.made) > self.KEPT:
+                self.made.popitem(last=False)
+        return data
+
+    def _chain(self, sha: str, read: Callable[[str], bytes | None]
+               ) -> tuple[list[tuple[str, diffs.FileDiff]], bytes | None]:
+        """The recipes from ``sha`` back to a known preimage (newest first), and that preimage
+        (None for a file the first recipe creates); ([], None) when there is no such chain."""
+        chain: list[tuple[str, diffs.FileDiff]] = []
+        want, seen = sha, set()
+        while want not in self.made:
+            key = self._recipe_for(want)
+            if key is None or key in seen:
+                return [], None
+            seen.add(key)
+            old, f = self.recipes[key]
+            chain.append((want, f))
+            if not old.strip("0"):
+                return chain, None  # created by that patch: no preimage
+            found = read(old)
+            if found is not None:
+                return chain, found
+            want = old
+        self.made.move_to_end(want)
+        return chain, self.made[want]
+
+    def _recipe_for(self, sha: str) -> str | None:
+        """The recipe whose postimage id is ``sha``, where either may be abbreviated (index
+        lines of hand-made patches are): the only one that matches, else None."""
+        if sha in self.recipes:
+            return sha
+        found = [k for k in self.recipes if len(sha) >= 7 and len(k) >= 7
+                 and (k.startswith(sha) or sha.startswith(k))]
+        return found[0] if len(found) == 1 else None
 
 
 class TreeState:
@@ -170,7 +210,8 @@ class TreeState:
     def blob(self, sha: str) -> bytes | None:
         """From the repository, else a postimage an earlier 3-way apply would have written."""
         found = self.repo.objects.blob(sha)
-        return found if found is not None or not sha else self.postimages.rebuild(sha, self.blob)
+        return found if found is not None or not sha else \
+            self.postimages.rebuild(sha, self.repo.objects.blob)
 
     def provide(self, patch: Patch) -> None:
         """Write the preimages of ``patch`` that only this run's postimages hold, before git

@@ -7,6 +7,7 @@ author *and* committer, with its date, so materialising the same series twice gi
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -87,6 +88,34 @@ def _seeded_clone(git_dir: Path, source: str, dest: Path) -> None:
     Runner(dest, network=True).run(["fetch", "--no-tags", "--quiet", "origin"])
     head = Runner(git_dir).run(["symbolic-ref", "-q", "HEAD"], check=False)
     namespace.adopt_head(runner, head.stdout.decode().strip())
+
+
+_ASIDE = "rebasectl-objects-"  # + the pid of the process whose folder it is
+
+
+def _sweep_asides(parent: Path) -> None:
+    """Remove the ``write_aside`` folders of this user's processes that are gone: a SIGTERM or
+    a kill ends a process before its finalizer runs (hostile11 #10), and nothing else would."""
+    for folder in parent.glob(f"{_ASIDE}*-*"):
+        pid = folder.name[len(_ASIDE):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue  # alive under another user, or the folder went meanwhile
+
+
+def _alternate(objects: Path) -> bytes:
+    """One line of an alternates file naming ``objects``: as it is, or C-quoted as git reads a
+    line that starts with a quote (a path holding a newline, a quote or a backslash)."""
+    raw = os.fsencode(objects)
+    if not any(c in raw for c in (b"\n", b'"', b"\\")):
+        return raw + b"\n"
+    quoted = raw.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\n", b"\\n")
+    return b'"' + quoted + b'"\n'
 
 
 class Repo:
@@ -175,11 +204,15 @@ class Repo:
         this Repo goes: a report reads someone's repository (``--repo``, a shared read-only
         mirror, the user's checkout) and must neither write there nor fail where it cannot."""
         found = self.runner.out(["rev-parse", "--git-path", "objects"])
-        aside = Path(tempfile.mkdtemp(prefix="rebasectl-objects-"))
-        (aside / "pack").mkdir()
+        aside = Path(tempfile.mkdtemp(prefix=f"{_ASIDE}{os.getpid()}-"))
         weakref.finalize(self, shutil.rmtree, aside, True)
-        self.runner.extra.update(GIT_OBJECT_DIRECTORY=str(aside),
-                                 GIT_ALTERNATE_OBJECT_DIRECTORIES=str(self.path / found))
+        _sweep_asides(aside.parent)
+        (aside / "pack").mkdir()
+        (aside / "info").mkdir()
+        # an alternates file takes one path per line; GIT_ALTERNATE_OBJECT_DIRECTORIES would
+        # split a path at ':' (hostile11 #6: a repository under "a:b" read as empty)
+        (aside / "info" / "alternates").write_bytes(_alternate(self.path / found))
+        self.runner.extra.update(GIT_OBJECT_DIRECTORY=str(aside))
         if self._objects is not None:
             self._objects.close()
             self._objects = None

@@ -15,8 +15,9 @@ the state not yet naming its paths), ``resolved`` (a
 resolution committed by ``continue``), ``abort-removing`` (abort kept the person's files and is
 about to remove the work tree), ``txn-stage`` (a file staged), ``txn-move`` (a staged file
 moved into place), ``git-wait`` (a command found a live git holding a lock in the mirror and
-waits for it), ``start`` (the console script's early Ctrl-C handler is on, the CLI not yet
-imported) and ``ready`` (the CLI's own handler is on, the command not yet started).
+waits for it), ``report`` (a report's inputs chosen, nothing read yet), ``start`` (the
+console script's early Ctrl-C handler is on, the CLI not yet imported) and ``ready`` (the CLI's
+own handler is on, the command not yet started).
 """
 
 from __future__ import annotations

@@ -106,12 +106,18 @@ class Repo:
 
 
 def borrowing(mirror: Path, path: Path) -> Path:
-    """A bare repository at ``path`` that reads ``mirror``'s objects (alternates, and its shallow
+    """A bare repository at ``path`` that reads ``mirror``'s packs (alternates, and its shallow
     list so history walks stop where the mirror's do) and writes its own: what a test needs to
     merge, apply 3-way or commit on the real upstream without writing into the shared mirror,
-    which is read-only to everyone (conftest checks that a run leaves it as it found it)."""
+    which is read-only to everyone (conftest checks that a run leaves it as it found it).
+    Only the packs: the mirror's history is packed, and loose objects there are what earlier
+    runs wrote before that check existed; seen, they would let a test pass on blobs the tool
+    should have made itself (hostile11 #9)."""
     git(path.parent, "init", "-q", "--bare", str(path))
-    (path / "objects" / "info" / "alternates").write_text(f"{mirror.resolve() / 'objects'}\n")
+    packs = path / "borrowed"
+    packs.mkdir()
+    (packs / "pack").symlink_to(mirror.resolve() / "objects" / "pack")
+    (path / "objects" / "info" / "alternates").write_text(f"{packs}\n")
     if (mirror / "shallow").is_file():
         (path / "shallow").write_bytes((mirror / "shallow").read_bytes())
     return path

@@ -101,3 +101,24 @@ def test_a_background_job_that_ignores_ctrl_c_keeps_ignoring_it(world: World,
     assert r.returncode == 0, r.stderr
     assert "interrupted" not in r.stderr
     assert not (series / ".rebasectl" / "apply-state.json").exists()  # the apply finished
+
+
+def test_an_interrupted_report_outside_a_checkout_says_to_run_it_again(
+        world: World, tmp_path: Path) -> None:
+    """hostile11 #11: a command that only reads (a range report, here in a folder that is no
+    checkout) says so when interrupted, and its advice works; one that writes still names
+    status."""
+    up = world.sc.up.path
+    report = ("report", "--old-range", f"{world.sc.base}..{world.sc.base}", "--new-range",
+              f"{world.sc.base}..{world.clean}", "--repo", str(up))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = run(elsewhere, *report, env={"REBASECTL_FAULT": "int@report"}, want=130)
+    line = one_error(r.stderr, "interrupted")
+    assert "changes nothing" in line and "`rebasectl status`" not in line, line
+    assert run(elsewhere, *report).returncode in (0, 1)
+    series = conflicted(world, tmp_path)
+    r = run(series, "report", env={"REBASECTL_FAULT": "int@report"}, want=130)
+    assert "changes nothing" in one_error(r.stderr, "interrupted")  # in a checkout, too
+    r = run(series, "skip", env={"REBASECTL_FAULT": "int@state"}, want=130)
+    assert advised(one_error(r.stderr, "interrupted")) == ["rebasectl status"]

@@ -12,7 +12,10 @@ the series' blobs hid it (the real June series' int4-qat on compat's lines).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import pytest
 
 from rebasectl.engine.materialize import Materializer
 from rebasectl.git import Repo as GitRepo
@@ -26,7 +29,8 @@ from tests.harness.git import Repo, git, lines
 A = lines(20, "a")
 
 
-def _series(tmp: Path) -> list[tuple[bytes, SeriesPatch]]:
+def _series(tmp: Path, index: tuple[str, str] = ("--full-index", "--full-index")
+            ) -> list[tuple[bytes, SeriesPatch]]:
     """Two patches made in a repository of their own on the base's content: the second changes
     line 8 with the first's line 10 in its context."""
     dev = Repo(tmp / "dev")
@@ -35,17 +39,22 @@ def _series(tmp: Path) -> list[tuple[bytes, SeriesPatch]]:
     dev.commit("fix: two", {"a.txt": A.replace("a 10\n", "P 10\n").replace("a 8\n", "Q 8\n")})
     out = []
     for k, rev in enumerate(("HEAD~1", "HEAD"), start=1):
-        data = dev.git("format-patch", "--full-index", "--stdout", "-1", rev).encode() + b"\n"
+        data = dev.git("format-patch", index[k - 1], "--stdout", "-1", rev).encode() + b"\n"
         patch = parse(data, f"{k}.patch")
         out.append((data, SeriesPatch(PatchEntry(f"p{k}", f"{k}.patch", patch.subject), patch)))
     return out
 
 
-def test_an_earlier_patchs_postimage_is_a_later_patchs_preimage(tmp_path: Path) -> None:
+@pytest.mark.parametrize("index", [("--full-index", "--full-index"), ("--abbrev=12", "--abbrev=7"),
+                                   ("--abbrev=7", "--full-index")])
+def test_an_earlier_patchs_postimage_is_a_later_patchs_preimage(tmp_path: Path,
+                                                                index: tuple[str, str]) -> None:
+    """Also with abbreviated index lines, of other lengths in each patch, as hand-made patches
+    have them (hostile11 #12)."""
     up = Repo(tmp_path / "up")
     up.commit("base", {"a.txt": A})
     new = up.commit("upstream", {"a.txt": A.replace("a 6\n", "UP 6\n")})
-    files = _series(tmp_path)
+    files = _series(tmp_path, index)
     series = [sp for _, sp in files]
     preimage = series[1].patch.files[0].old_blob
     assert preimage and git(up.path, "cat-file", "-e", preimage, check=False).returncode != 0
@@ -80,3 +89,42 @@ def test_a_conflict_on_such_a_preimage_has_git_am_3s_markers(tmp_path: Path) -> 
     assert conflict.path == "a.txt" and len(conflict.regions) == 1
     assert conflict.content is not None and b"<<<<<<< " in conflict.content
     assert b"UP 8\n" in conflict.content and b"Q 8\n" in conflict.content
+
+
+def test_a_long_chain_of_postimages_is_rebuilt_without_recursion(tmp_path: Path) -> None:
+    """hostile11 #5: 150 patches each changing the next line of one file, the last one meeting
+    an upstream change beside it: its preimage is rebuilt through 149 earlier postimages, in a
+    loop (the stack stays shallow) and with a bounded cache."""
+    count = 150
+    text = [f"line {i}\n" for i in range(1, 2 * count + 11)]
+    stream = []
+    for k in range(count + 1):  # one fast-import stream: the base, then patch k on line 2k
+        if k:
+            text[2 * k - 1] = f"P {2 * k}\n"
+        data, message = "".join(text).encode(), (f"fix: {k}" if k else "base").encode()
+        stream += [b"commit refs/heads/main\ncommitter t <t@e> %d +0000\n" % (1767225600 + k),
+                   b"data %d\n%s\n" % (len(message), message),
+                   b"M 100644 inline a.txt\ndata %d\n%s\n" % (len(data), data)]
+    dev = tmp_path / "dev"
+    git(tmp_path, "init", "-q", "--bare", str(dev))
+    git(dev, "fast-import", "--quiet", input=b"".join(stream))
+    out = git(dev, "format-patch", "--full-index", "-o", str(tmp_path / "pat"),
+              f"main~{count}..main").stdout
+    series = []
+    for k, name in enumerate(out.split(), start=1):
+        patch = parse(Path(name).read_bytes(), name)
+        series.append(SeriesPatch(PatchEntry(f"p{k}", name, patch.subject), patch))
+    up = Repo(tmp_path / "up")
+    base = [f"line {i}\n" for i in range(1, 2 * count + 11)]
+    up.commit("base", {"a.txt": "".join(base)})
+    base[2 * count + 1] = "UP\n"
+    new = up.commit("upstream", {"a.txt": "".join(base)})
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(300)  # 149 nested rebuilds would need far more frames than this
+    try:
+        steps = Materializer(GitRepo(up.path)).run(Oid(new), series).steps
+    finally:
+        sys.setrecursionlimit(limit)
+    assert [s.status for s in steps] == [Applied.CLEAN] * (count - 1) + [Applied.MERGED]
+    assert git(up.path, "show", f"{steps[-1].commit}:a.txt").stdout == "".join(text).replace(
+        f"line {2 * count + 2}\n", "UP\n")

@@ -5,16 +5,24 @@ the Repo starts (and its object reader) sees what it wrote; the folder goes with
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import tempfile
 from pathlib import Path
+
+import pytest
 
 from rebasectl.git import Entry
 from rebasectl.git import Repo as GitRepo
 from tests.harness.git import Repo, git
 
 
+@pytest.mark.parametrize("name", ["up", "a:b", 'quote"back\\slash'])
 def test_objects_written_aside_are_read_here_and_never_land_in_the_repository(
-        tmp_path: Path) -> None:
-    up = Repo(tmp_path / "up")
+        tmp_path: Path, name: str) -> None:
+    """Also where the repository's path holds what an environment variable of paths would
+    split (':', hostile11 #6) or what an alternates line must quote."""
+    up = Repo(tmp_path / name / "up")
     base = up.commit("base", {"a.txt": "a\n"})
     repo = GitRepo.open(up.path)
     repo.write_aside()
@@ -32,3 +40,22 @@ def test_objects_written_aside_are_read_here_and_never_land_in_the_repository(
     del repo, index
     gc.collect()
     assert not aside.exists()
+
+
+def test_folders_left_by_processes_that_are_gone_are_swept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hostile11 #10: a SIGTERM or kill ends a report before its folder is removed; the next
+    write_aside removes the folders of this user's processes that are gone, never a live one's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f"rebasectl-objects-{gone}-abc"
+    live = tmp_path / f"rebasectl-objects-{os.getpid()}-def"
+    other = tmp_path / "rebasectl-objects-x-ghi"  # not one of ours: no pid
+    for folder in (stale, live, other):
+        (folder / "pack").mkdir(parents=True)
+    up = Repo(tmp_path / "up")
+    up.commit("base", {"a.txt": "a\n"})
+    repo = GitRepo.open(up.path)
+    repo.write_aside()
+    assert not stale.exists() and live.is_dir() and other.is_dir()
+    assert Path(repo.runner.extra["GIT_OBJECT_DIRECTORY"]).parent == tmp_path
