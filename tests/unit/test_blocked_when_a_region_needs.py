@@ -75,3 +75,50 @@ def test_the_reports_refusal_names_only_the_patch_that_fails(tmp_path: Path) -> 
     done = Materializer(git).run(git.resolve("main"), stack, keep_going=True)
     assert [s.status.value for s in done.steps] == ["conflict", "3way", "3way"]
     assert not_applying(stack, done) == "patch 1 'p1' does not apply (f.txt)"
+
+
+
+def _two_hunks(tmp: Path) -> tuple[Fork, Path, str]:
+    """p1 writes line 10 (upstream rewrites 11 beside it: p1 conflicts); p2 writes line 13 (its
+    context holds p1's line: that hunk merges) and line 30, beside which upstream rewrites 31:
+    p2 conflicts there, on upstream's doing alone. Upstream's commit on line 31 is returned."""
+    fork = Fork(tmp, {"f.txt": lines(40)})
+    one = lines(40).replace("line 10\n", "P 10\n")
+    fork.up.git("checkout", "-q", "-b", "fork", fork.base)
+    fork.up.commit("feat: ten", {"f.txt": one})
+    tip = fork.up.commit("feat: thirteen and thirty", {
+        "f.txt": one.replace("line 13\n", "P 13\n").replace("line 30\n", "P 30\n")})
+    fork.up.git("checkout", "-q", "main")
+    series = imported(tmp, fork, tip)
+    fork.change("upstream rewrites 11", {"f.txt": ("line 11\n", "UP 11\n")})
+    return fork, series, fork.change("upstream rewrites 31", {"f.txt": ("line 31\n", "UP 31\n")})
+
+
+def test_a_conflict_upstream_caused_is_not_blocked_anywhere(tmp_path: Path) -> None:
+    """p2's conflict is upstream's (its hunk that needed p1's line merged): bump, blame, apply's
+    stop after p1 is skipped, ``status`` and the report's refusal all call it a conflict naming
+    upstream's commit, none "blocked" (``status`` and the refusal read the hunks' needs
+    before, not the conflict's regions)."""
+    fork, series, culprit = _two_hunks(tmp_path)
+    r = rebasectl(series, "bump", "--to", "main", "--upstream", str(fork.up.path), "--json",
+                  "--artifacts", str(tmp_path / "art"), env=TERMINAL)
+    assert r.returncode == 1, r.stderr
+    one, two = json.loads(r.stdout)["patches"]
+    assert (two["status"], two["blocked_by"]) == ("conflict", [])
+    assert [c["commit"] for c in two["culprits"]] == [culprit]
+    r = rebasectl(series, "blame", two["id"], "--to", "main", "--json", env=TERMINAL)
+    assert r.returncode == 1 and json.loads(r.stdout)["status"] == "conflict", r.stdout
+    r = rebasectl(series, "apply", "--base", "main", env=TERMINAL)
+    assert r.returncode == 1, r.stdout + r.stderr
+    r = rebasectl(series, "skip", env=TERMINAL)
+    assert r.returncode == 1 and f"stopped at 2/2 {two['id']}" in r.stdout, r.stdout + r.stderr
+    assert f"changed upstream by {culprit[:12]}" in r.stdout and "blocked" not in r.stdout
+    r = rebasectl(series, "status", env=TERMINAL)
+    assert r.returncode == 0 and "blocked" not in r.stdout, r.stdout
+    r = rebasectl(series, "status", "--json", env=TERMINAL)
+    assert json.loads(r.stdout)["apply_in_progress"]["blocked_by"] == [], r.stdout
+    git = GitRepo(fork.up.path)
+    stack = fork.stack(git.history.rev_list([f"{fork.base}..fork"]))
+    done = Materializer(git).run(git.resolve("main"), stack, keep_going=True)
+    assert not_applying(stack, done) == \
+        "patch 1 'p1' does not apply (f.txt); patch 2 'p2' does not apply (f.txt)"
