@@ -154,8 +154,9 @@ def conflict_lines(conflicts: list[FileConflict], why: Any = None) -> list[str]:
             out.append(f"{c.path}: missing: the patch changes this file; {made}")
             continue
         if c.kind is ConflictKind.DELETE_MODIFY:
+            rc = why(c.regions[0]) if why and c.regions else None
             out.append(f"{c.path}: delete/modify: the patch deletes this file, which upstream "
-                       "changed")
+                       f"changed{_stop_why(rc)}")
             continue
         for r in c.regions:
             line = r.start or (r.base[0] if r.base else 1)

@@ -37,7 +37,15 @@ from ..engine.attribution import (
     relevant_stack,
 )
 from ..engine.carried import Carried, CarriedLines
-from ..engine.conflicts import ConflictKind, FileConflict, Labels, Region, engine_for, sides
+from ..engine.conflicts import (
+    WHOLE_FILE,
+    ConflictKind,
+    FileConflict,
+    Labels,
+    Region,
+    engine_for,
+    sides,
+)
 from ..engine.exchange import check_links_on, export_tree, load_patches
 from ..engine.materialize import Materialised, Materializer, Step
 from ..engine.proposals import (
@@ -250,7 +258,7 @@ def _clip(text: str, width: int = 60) -> str:
 def _where(c: FileConflict, r: Region | None) -> str:
     """``path``: upstream lines (the target's file) and work-tree lines (the file with
     markers), each labelled; a huge region also names the lines in it that differ."""
-    if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING) or r is None:
+    if c.kind in WHOLE_FILE or r is None:
         return f"{c.path}: {c.kind.value}"
     up = upstream_lines(r.ours)
     marked = f", work tree lines {r.start}-{r.end} with markers" if r.start else ""
@@ -259,7 +267,8 @@ def _where(c: FileConflict, r: Region | None) -> str:
 
 
 def _why(p: PatchOutcome, c: FileConflict, r: Region | None) -> str:
-    rc = _region_info(p, r)
+    rc = _region_info(p, r if r is not None or c.kind not in WHOLE_FILE or not c.regions
+                      else c.regions[0])
     if c.kind is ConflictKind.MISSING:
         return f"; the file is created by earlier patch {c.blocked_by}, which failed" \
             if c.blocked_by else "; the file is not in the tree"
@@ -313,7 +322,7 @@ def annotation(p: PatchOutcome, c: FileConflict, region: Region | None) -> str:
     """``patches/FILE:LINE: patch N id: ...``: the line of the patch file is the region's
     hunk; the message says where the region is, in upstream's file and in the marked copy
     (apply's work tree, ``conflicts/.../files/``), each labelled, and why."""
-    if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING) or region is None:
+    if c.kind in WHOLE_FILE or region is None:
         what = f"{c.kind.value}: {c.path}{_why(p, c, region)}"
     else:
         up = f"{c.path}:{region.ours[0]} (upstream)" if region.ours else f"{c.path}"
@@ -421,8 +430,7 @@ class Planner:
         for pos in todo:  # every failing patch's regions of a file blamed in one git each way
             for c in outcomes[pos].conflicts:
                 f = stack[pos].patch.model.file(c.path)
-                if f is not None and c.kind not in (ConflictKind.MODIFY_DELETE,
-                                                    ConflictKind.MISSING):
+                if f is not None and c.kind not in WHOLE_FILE:
                     finder.expect(f, c.regions)
 
         def one(pos: int) -> Attribution:
@@ -481,8 +489,10 @@ class Planner:
     def _classify(self, lp: SeriesPatch, step: Step, needs: list[str],
                   asked: bool = True) -> PatchOutcome:
         """Its status from the step; ``needs``: the failed earlier patches whose lines or files
-        its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged).
-        Upstream's copy of its lines is looked for when it is ``asked`` about."""
+        its hunks need (such a patch is never ``upstreamed``: its lines cannot be judged). One
+        that merged all the same is ``clean``, as ``git am -3`` merges it (hostile11 #3): it is
+        ``blocked`` only when a region of its conflict needs them (``_attribute``). Upstream's
+        copy of its lines is looked for when it is ``asked`` about."""
         out = PatchOutcome(step.index, lp, BumpStatus.CLEAN, how=step.status)
         out.followed = dict(step.followed)
         if lp.patch.is_empty:
@@ -497,9 +507,7 @@ class Planner:
                     out.dropped = out.conflicts  # shown with --propose: drops, commit named
                     out.conflicts, out.hunk_lines = [], {}
                     self._upstreamed(out, lp, out.carried.commit)
-        elif needs:  # it applied, but only because the lines it needs are not there
-            out.status, out.blocked_by = BumpStatus.BLOCKED, list(needs)
-        elif step.status is Applied.NOOP:
+        elif step.status is Applied.NOOP and not needs:
             out.carried = self._carrier(lp)
             if out.carried.commit is not None:
                 self._upstreamed(out, lp, out.carried.commit)
@@ -765,10 +773,9 @@ def _readme_patch(p: PatchOutcome) -> list[str]:
                      f"{escape(', '.join(p.blocked_by))}; resolve those first")
     for c in p.conflicts:
         lines.append(f"- {code_span(c.path)}: {c.kind.value}" + _why(p, c, None)
-                     if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING)
+                     if c.kind in WHOLE_FILE
                      else f"- {code_span(c.path)}: {c.kind.value}")
-        for r in c.regions if c.kind not in (ConflictKind.MODIFY_DELETE,
-                                             ConflictKind.MISSING) else ():
+        for r in c.regions if c.kind not in WHOLE_FILE else ():
             up = upstream_lines(r.ours)
             where = f"work tree lines {r.start}-{r.end} of {code_span('files/' + c.path)} ({up})"
             where += _trimmed(c, r)

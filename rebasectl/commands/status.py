@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..engine.attribution import blockers
+from ..engine.conflicts import ConflictKind, FileConflict, Region
 from ..engine.exchange import load_patches, patch_stats
 from ..engine.holdups import unregistered
 from ..engine.state import ApplyState, Carrying, TreeMap, tolerant
@@ -156,8 +158,8 @@ def _unrecorded(ws: Workspace, state: ApplyState, tree: Worktree) -> list[dict[s
 
 
 def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:
-    """The skipped patches whose lines or files the stopped patch needs (read from the patch
-    files, as apply's stop says it)."""
+    """The skipped patches whose lines or files a region of the stopped patch's conflict needs
+    (read from the patch files and the stop's recorded regions, as apply's stop says it)."""
     if state.current is None or not state.skipped or state.current not in state.ids:
         return []
     loaded = {lp.id: lp for lp in load_patches(ws, load(ws.root))}
@@ -165,4 +167,20 @@ def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:
         return []  # series.yaml changed under the apply: continue says so
     stack = [loaded[i] for i in state.ids]
     pos = state.ids.index(state.current)
-    return SeriesLines(stack[:pos + 1]).blockers(pos, stack[pos].patch, state.skipped)
+    return blockers(SeriesLines(stack[:pos + 1]), pos, _recorded(state), state.skipped)
+
+
+def _recorded(state: ApplyState) -> list[FileConflict]:
+    """The stop's conflicts as apply-state.json keeps them: each file's kind and its regions'
+    preimage lines (all that says which earlier patch a region needs)."""
+    out = []
+    for c in state.conflicts:
+        try:
+            kind = ConflictKind(str(c.get("kind")))
+        except ValueError:
+            continue
+        spans = [r.get("preimage_lines") for r in c.get("regions") or [] if isinstance(r, dict)]
+        regions = tuple(Region(0, 0, None, (int(s[0]), int(s[1])) if s else None)
+                        for s in spans)
+        out.append(FileConflict(str(c.get("path")), kind, regions))
+    return out

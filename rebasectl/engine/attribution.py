@@ -45,7 +45,7 @@ from ..model.ids import Oid
 from ..model.patches import Patch
 from ..model.series_patch import SeriesPatch
 from .applier import Unsupported, apply_patch
-from .conflicts import ConflictKind, FileConflict, Region, applies
+from .conflicts import WHOLE_FILE, ConflictKind, FileConflict, Region, applies
 
 
 @dataclass(frozen=True)
@@ -706,6 +706,28 @@ def _caused(lines: SeriesLines, target: int, path: str, span: tuple[int, int] | 
     return [p for p in lines.owners(target, path, range(span[0], span[1] + 1)) if p in gone]
 
 
+def blockers(lines: SeriesLines, target: int, conflicts: Sequence[FileConflict],
+             gone: Iterable[str]) -> list[str]:
+    """The patches of ``gone`` (failed or left out) that caused a region of ``stack[target]``'s
+    ``conflicts``: the patch is *blocked* by them. Only a conflict's regions count: a patch
+    whose hunks need such a patch's lines but merged (as ``git am -3`` merges it) is not blocked
+    (bump, blame, apply's stop and the report's refusal ask this)."""
+    left = set(gone)
+    found = {pid for c in conflicts for r in c.regions
+             for pid in _needs(c, r, lambda path, span: _caused(lines, target, path, span, left))}
+    return [pid for pid in lines.ids if pid in found]
+
+
+def _needs(c: FileConflict, r: Region, caused: Caused) -> list[str]:
+    """The failed earlier patches one region needs: a *missing* file's creator, a content
+    region's preimage lines' writers; never a modify/delete's (upstream deleted the file)."""
+    if c.kind is ConflictKind.MISSING:
+        return caused(c.path, None)
+    if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.DELETE_MODIFY) or not r.base:
+        return []
+    return caused(c.path, r.base)
+
+
 def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
              caused: Caused) -> list[RegionCulprits]:
     """Each region with its culprits (a clean patch: every hunk is a region of its
@@ -720,17 +742,24 @@ def _regions(finder: Culprits, patch: Patch, conflicts: Sequence[FileConflict],
         f = patch.model.file(c.path) or _followed(finder.rng, patch, c.path)
         if f is None:
             continue
-        if c.kind in (ConflictKind.MODIFY_DELETE, ConflictKind.MISSING):
-            commits = [x for x in (c.deleted_by,) if x]
-            blocked = caused(c.path, None) if c.kind is ConflictKind.MISSING else []
-            out += [RegionCulprits(c.path, r, commits, blocked) for r in c.regions]
+        if c.kind in WHOLE_FILE:
+            commits = [x for x in (c.deleted_by,) if x] if c.kind is not \
+                ConflictKind.DELETE_MODIFY else _changed(finder.rng, c.path)
+            out += [RegionCulprits(c.path, r, commits, _needs(c, r, caused)) for r in c.regions]
             continue
-        own = [caused(c.path, r.base) if r.base else [] for r in c.regions]
+        own = [_needs(c, r, caused) for r in c.regions]
         asked = [r for r, b in zip(c.regions, own) if not b]
         found = iter(finder.for_regions(f, asked) if asked else [])
         for region, blocked in zip(c.regions, own):
             out.append(RegionCulprits(c.path, region, [] if blocked else next(found), blocked))
     return out
+
+
+def _changed(rng: UpstreamRange, path: str) -> list[Oid]:
+    """The commits of the range that changed ``path`` (side branches of merges included, oldest
+    first): a delete/modify's culprits, the changes the patch's deletion would throw away."""
+    return [rc.commit for rc in rng.repo.history.raw_changes(rng.spec, [path],
+                                                              first_parent=False)]
 
 
 def _followed(rng: UpstreamRange, patch: Patch, path: str) -> FileDiff | None:

@@ -45,6 +45,11 @@ class ConflictKind(str, Enum):
     NO_BASE = "no-base"  # the patch's preimage is unknown: hunks that do not apply
 
 
+# a whole file's conflict: its one region has no markers (the work tree holds one side's file)
+WHOLE_FILE = frozenset({ConflictKind.MODIFY_DELETE, ConflictKind.MISSING,
+                        ConflictKind.DELETE_MODIFY})
+
+
 @dataclass(frozen=True)
 class Labels:
     upstream: str  # "upstream 3346fa8a2614"
@@ -245,11 +250,19 @@ class Engine:
 
     def _delete_modify(self, index: Index, f: FileDiff, ours: Entry) -> FileConflict:
         """The patch deletes a file upstream changed: stage 1 the preimage, stage 2 upstream's
-        file (left in the work tree), no stage 3."""
+        file (left in the work tree), no stage 3. One region, as a modify/delete has: the
+        preimage lines the deletion covers beside upstream's whole file, no markers (its
+        culprits are the commits that changed the file: hostile11 #8)."""
         stages = {2: ours}
         if f.old_blob and self.repo.objects.blob(f.old_blob) is not None:
             stages[1] = Entry(f.old_mode or ours.mode, f.old_blob)
-        return FileConflict(f.path, ConflictKind.DELETE_MODIFY, (), self._blob(ours), stages)
+        data = self._blob(ours)
+        spans = [h.old_span for h in f.hunks if h.old_len]
+        count = len(text_lines(data))
+        region = Region(0, 0, (1, count) if count else None,
+                        (spans[0][0], spans[-1][1]) if spans else None,
+                        tuple(h.header for h in f.hunks))
+        return FileConflict(f.path, ConflictKind.DELETE_MODIFY, (region,), data, stages)
 
     def _add_add(self, index: Index, f: FileDiff, ours: Entry, labels: Labels) -> FileConflict:
         theirs = b"".join(ln[1:] + b"\n" for h in f.hunks for ln in h.lines if ln[:1] == b"+")

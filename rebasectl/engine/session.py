@@ -49,7 +49,7 @@ from ..model.series_patch import AboutPatch, SeriesPatch
 from ..model.status import Applied
 from ..model.workspace import Workspace
 from .abort import copy_edited, edited_files
-from .attribution import RegionCulprits, UpstreamRange, attribute
+from .attribution import RegionCulprits, UpstreamRange, attribute, blockers
 from .carried import Carried, CarriedLines
 from .conflicts import Engine, FileConflict, Labels, Merge, engine_for
 from .exchange import load_patches
@@ -490,7 +490,7 @@ class Session:
         if rng is not None:
             att = attribute(rng, stack, pos, conflicts, gone, deps, breaks=False)
             return att.regions, att.blocked_by
-        return [], deps.blockers(pos, stack[pos].patch, gone)
+        return [], blockers(deps, pos, conflicts, gone)
 
     # -- skip / abort --------------------------------------------------------------------------
     def skip(self) -> ApplyOutcome:

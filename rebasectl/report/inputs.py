@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..engine.attribution import blockers
 from ..engine.exchange import linear, load_patches, load_series_dir, parse_range
 from ..engine.materialize import Materialised, Materializer
 from ..engine.upstream import open_for
@@ -111,18 +112,21 @@ def resolve_sides(ws: Workspace, old: Choice, new: Choice, repo: Path | None,
 
 
 def not_applying(patches: list[SeriesPatch], done: Materialised) -> str:
-    """The patches of a series that do not apply, each failing one with its files, and those
-    blocked by them: they need lines or files of a failing patch, whether git merged them or
-    not (a bump's ``blocked``, e.g. a series exported after an apply that skipped a patch)."""
+    """The patches of a series that do not apply, each failing one with its files, or, when a
+    region of its conflict needs lines or files of an earlier failing patch, blocked by that
+    one (a bump's ``blocked``, e.g. a series exported after an apply that skipped a patch). A
+    patch that merged is not named, whatever its hunks' context held: git merged it too."""
     failed = [s.id for s in done.steps if s.status is Applied.CONFLICT]
     lines = SeriesLines(patches)
     said = []
-    for pos, (step, sp) in enumerate(zip(done.steps, patches)):
-        needs = lines.blockers(pos, sp.patch, failed)
+    for pos, step in enumerate(done.steps):
+        if step.status is not Applied.CONFLICT:
+            continue
+        needs = blockers(lines, pos, step.conflicts, failed)
         if needs:
             said.append(f"patch {step.index} '{step.id}' is blocked by {', '.join(needs)} "
                         "(it needs their lines or files)")
-        elif step.status is Applied.CONFLICT:
+        else:
             paths = ", ".join(c.path for c in step.conflicts)
             said.append(f"patch {step.index} '{step.id}' does not apply ({paths})")
     return "; ".join(said)
