@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -102,13 +103,20 @@ class NotARepository(GitError):
 _ASIDE = "rebasectl-objects-"  # + the pid of the process whose folder it is
 
 
+_STALE_S = 24 * 3600  # an aside folder untouched this long, its process gone, is left over
+
+
 def _sweep_asides(parent: Path) -> None:
     """Remove the ``write_aside`` folders of this user's processes that are gone: a SIGTERM or
-    a kill ends a process before its finalizer runs (hostile11 #10), and nothing else would."""
+    a kill ends a process before its finalizer runs (hostile11 #10), and nothing else would.
+    Only folders a day old: a pid this process cannot see may be alive in another pid
+    namespace (a container sharing TMPDIR) whose report still reads its folder (hostile12 #5)."""
     for folder in parent.glob(f"{_ASIDE}*-*"):
         pid = folder.name[len(_ASIDE):].split("-", 1)[0]
         try:
-            if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+            info = folder.stat()
+            if not pid.isdigit() or info.st_uid != os.getuid() or \
+                    time.time() - info.st_mtime < _STALE_S:
                 continue
             os.kill(int(pid), 0)
         except ProcessLookupError:

@@ -8,6 +8,7 @@ import gc
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -45,17 +46,22 @@ def test_objects_written_aside_are_read_here_and_never_land_in_the_repository(
 def test_folders_left_by_processes_that_are_gone_are_swept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """hostile11 #10: a SIGTERM or kill ends a report before its folder is removed; the next
-    write_aside removes the folders of this user's processes that are gone, never a live one's."""
+    write_aside removes the day-old folders of this user's processes that are gone, never a live
+    one's, nor a recent one whose pid may live in another pid namespace (hostile12 #5)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
     stale = tmp_path / f"rebasectl-objects-{gone}-abc"
     live = tmp_path / f"rebasectl-objects-{os.getpid()}-def"
     other = tmp_path / "rebasectl-objects-x-ghi"  # not one of ours: no pid
-    for folder in (stale, live, other):
+    young = tmp_path / f"rebasectl-objects-{gone}-young"  # maybe another pid namespace's
+    day_ago = time.time() - 2 * 24 * 3600
+    for folder in (stale, live, other, young):
         (folder / "pack").mkdir(parents=True)
+        if folder is not young:
+            os.utime(folder, (day_ago, day_ago))
     up = Repo(tmp_path / "up")
     up.commit("base", {"a.txt": "a\n"})
     repo = GitRepo.open(up.path)
     repo.write_aside()
-    assert not stale.exists() and live.is_dir() and other.is_dir()
+    assert not stale.exists() and live.is_dir() and other.is_dir() and young.is_dir()
     assert Path(repo.runner.extra["GIT_OBJECT_DIRECTORY"]).parent == tmp_path
