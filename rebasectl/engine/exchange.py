@@ -435,9 +435,10 @@ def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
     present = {i.sha for i in infos}
     ids: dict[str, str] = {sha: pid for pid, sha in tmap.commits if sha in present}
     ids.update(_matched_by_diff(ws, repo, previous, [i for i in infos if i.sha not in ids], ids))
-    carried = [i for i in infos if ids.get(i.sha) not in tmap.dropped]  # not dropped before
+    carried = [i for i in infos if i.sha not in tmap.dropped]  # not dropped before
     stats: dict[str, Stats] = {}
     entries, files = entries_from_commits(repo, carried, previous, ids, stats)
+    entries, carried = _without_gone_noops(previous, entries, files, carried, ids)
     built = Built(list(entries), files)
     _account(ws, previous, built, set(tmap.skipped), set(drops))
     series = Series(replace(previous.upstream, base=tmap.base), tuple(built.entries),
@@ -451,16 +452,37 @@ def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
     mapped.update({i.sha: e.id for e, i in zip(entries, carried)})
     TreeMap(tmap.base, worktree, [(mapped[i.sha], i.sha) for i in infos if i.sha in mapped],
             [k for k in built.kept], baseline=Baseline.written(series, built.files),
-            dropped=_still_dropped(tmap, built, mapped)).save(ws.tree_map)
+            dropped=_still_dropped(tmap, built, infos, carried, entries)).save(ws.tree_map)
     return series, built, changed
 
 
-def _still_dropped(tmap: TreeMap, built: Built, mapped: dict[Oid, str]) -> list[str]:
-    """The ids whose commits stay in the work tree while the series no longer has them (an
-    emptied patch dropped with ``--drop``): the next export leaves those commits out again
-    instead of reading them as new patches."""
-    here = set(mapped.values())
-    return sorted(pid for pid in {*tmap.dropped, *built.dropped} if pid in here)
+def _still_dropped(tmap: TreeMap, built: Built, infos: Sequence[CommitInfo],
+                   carried: Sequence[CommitInfo], entries: Sequence[PatchEntry]) -> list[str]:
+    """The commits (shas, never ids: a new patch may take a dropped one's id, hostile12 #2) that
+    stay in the work tree while the series no longer has their patch: dropped before, dropped
+    now (an emptied patch named by ``--drop``), or left out as no-ops of a patch gone from the
+    series. The next export leaves them out again instead of reading them as new patches."""
+    kept = {i.sha for i in carried}
+    dropped_now = {i.sha for e, i in zip(entries, carried) if e.id in built.dropped}
+    return sorted(i.sha for i in infos if i.sha not in kept or i.sha in dropped_now or
+                  i.sha in tmap.dropped)
+
+
+def _without_gone_noops(previous: Series, entries: list[PatchEntry], files: dict[str, bytes],
+                        carried: list[CommitInfo], ids: dict[str, str]
+                        ) -> tuple[list[PatchEntry], list[CommitInfo]]:
+    """Leave out a commit apply made for a patch series.yaml no longer lists, when it changes
+    nothing: the patch was dropped (an export killed after it wrote the series but before the
+    tree map, hostile12 #3); read back, it would be a new patch without a diff. A commit the
+    person made is never left out (the tree map does not name it)."""
+    listed = {p.id for p in previous.patches}
+    keep = [(e, i) for e, i in zip(entries, carried)
+            if not (ids.get(i.sha) == e.id and e.id not in listed and
+                    parse(files[e.file], e.file).is_empty)]
+    for e, _ in zip(entries, carried):
+        if all(e is not k for k, _ in keep):
+            files.pop(e.file, None)
+    return [e for e, _ in keep], [i for _, i in keep]
 
 
 def _guard(ws: Workspace, tmap: TreeMap, at_tip: bool, plan: Planned, built: Built,

@@ -333,7 +333,7 @@ class TreeMap:
     skipped: list[str] = field(default_factory=list)
     others: dict[Path, str] = field(default_factory=dict)  # other work tree -> its tip
     baseline: Baseline | None = None  # what the tree was built from (None: an older map)
-    dropped: list[str] = field(default_factory=list)  # ids export dropped, commits still here
+    dropped: list[str] = field(default_factory=list)  # commits export left out, still here
 
     @property
     def tip(self) -> Oid:

@@ -68,3 +68,36 @@ def test_an_upstreamed_patch_is_never_exported_without_its_diff(tmp_path: Path) 
     assert sorted(p.name for p in (series / "patches").iterdir()) == \
         ["0002-nothing.patch", "0003-two.patch"]
     assert run(series, "check").returncode == 0
+
+
+def test_a_new_patch_may_take_a_dropped_patchs_id(tmp_path: Path) -> None:
+    """hostile12 #2: the tree map remembers the dropped no-op commit, not its id: a new commit
+    with the same subject (the patch done again) is exported, and exporting the unchanged tree
+    again writes nothing (it said "export would drop one", and its --drop deleted the new patch)."""
+    up, series = _series(tmp_path)
+    run(series, "apply", "--base", "main", "--upstream", str(up), want=0)
+    run(series, "export", "--drop", "one", want=0)
+    work = series / ".rebasectl" / "tree"
+    (work / "a.txt").write_text((work / "a.txt").read_text().replace("a 30\n", "NEW 30\n"))
+    git(work, "commit", "-q", "-am", "fix: one")
+    r = run(series, "export", want=0)
+    assert "new patch one" in r.stdout, r.stdout
+    written = {p.name: p.read_bytes() for p in (series / "patches").iterdir()}
+    assert any(b"+NEW 30" in data for data in written.values())
+    again = run(series, "export", want=0)
+    assert {p.name: p.read_bytes() for p in (series / "patches").iterdir()} == written, again
+
+
+def test_an_export_drop_killed_after_the_series_was_written(tmp_path: Path) -> None:
+    """hostile12 #3: `export --drop one` killed once the series files were written but before
+    the tree map: the next export finishes it; the no-op commit of the dropped patch is never
+    read back as a new patch without its diff, even with --force."""
+    up, series = _series(tmp_path)
+    run(series, "apply", "--base", "main", "--upstream", str(up), want=0)
+    r = run(series, "export", "--drop", "one", env={"REBASECTL_FAULT": "kill@txn-move:1"})
+    assert r.returncode == -9, r.stderr
+    run(series, "export", "--force")
+    assert sorted(p.name for p in (series / "patches").iterdir()) == \
+        ["0002-nothing.patch", "0003-two.patch"]
+    assert "one" not in [ln.split()[-1] for ln in (series / "series.yaml").read_text(
+        ).splitlines() if ln.startswith("- id:")]
