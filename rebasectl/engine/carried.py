@@ -145,7 +145,7 @@ class CarriedLines:
     # -- questions ---------------------------------------------------------------------------------
     def patch(self, patch: Patch) -> Carried:
         """The whole patch: a same-patch-id commit, else its lines in every file."""
-        if patch.is_empty:
+        if patch.is_empty or any(self._still_there(f) for f in patch.files):
             return Carried(None)
         by_lines = self.changes([Change.of_file(f) for f in patch.files])
         if by_lines.total and by_lines.share < CARRIED_SHARE:
@@ -155,6 +155,14 @@ class CarriedLines:
             return Carried(same, self.rng.subject(same), 1.0, by_lines.found, by_lines.total,
                            "patch-id", by_lines.lines)
         return by_lines
+
+    def _still_there(self, f: FileDiff) -> bool:
+        """A file the patch deletes that the target still has: upstream does not carry that
+        deletion, whatever its lines (hostile12 #6: short lines tell nothing, so a deletion
+        counted for nothing and its patch was dropped as upstreamed)."""
+        if f.new_path is not None or f.old_path is None:
+            return False
+        return self.rng.blob(f"{self.rng.new}:{self.at_new(f.old_path)}") is not None
 
     def changes(self, changes: Iterable[Change]) -> Carried:
         """Lines of one or more files (a patch, a file's hunks, a conflict region)."""
