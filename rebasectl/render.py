@@ -7,6 +7,7 @@ something to do, the command that does it (each such piece of advice is exercise
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,8 @@ def conflict_lines(conflicts: list[FileConflict], why: Any = None) -> list[str]:
             continue
         if c.kind is ConflictKind.DELETE_MODIFY:
             rc = why(c.regions[0]) if why and c.regions else None
-            out.append(f"{c.path}: delete/modify: the patch deletes this file, which upstream "
+            verb = f"moves this file to {c.moved_to}" if c.moved_to else "deletes this file"
+            out.append(f"{c.path}: delete/modify: the patch {verb}, which upstream "
                        f"changed{_stop_why(rc)}")
             continue
         for r in c.regions:
@@ -206,22 +208,38 @@ def apply_outcome(outcome: Any, as_json: bool) -> None:
                 f"`rebasectl export --drop {stop.id}` drops it from the series")
     for text in conflict_lines(stop.conflicts, stop.why):
         ui.line(f"  {text}")
-    kinds = {c.kind for c in stop.conflicts}
-    how = []
-    if kinds - {ConflictKind.MODIFY_DELETE}:
-        how.append(f"edit the marked files (markers `upstream` vs `patch {stop.id}`) and "
-                   "`git add` them")
-    if ConflictKind.MODIFY_DELETE in kinds:
-        how.append("a file upstream deleted is on disk as the patch left it: carry its change "
-                   "where the code went, then `git rm` it (or `git add` it to keep it)")
-    ui.line(f"resolve in {outcome.worktree}: {'; '.join(how)}; then `rebasectl continue`; "
-            "`rebasectl skip` leaves this patch out, `rebasectl abort` gives up")
+    ui.line(f"resolve in {outcome.worktree}: {'; '.join(_how_to_resolve(stop))}; then "
+            "`rebasectl continue`; `rebasectl skip` leaves this patch out, `rebasectl abort` "
+            "gives up")
     if outcome.proposals is not None:
         ui.line(f"{len(outcome.proposals)} region(s) with a proposed resolution"
                 + (" (`rebasectl resolve --list` shows them, `rebasectl resolve --accept ID` "
                    "writes one)" if outcome.proposals else ""))
         for p in outcome.proposals:
             ui.line(f"  {p['id']}: {p['rule']}")
+
+
+def _how_to_resolve(stop: Any) -> list[str]:
+    """What to do with each kind of conflict the stop has, in the person's words: markers only
+    where files have them."""
+    kinds = {c.kind for c in stop.conflicts}
+    how = []
+    if kinds - {ConflictKind.MODIFY_DELETE, ConflictKind.DELETE_MODIFY}:
+        how.append(f"edit the marked files (markers `upstream` vs `patch {stop.id}`) and "
+                   "`git add` them")
+    if ConflictKind.MODIFY_DELETE in kinds:
+        how.append("a file upstream deleted is on disk as the patch left it: carry its change "
+                   "where the code went, then `git rm` it (or `git add` it to keep it)")
+    for c in stop.conflicts:
+        old, new = shlex.quote(c.path), shlex.quote(c.moved_to or "")
+        if c.kind is ConflictKind.DELETE_MODIFY and c.moved_to:
+            how.append(f"{c.path} is upstream's file, which the patch moves to {c.moved_to}: "
+                       f"carry upstream's changes (`git diff :1:{old} :2:{old}`) into "
+                       f"{c.moved_to}, `git add {new}`, then `git rm {old}`")
+        elif c.kind is ConflictKind.DELETE_MODIFY:
+            how.append(f"{c.path} is upstream's file, which the patch deletes: `git rm {old}` "
+                       "to delete it, or `git add` it to keep it")
+    return how
 
 
 def resolve(b: Any, as_json: bool) -> None:

@@ -31,6 +31,7 @@ from enum import Enum
 from ..git import Entry, Index, Repo, Stages
 from ..model.diffs import FileDiff, Hunk, LineMap, text_lines
 from ..model.ids import Oid
+from ..model.lines import RENAMED, same_file
 from ..model.patches import Mode, Patch
 
 MARK_START, MARK_BASE, MARK_SEP, MARK_END = b"<<<<<<< ", b"||||||| ", b"=======", b">>>>>>> "
@@ -139,10 +140,30 @@ class Engine:
             conflict = self._file(index, f, present, labels)
             if conflict is not None:
                 found.append(conflict)
-        merge.conflicts = self._content_all(index, found, labels)
+        merge.conflicts = [self._moved(c, patch) for c in
+                           self._content_all(index, found, labels)]
         if merge.conflicts:
             index.update({c.path: {0: None, **c.stages} for c in merge.conflicts})
         return merge
+
+    def _moved(self, c: FileConflict, patch: Patch) -> FileConflict:
+        """A delete/modify of a file the patch moves (creates elsewhere with most of its lines:
+        ``same_file``) names where it went: upstream's changes are only in the old path, and
+        the person must carry them to the new one (the applier merges a move that merges
+        cleanly; this is one that conflicts, hostile12 #1)."""
+        if c.kind is not ConflictKind.DELETE_MODIFY or 1 not in c.stages:
+            return c
+        base = self._blob(c.stages[1])
+        best: tuple[float, str] | None = None
+        for f in patch.files:
+            if f.old_path is not None or f.new_path is None or f.binary:
+                continue
+            made = b"".join(ln[1:] + b"\n" for h in f.hunks for ln in h.lines
+                            if ln[:1] == b"+")
+            score = same_file(base, made)
+            if score >= RENAMED and (best is None or score > best[0]):
+                best = (score, f.new_path)
+        return replace(c, moved_to=best[1]) if best else c
 
     def _content_all(self, index: Index, found: list[FileConflict | FileDiff],
                      labels: Labels) -> list[FileConflict]:

@@ -15,6 +15,7 @@ from rebasectl.model.patches import parse
 from rebasectl.model.series import PatchEntry
 from rebasectl.model.series_patch import SeriesPatch
 from rebasectl.model.status import Applied
+from tests.harness.cli import run
 from tests.harness.git import Repo, git, lines
 
 A = lines(40, "a")
@@ -66,3 +67,39 @@ def test_a_moved_file_whose_change_meets_upstreams_still_conflicts(tmp_path: Pat
     steps = Materializer(GitRepo(up.path)).run(Oid(new), [sp for _, sp in files],
                                                keep_going=True).steps
     assert steps[0].status is Applied.CONFLICT
+
+
+def test_a_conflicting_move_says_where_the_file_went_and_its_advice_works(
+        tmp_path: Path) -> None:
+    """hostile12 #1: the move's merge conflicts (upstream rewrote the moved line, and another
+    one). The stop names the move, never "marked files" where none is marked, and says how to
+    carry upstream's changes; followed, continue commits the new path with upstream's other
+    change (the old advice lost it silently)."""
+    up = Repo(tmp_path / "up")
+    base = up.commit("base", {"f.txt": A})
+    up.branch("feature")
+    up.checkout("feature")
+    up.commit("fix: move", {"f.txt": None, "g.txt": A.replace("a 10\n", "P 10\n")})
+    up.checkout("main")
+    up.commit("upstream", {"f.txt": A.replace("a 10\n", "UP 10\n").replace("a 30\n", "UP 30\n")})
+    series = tmp_path / "series"
+    series.mkdir()
+    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
+    r = run(series, "apply", "--base", "main", "--upstream", str(up.path), want=1)
+    assert "f.txt: delete/modify: the patch moves this file to g.txt, which upstream changed" \
+        in r.stdout, r.stdout
+    assert "edit the marked files" not in r.stdout
+    advice = "carry upstream's changes (`git diff :1:f.txt :2:f.txt`) into g.txt, " \
+        "`git add g.txt`, then `git rm f.txt`"
+    assert advice in r.stdout, r.stdout
+    work = series / ".rebasectl" / "tree"
+    shown = git(work, "diff", ":1:f.txt", ":2:f.txt").stdout
+    assert "+UP 10" in shown and "+UP 30" in shown
+    moved = (work / "g.txt").read_text()
+    (work / "g.txt").write_text(moved.replace("a 30\n", "UP 30\n"))  # P 10 kept over UP 10
+    git(work, "add", "g.txt")
+    git(work, "rm", "-q", "f.txt")
+    run(series, "continue", want=0)
+    done = git(work, "show", "HEAD:g.txt").stdout
+    assert "P 10\n" in done and "UP 30\n" in done
+    assert git(work, "ls-tree", "--name-only", "HEAD").stdout.split() == ["g.txt"]
