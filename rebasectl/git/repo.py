@@ -80,7 +80,8 @@ def _seeded_clone(git_dir: Path, source: str, dest: Path) -> None:
     """What the clone + ``adopt_clone`` make, from a local shallow repository: a bare
     repository holding copies of its objects and its shallow list, whose fetch of the namespaced
     refs then finds every object present and transfers nothing."""
-    Runner(dest.parent, network=True).run(["init", "--bare", "--quiet", "--", str(dest)])
+    Runner(dest.parent, network=True).run(["init", "--bare", "--quiet", "--template=", "--",
+                                           str(dest)])  # no hooks or excludes of the person's
     _copy_objects(git_dir, dest)
     shutil.copyfile(git_dir / "shallow", dest / "shallow")
     runner = Runner(dest)
@@ -181,6 +182,7 @@ class Repo:
             specs = [arg for spec in namespace.FETCH_SPECS
                      for arg in ("-c", f"remote.origin.fetch={spec}")]
             Runner(dest.parent, network=True).run(["clone", "--bare", "--no-tags", "--quiet",
+                                                   "--template=",
                                                    "--origin", "origin", *specs, "--", source,
                                                    str(dest)])  # origin whatever the config
             namespace.adopt_clone(Runner(dest))

@@ -42,7 +42,9 @@ SCRUBBED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"
 MAX_MESSAGE = 600  # characters of git's stderr kept in an error
 
 
-_USER_CONFIG = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")  # a person's command-scope config
+_USER_CONFIG = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",  # a person's command-scope config
+                "GIT_DIFF_OPTS", "GIT_EXTERNAL_DIFF", "GIT_NOTES_REF",  # and what changes output
+                "GIT_ATTR_SOURCE")
 _DUBIOUS = re.compile(r"detected dubious ownership in repository at '([^\n]*)'")
 _PROTECTED = ("system", "global", "command")  # the scopes git reads safe.directory from
 _safe: tuple[str, ...] | None = None  # the person's safe.directory values, once read
@@ -71,11 +73,14 @@ def hermetic_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _command_scope(values: Sequence[str]) -> dict[str, str]:
-    """``safe.directory`` values as git's command scope (``GIT_CONFIG_COUNT``, git 2.31+), in
-    their order (an empty value clears those before it, as in git)."""
-    env = {"GIT_CONFIG_COUNT": str(len(values))} if values else {}
-    for n, value in enumerate(values):
-        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = "safe.directory", value
+    """Git's command scope (``GIT_CONFIG_COUNT``, git 2.31+): hooks off (a hook the person's
+    ``init.templateDir`` or anyone put in the mirror must not run, nor fail, rebasectl's git:
+    hostile12 #6), then the ``safe.directory`` values in their order (an empty value clears
+    those before it, as in git)."""
+    pairs = [("core.hooksPath", os.devnull), *(("safe.directory", v) for v in values)]
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for n, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
     return env
 
 

@@ -119,5 +119,6 @@ def test_only_safe_directory_comes_in_and_only_when_needed(sc: Scenario,
             else:
                 os.environ[k] = v
         git_runner.forget_safe_directories()
-    assert [ln for ln in listed if not ln.startswith("local\t")] == [
-        f"command\tsafe.directory={other}", "command\tsafe.directory=/elsewhere"], listed
+    assert [ln for ln in listed if not ln.startswith("local\t")] == [  # and hooks off
+        f"command\tcore.hookspath={os.devnull}", f"command\tsafe.directory={other}",
+        "command\tsafe.directory=/elsewhere"], listed
