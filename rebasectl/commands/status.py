@@ -167,7 +167,7 @@ def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:
         return []  # series.yaml changed under the apply: continue says so
     stack = [loaded[i] for i in state.ids]
     pos = state.ids.index(state.current)
-    return blockers(SeriesLines(stack[:pos + 1]), pos, _recorded(state), state.skipped)
+    return blockers(SeriesLines(stack[:pos + 1]), pos, _recorded(state), state.missing())
 
 
 def _recorded(state: ApplyState) -> list[FileConflict]:

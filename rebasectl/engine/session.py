@@ -485,7 +485,7 @@ class Session:
         stack = [patches[i] for i in state.ids]
         pos = state.ids.index(pid)
         deps = SeriesLines(stack[:pos + 1])
-        gone = list(state.skipped)
+        gone = state.missing()
         rng = self._since_pinned(state)
         if rng is not None:
             att = attribute(rng, stack, pos, conflicts, gone, deps, breaks=False)
@@ -514,6 +514,9 @@ class Session:
         state.written = list(dict.fromkeys([*state.written, *patches[skipped].patch.paths()]))
         kept = self._keep_resolution(state, tree) if tree is not None else None
         state.skipped.append(skipped)
+        carrier = self._carrier(state, patches[skipped])
+        if carrier is not None and carrier.commit is not None:
+            state.carried.append(skipped)  # upstream has its lines: it blocks nothing after it
         state.current, state.conflicts, state.in_tree, state.stop_diff = None, [], False, None
         self.save(state)  # the stop's files go back to HEAD in run(), the person's other edits stay
         self.settled.append(f"{state.position(skipped)}/{len(state.ids)} {skipped}: skipped")

@@ -213,11 +213,18 @@ class ApplyState:
     # during the stop is committed by continue with the new message; the diff is the person's
     # resolution either way (None: no stop, or a state from before it was kept)
     stop_diff: str | None = None
+    # skipped patches whose lines upstream already carries: no later patch is blocked by them
+    carried: list[str] = field(default_factory=list)
 
     _SPEC = {"base": "sha", "worktree": "str", "ids": "ids", "done": "commits", "skipped": "ids",
              "current": "str?", "conflicts": "objects", "in_tree": "bool", "cleared": "bool",
              "labels": "ids", "how": "pairs", "written": "ids", "refused": "str?",
-             "refused_paths": "pairs", "stop_diff": "str?"}
+             "refused_paths": "pairs", "stop_diff": "str?", "carried": "ids"}
+
+    def missing(self) -> list[str]:
+        """The skipped patches a later patch may be blocked by: not those whose lines upstream
+        carries (a stop said so; bump calls them upstreamed, never a prerequisite)."""
+        return [pid for pid in self.skipped if pid not in self.carried]
 
     def remaining(self) -> list[str]:
         finished = {i for i, _ in self.done} | set(self.skipped)
@@ -294,6 +301,7 @@ class ApplyState:
         data.setdefault("refused", None)  # written before refusals were kept
         data.setdefault("stop_diff", None)  # written before the stop's diff was kept
         data.setdefault("refused_paths", [])  # before their files were
+        data.setdefault("carried", [])  # before skipped upstreamed patches were told apart
         _check(path, data, {k: v for k, v in cls._SPEC.items()})
         state = cls(**{k: data[k] for k in cls._SPEC},
                     baseline=Baseline.from_stored(path, data.get("baseline")))
@@ -302,6 +310,7 @@ class ApplyState:
         known = set(state.ids)
         if any(pid not in known for pid, _ in state.done) or \
                 any(pid not in known for pid in state.skipped) or \
+                any(pid not in state.skipped for pid in state.carried) or \
                 (state.current is not None and state.current not in known):
             raise _fail(path, "names a patch that is not in its series")
         named = [*state.written, *(p for _, p in state.refused_paths)]

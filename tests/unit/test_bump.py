@@ -365,6 +365,23 @@ def test_a_patch_upstream_carries_blocks_nothing(tmp_path: Path) -> None:
     assert blamed["status"] == "conflict" and not blamed.get("blocked_by"), blamed
 
 
+def test_a_skipped_patch_upstream_carries_blocks_nothing_at_the_stops(tmp_path: Path) -> None:
+    """hostile12 #8: the same series through apply: the gate's stop says upstream carries it;
+    skipped, it is no prerequisite of wider-slice, whose stop and status say what bump says
+    (a conflict with upstream's commit, never "blocked" by the gate)."""
+    fork, series, landed = gate_landed(tmp_path, WIDER_SLICE)
+    r = rebasectl(series, "apply", "--base", "main", "--upstream", str(fork.up.path),
+                  env=TERMINAL)
+    assert r.returncode == 1 and "upstream carries it already" in r.stdout, r.stdout
+    r = rebasectl(series, "skip", env=TERMINAL)
+    assert r.returncode == 1 and "stopped at 2/2 wider-slice" in r.stdout, r.stdout
+    assert "blocked" not in r.stdout and landed[:12] in r.stdout, r.stdout
+    shown = rebasectl(series, "status", "--json", env=TERMINAL)
+    assert shown.returncode == 0, shown.stderr
+    stop = json.loads(shown.stdout)["apply_in_progress"]
+    assert not stop.get("blocked_by"), stop
+
+
 def test_a_kill_between_the_old_tree_and_the_new_is_named_by_status(tmp_path: Path) -> None:
     """A clean bump removes the old work tree before it makes the new one; killed in between,
     nothing is lost (series.yaml unchanged) but the tree is gone. status says so and names
