@@ -145,3 +145,35 @@ def commit_in(path: Path, message: str, files: dict[str, str]) -> str:
 def advised(message: str) -> list[str]:
     """The commands a message tells the user to run (text in backticks)."""
     return re.findall(r"`([^`]+)`", message)
+
+
+Files = dict[str, str | None]  # path -> content (None: deleted)
+
+
+def forked(tmp: Path, base: Files, patches: list[tuple[str, Files]],
+           upstream: list[tuple[str, Files]] | None = None) -> tuple[Repo, str]:
+    """An upstream at ``tmp``/up: ``base``, then a ``feature`` branch with ``patches`` (message,
+    files; no files: an empty commit) and ``upstream``'s commits on main. (It, the base's sha.)"""
+    up = Repo(tmp / "up")
+    base_sha = up.commit("base", base)
+    up.branch("feature")
+    up.checkout("feature")
+    for message, files in patches:
+        up.commit(message, files, allow_empty=not files)
+    up.checkout("main")
+    for message, files in upstream or []:
+        up.commit(message, files)
+    return up, base_sha
+
+
+def imported(tmp: Path, up: Repo, base: str) -> Path:
+    """``tmp``/series: the ``feature`` branch imported (``rebasectl import``) and committed in a
+    repository of its own, as a series is kept."""
+    series = tmp / "series"
+    series.mkdir()
+    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
+    git(series, "init", "-q")
+    git(series, "add", "-A")
+    git(series, "commit", "-q", "-m", "series")
+    return series
+

@@ -13,28 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.harness.cli import one_error, run
-from tests.harness.git import Repo, git, lines
+from tests.harness.git import git, lines
+from tests.harness.scenes import forked, imported
 
 A = lines(40, "a")
 
 
 def _series(tmp: Path) -> tuple[Path, Path]:
-    up = Repo(tmp / "up")
-    base = up.commit("base", {"a.txt": A})
-    up.branch("feature")
-    up.checkout("feature")
-    up.commit("fix: one", {"a.txt": A.replace("a 3\n", "P 3\n")})
-    up.commit("marker: nothing", allow_empty=True)
-    up.commit("fix: two", {"a.txt": A.replace("a 3\n", "P 3\n").replace("a 20\n", "P 20\n")})
-    up.checkout("main")
-    up.commit("upstream: takes fix one", {"a.txt": A.replace("a 3\n", "P 3\n")})
-    series = tmp / "series"
-    series.mkdir()
-    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
-    git(series, "init", "-q")
-    git(series, "add", "-A")
-    git(series, "commit", "-q", "-m", "series")
-    return up.path, series
+    up, base = forked(tmp, {"a.txt": A}, [
+        ("fix: one", {"a.txt": A.replace("a 3\n", "P 3\n")}), ("marker: nothing", {}),
+        ("fix: two", {"a.txt": A.replace("a 3\n", "P 3\n").replace("a 20\n", "P 20\n")})],
+        [("upstream: takes fix one", {"a.txt": A.replace("a 3\n", "P 3\n")})])
+    return up.path, imported(tmp, up, base)
 
 
 def test_an_upstreamed_patch_is_never_exported_without_its_diff(tmp_path: Path) -> None:

@@ -12,20 +12,15 @@ from pathlib import Path
 import pytest
 
 from tests.harness.cli import run
-from tests.harness.git import Repo, git, lines
+from tests.harness.git import git, lines
+from tests.harness.scenes import forked
 
 A = lines(30, "a")
 
 
 def _series(tmp: Path) -> tuple[Path, str]:
-    up = Repo(tmp / "up")
-    base = up.commit("base", {"a.txt": A})
-    up.branch("feature")
-    up.checkout("feature")
-    up.commit("fix: one", {"a.txt": A.replace("a 3\n", "P 3\n")})
-    up.checkout("main")
-    series = tmp / "series"
-    series.mkdir()
+    up, base = forked(tmp, {"a.txt": A}, [("fix: one", {"a.txt": A.replace("a 3\n", "P 3\n")})])
+    (tmp / "series").mkdir()
     return up.path, base
 
 

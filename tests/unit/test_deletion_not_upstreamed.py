@@ -8,26 +8,18 @@ import json
 from pathlib import Path
 
 from tests.harness.cli import run
-from tests.harness.git import Repo, git, lines
+from tests.harness.git import lines
+from tests.harness.scenes import forked, imported
 
 F, H = lines(40, "f"), lines(10, "h")
 
 
 def test_a_deletion_upstream_did_not_make_keeps_the_patch(tmp_path: Path) -> None:
-    up = Repo(tmp_path / "up")
-    base = up.commit("base", {"f.txt": F, "h.txt": H})
-    up.branch("feature")
-    up.checkout("feature")
-    up.commit("fix: drop f, set h 5", {"f.txt": None, "h.txt": H.replace("h 5\n", "X\n")})
-    up.checkout("main")
-    up.commit("upstream", {"f.txt": F.replace("f 16\n", "UP 16\n"),
-                           "h.txt": H.replace("h 5\n", "X\n")})
-    series = tmp_path / "series"
-    series.mkdir()
-    run(series, "import", f"{base}..feature", "--repo", str(up.path), want=0)
-    git(series, "init", "-q")
-    git(series, "add", "-A")
-    git(series, "commit", "-q", "-m", "series")
+    h5 = H.replace("h 5\n", "X\n")
+    up, base = forked(tmp_path, {"f.txt": F, "h.txt": H},
+                      [("fix: drop f, set h 5", {"f.txt": None, "h.txt": h5})],
+                      [("upstream", {"f.txt": F.replace("f 16\n", "UP 16\n"), "h.txt": h5})])
+    series = imported(tmp_path, up, base)
     r = run(series, "bump", "--to", "main", "--upstream", str(up.path), "--json")
     assert r.returncode == 1, r.stderr
     (patch,) = json.loads(r.stdout)["patches"]
