@@ -416,10 +416,8 @@ def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
     two leaves the old baseline, against which the new files are export's own result, so a
     rerun goes through and nothing is lost."""
     previous = load(ws.root, check_files=False)
-    unknown = [d for d in drops if d not in {p.id for p in previous.patches}]
-    if unknown:
-        raise RebasectlError(f"--drop {unknown[0]}: no such patch id in {SERIES_FILE}")
     tmap = TreeMap.load(ws.tree_map)
+    done = _dropped_already(previous, tmap, drops)
     tree = Worktree(worktree)
     if tmap is None or not tree.exists:
         raise RebasectlError(f"no work tree at {worktree}: run `rebasectl apply` first")
@@ -439,8 +437,10 @@ def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
     stats: dict[str, Stats] = {}
     entries, files = entries_from_commits(repo, carried, previous, ids, stats)
     entries, carried = _without_gone_noops(previous, entries, files, carried, ids)
-    built = Built(list(entries), files)
-    _account(ws, previous, built, set(tmap.skipped), set(drops))
+    built = Built(list(entries), files, notes=[
+        f"{pid} was dropped already (the export that dropped it was interrupted and finished "
+        "by this one)" for pid in done])
+    _account(ws, previous, built, set(tmap.skipped), set(drops) - set(done))
     series = Series(replace(previous.upstream, base=tmap.base), tuple(built.entries),
                     fork_web=previous.fork_web)
     removed = [e.file for e in previous.patches if e.id in built.dropped or e.id in built.folded]
@@ -454,6 +454,19 @@ def export_tree(ws: Workspace, worktree: Path, drops: Sequence[str] = (),
             [k for k in built.kept], baseline=Baseline.written(series, built.files),
             dropped=_still_dropped(tmap, built, infos, carried, entries)).save(ws.tree_map)
     return series, built, changed
+
+
+def _dropped_already(previous: Series, tmap: TreeMap | None, drops: Sequence[str]) -> list[str]:
+    """The ``--drop`` ids series.yaml no longer lists while the work tree's map still names
+    their commits: a rerun of an ``export --drop`` killed after it wrote the series (the journal
+    finished it as this command began), which has nothing left to do for them. Any other id
+    not in series.yaml is an error."""
+    listed = {p.id for p in previous.patches}
+    mapped = {pid for pid, _ in tmap.commits} if tmap is not None else set()
+    unknown = [d for d in drops if d not in listed and d not in mapped]
+    if unknown:
+        raise RebasectlError(f"--drop {unknown[0]}: no such patch id in {SERIES_FILE}")
+    return [d for d in drops if d not in listed]
 
 
 def _still_dropped(tmap: TreeMap, built: Built, infos: Sequence[CommitInfo],

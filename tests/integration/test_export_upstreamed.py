@@ -80,13 +80,17 @@ def test_a_new_patch_may_take_a_dropped_patchs_id(tmp_path: Path) -> None:
 
 def test_an_export_drop_killed_after_the_series_was_written(tmp_path: Path) -> None:
     """hostile12 #3: `export --drop one` killed once the series files were written but before
-    the tree map: the next export finishes it; the no-op commit of the dropped patch is never
-    read back as a new patch without its diff, even with --force."""
+    the tree map: the same command again finishes it and says so (it said "--drop one: no such
+    patch id", exit 2); the no-op commit of the dropped patch is never read back as a new patch
+    without its diff, by a plain export nor with --force."""
     up, series = _series(tmp_path)
     run(series, "apply", "--base", "main", "--upstream", str(up), want=0)
     r = run(series, "export", "--drop", "one", env={"REBASECTL_FAULT": "kill@txn-move:1"})
     assert r.returncode == -9, r.stderr
-    run(series, "export", "--force")
+    again = run(series, "export", "--drop", "one", want=0)
+    assert "one was dropped already" in again.stdout, again.stdout
+    run(series, "export", want=0)
+    run(series, "export", "--force", want=0)
     assert sorted(p.name for p in (series / "patches").iterdir()) == \
         ["0002-nothing.patch", "0003-two.patch"]
     assert "one" not in [ln.split()[-1] for ln in (series / "series.yaml").read_text(
