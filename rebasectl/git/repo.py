@@ -223,7 +223,7 @@ class Repo:
         trees) go to a temporary object directory that reads this repository's, removed when
         this Repo goes: a report reads someone's repository (``--repo``, a shared read-only
         mirror, the user's checkout) and must neither write there nor fail where it cannot."""
-        found = self.runner.out(["rev-parse", "--git-path", "objects"])
+        found = self.runner.path(["rev-parse", "--git-path", "objects"])
         aside = Path(tempfile.mkdtemp(prefix=f"{_ASIDE}{os.getpid()}-"))
         weakref.finalize(self, shutil.rmtree, aside, True)
         _sweep_asides(aside.parent)
@@ -422,7 +422,7 @@ class Repo:
         (no process asked); anything else as git finds it."""
         if not hasattr(self, "_git_dir"):
             bare = self.path.resolve() if self.upstream and looks_bare(self.path) else None
-            self._git_dir = bare or Path(self.runner.out(["rev-parse", "--absolute-git-dir"]))
+            self._git_dir = bare or self.runner.path(["rev-parse", "--absolute-git-dir"])
         return self._git_dir
 
     def rerere_replay(self, index: Index, files: dict[str, bytes]) -> dict[str, bytes]:

@@ -218,6 +218,12 @@ class Runner:
         proc = self.run(args, input=input, env=env, index=index)
         return proc.stdout.decode("utf-8", errors="surrogateescape").strip()
 
+    def path(self, args: Sequence[str]) -> Path:
+        """A path git prints on one line: only the line end removed (a folder may end in a
+        space, which ``out``'s strip took: "not a git repository", hostile12)."""
+        text = os.fsdecode(self.run(args).stdout)
+        return Path(text[:-1] if text.endswith("\n") else text)
+
     def ok(self, args: Sequence[str], *, input: bytes | None = None,
            index: Path | None = None) -> bool:
         """Whether git succeeds (for yes/no questions such as ``merge-base --is-ancestor``)."""

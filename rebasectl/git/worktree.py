@@ -159,8 +159,7 @@ class Worktree:
 
     def git_dir(self) -> Path:
         """The tree's own git dir (``git_dir_if_linked``, else as git finds it)."""
-        return self.git_dir_if_linked() or Path(self.runner.out(["rev-parse",
-                                                                 "--absolute-git-dir"]))
+        return self.git_dir_if_linked() or self.runner.path(["rev-parse", "--absolute-git-dir"])
 
     def _link(self) -> str | None:
         """The path this tree's ``.git`` file names, read as git reads it (only the line end

@@ -65,3 +65,18 @@ def test_folders_left_by_processes_that_are_gone_are_swept(
     repo.write_aside()
     assert not stale.exists() and live.is_dir() and other.is_dir() and young.is_dir()
     assert Path(repo.runner.extra["GIT_OBJECT_DIRECTORY"]).parent == tmp_path
+
+
+def test_a_repository_whose_path_ends_in_a_space_is_found(tmp_path: Path) -> None:
+    """hostile12: a path git printed was stripped of its trailing space (`rev-parse
+    --absolute-git-dir`), and a range report on such a repository said "not a git repository"."""
+    up = Repo(tmp_path / "up ")
+    up.commit("base", {"a.txt": "a\n"})
+    bare = tmp_path / "rep.git "
+    git(tmp_path, "clone", "-q", "--bare", str(up.path), str(bare))
+    assert GitRepo.open(up.path).git_dir() == up.path / ".git"
+    assert GitRepo.open(bare).git_dir() == bare
+    repo = GitRepo.open(bare)
+    repo.write_aside()
+    blob = repo.hash_blob(b"aside\n")
+    assert repo.objects.blob(blob) == b"aside\n"
