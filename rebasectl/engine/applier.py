@@ -14,7 +14,7 @@ beginning, one without trailing context at the end. Line ends are part of the by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..model.diffs import FileDiff, Hunk, Status
 from ..model.lines import RENAMED, same_file
@@ -205,27 +205,46 @@ def apply_patch(read: Read, files: Sequence[FileDiff], preimages: Read,
 def moved_files(read: Read, files: Sequence[FileDiff], preimages: Read,
                 merge: Merge) -> dict[str, bytes | None]:
     """For each file the patch deletes that does not delete exactly (upstream changed it) and
-    that the patch creates again elsewhere (``same_file``: git's 50% rename threshold), the
-    deletion and the new path's content: the current file merged with the move's change. Raises
-    ``NotExact`` when that merge conflicts."""
+    that the patch creates again elsewhere (``moved_to``), the deletion and the new path's
+    content: the current file merged with the move's change. Raises ``NotExact`` when that merge
+    conflicts."""
     out: dict[str, bytes | None] = {}
-    created = {f.path: f for f in files if f.old_path is None and not f.binary}
-    for gone in (f for f in files if f.new_path is None and f.old_blob and not f.binary):
-        current = read(gone.path)
-        if current is None or _deletes(current, gone):
+    gone = [f for f in files if f.new_path is None and f.old_blob and not f.binary]
+    made = {p: c for p, c in created_files(files).items() if read(p) is None} if gone else {}
+    for f in gone:  # a created path upstream has too is an add/add: git's 3-way decides
+        current = read(f.path)
+        if current is None or _deletes(current, f):
             continue
-        base = preimages(gone.old_blob or "")
-        target = _moved_to(base, created, read) if base is not None else None
-        if target is None:
+        base = preimages(f.old_blob or "")
+        path = moved_to(base, made) if base is not None else None
+        if base is None or path is None:
             continue
-        assert base is not None
-        path, content = target
-        merged = merge(current, base, content)
+        merged = merge(current, base, made.pop(path))
         if merged is None:
-            raise NotExact(gone.path)
-        out[gone.path], out[path] = None, merged
-        del created[path]
+            raise NotExact(f.path)
+        out[f.path], out[path] = None, merged
     return out
+
+
+def created_files(files: Sequence[FileDiff]) -> dict[str, bytes]:
+    """path -> content of each text file the patch creates."""
+    out: dict[str, bytes] = {}
+    for f in files:
+        if f.old_path is None and f.new_path is not None and not f.binary:
+            try:
+                out[f.path] = apply_file(None, f) or b""
+            except (NotExact, Unsupported):
+                continue
+    return out
+
+
+def moved_to(base: bytes, created: Mapping[str, bytes]) -> str | None:
+    """The created file most like ``base`` when it is ``base``'s file moved (``same_file`` at
+    least ``RENAMED``), else None: one answer for the applier's merge of a move and the conflict
+    engine's stop that names where a conflicting one went."""
+    best = max(((same_file(base, content), path) for path, content in created.items()),
+               default=None)
+    return best[1] if best is not None and best[0] >= RENAMED else None
 
 
 def _deletes(current: bytes, f: FileDiff) -> bool:
@@ -233,20 +252,3 @@ def _deletes(current: bytes, f: FileDiff) -> bool:
         return apply_file(current, f) is None
     except (NotExact, Unsupported):
         return False
-
-
-def _moved_to(base: bytes, created: dict[str, FileDiff], read: Read
-              ) -> tuple[str, bytes] | None:
-    """The created file (absent here) most like ``base``, when it is the same file moved."""
-    best: tuple[float, str, bytes] | None = None
-    for path, f in created.items():
-        if read(path) is not None:
-            continue  # upstream has that path: add/add, git's 3-way decides
-        try:
-            content = apply_file(None, f) or b""
-        except (NotExact, Unsupported):
-            continue
-        score = same_file(base, content)
-        if score >= RENAMED and (best is None or score > best[0]):
-            best = (score, path, content)
-    return (best[1], best[2]) if best else None

@@ -31,8 +31,8 @@ from enum import Enum
 from ..git import Entry, Index, Repo, Stages
 from ..model.diffs import FileDiff, Hunk, LineMap, text_lines
 from ..model.ids import Oid
-from ..model.lines import RENAMED, same_file
 from ..model.patches import Mode, Patch
+from .applier import created_files, moved_to
 
 MARK_START, MARK_BASE, MARK_SEP, MARK_END = b"<<<<<<< ", b"||||||| ", b"=======", b">>>>>>> "
 
@@ -153,17 +153,8 @@ class Engine:
         cleanly; this is one that conflicts, hostile12 #1)."""
         if c.kind is not ConflictKind.DELETE_MODIFY or 1 not in c.stages:
             return c
-        base = self._blob(c.stages[1])
-        best: tuple[float, str] | None = None
-        for f in patch.files:
-            if f.old_path is not None or f.new_path is None or f.binary:
-                continue
-            made = b"".join(ln[1:] + b"\n" for h in f.hunks for ln in h.lines
-                            if ln[:1] == b"+")
-            score = same_file(base, made)
-            if score >= RENAMED and (best is None or score > best[0]):
-                best = (score, f.new_path)
-        return replace(c, moved_to=best[1]) if best else c
+        went = moved_to(self._blob(c.stages[1]), created_files(patch.files))
+        return replace(c, moved_to=went) if went else c
 
     def _content_all(self, index: Index, found: list[FileConflict | FileDiff],
                      labels: Labels) -> list[FileConflict]:

@@ -216,8 +216,9 @@ class TreeState:
     def provide(self, patch: Patch) -> None:
         """Write the preimages of ``patch`` that only this run's postimages hold, before git
         applies it 3-way (as git would have them from its own earlier applies)."""
-        wanted = [f.old_blob for f in patch.files if f.old_blob and f.old_blob.strip("0")]
-        made = [self.blob(sha) for sha in wanted if self.repo.objects.blob(sha) is None]
+        missing = [f.old_blob for f in patch.files if f.old_blob and f.old_blob.strip("0")
+                   and self.repo.objects.blob(f.old_blob) is None]
+        made = [self.postimages.rebuild(sha, self.repo.objects.blob) for sha in missing]
         self.repo.hash_blobs([data for data in made if data is not None])
 
     def blob_of(self, path: str) -> str | None:
