@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..engine.attribution import blockers
-from ..engine.conflicts import ConflictKind, FileConflict, Region
 from ..engine.exchange import load_patches, patch_stats
 from ..engine.holdups import unregistered
+from ..engine.serialize import recorded_conflicts
 from ..engine.state import ApplyState, Carrying, TreeMap, tolerant
 from ..git import Worktree
 from ..git.worktree import linked_elsewhere
@@ -167,20 +167,5 @@ def _blocked_by(ws: Workspace, state: ApplyState) -> list[str]:
         return []  # series.yaml changed under the apply: continue says so
     stack = [loaded[i] for i in state.ids]
     pos = state.ids.index(state.current)
-    return blockers(SeriesLines(stack[:pos + 1]), pos, _recorded(state), state.missing())
-
-
-def _recorded(state: ApplyState) -> list[FileConflict]:
-    """The stop's conflicts as apply-state.json keeps them: each file's kind and its regions'
-    preimage lines (all that says which earlier patch a region needs)."""
-    out = []
-    for c in state.conflicts:
-        try:
-            kind = ConflictKind(str(c.get("kind")))
-        except ValueError:
-            continue
-        spans = [r.get("preimage_lines") for r in c.get("regions") or [] if isinstance(r, dict)]
-        regions = tuple(Region(0, 0, None, (int(s[0]), int(s[1])) if s else None)
-                        for s in spans)
-        out.append(FileConflict(str(c.get("path")), kind, regions))
-    return out
+    return blockers(SeriesLines(stack[:pos + 1]), pos, recorded_conflicts(state.conflicts),
+                    state.missing())

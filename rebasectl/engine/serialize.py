@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .carried import CARRIED_SHARE
+from .conflicts import ConflictKind, FileConflict, Region
 from .testing import Category
 
 if TYPE_CHECKING:
     from .aftermerge import Risk
     from .attribution import CommitRef, Culprit, RegionCulprits
     from .carried import Carried
-    from .conflicts import FileConflict, Region
     from .materialize import Step
     from .session import ApplyOutcome, Stop
     from .testing import CaseResult, PatchResult, TestRun
@@ -50,6 +50,23 @@ def file_conflict(c: FileConflict) -> dict[str, object]:
             "hunks": sorted({h for r in c.regions for h in r.hunks}),
             "deleted_by": c.deleted_by, "moved_to": c.moved_to,
             "code_now_in": c.code_in, "blocked_by": c.blocked_by}
+
+
+def recorded_conflicts(records: list[dict[str, Any]]) -> list[FileConflict]:
+    """``file_conflict``'s records read back, as far as apply-state.json keeps them: each
+    file's path, kind and its regions' preimage lines (all that says which earlier patch a
+    region needs); a record of an unknown kind is left out."""
+    out = []
+    for c in records:
+        try:
+            kind = ConflictKind(str(c.get("kind")))
+        except ValueError:
+            continue
+        spans = [r.get("preimage_lines") for r in c.get("regions") or [] if isinstance(r, dict)]
+        regions = tuple(Region(0, 0, None, (int(s[0]), int(s[1])) if s else None)
+                        for s in spans)
+        out.append(FileConflict(str(c.get("path")), kind, regions))
+    return out
 
 
 # -- attribution -----------------------------------------------------------------------------------
