@@ -16,7 +16,7 @@ from .commands import serialize
 from .engine import serialize as engine_json
 from .engine.conflicts import ConflictKind, FileConflict
 from .model.ids import short
-from .model.words import commits, upstream_lines
+from .model.words import commits, count, upstream_lines
 
 
 def json(data: Any) -> None:
@@ -274,8 +274,8 @@ def imported(done: Any) -> None:
     series = done.series
     n = done.new_files
     new = f" and creating {n} new file{'s' if n != 1 else ''}" if n else ""
-    count = len(series.patches)
-    ui.line(f"imported {count} patch{'' if count == 1 else 'es'} on {series.upstream.base.short()} "
+    ui.line(f"imported {count(len(series.patches), 'patch', 'patches')} on "
+            f"{series.upstream.base.short()} "
             f"({series.upstream.name}), touching {done.upstream_files} upstream files{new}; "
             f"wrote {len(done.changed)} files (patches/ and series.yaml)")
     for pid in done.empty:
@@ -296,9 +296,8 @@ def imported(done: Any) -> None:
 
 
 def export(series: Any, built: Any, changed: list[str]) -> None:
-    n = len(series.patches)
-    ui.line(f"exported {n} patch{'' if n == 1 else 'es'} on {series.upstream.base.short()}; "
-            f"{len(changed)} file{'' if len(changed) == 1 else 's'} changed")
+    ui.line(f"exported {count(len(series.patches), 'patch', 'patches')} on "
+            f"{series.upstream.base.short()}; {count(len(changed), 'file')} changed")
     for path in changed:
         ui.line(f"  {path}")
     if built.overwritten is not None:

@@ -9,6 +9,11 @@ def commits(n: int) -> str:
     return f"{n} upstream commit{'' if n == 1 else 's'}"
 
 
+def count(n: int, one: str, many: str | None = None) -> str:
+    """``1 patch`` / ``9 patches``: a count with its noun agreeing."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def upstream_lines(span: tuple[int, int] | list[int] | None) -> str:
     """Where a region is in upstream's file, as every surface says it: ``upstream line 7``,
     ``upstream lines 7-9``, or ``no upstream lines`` (the region only adds)."""
